@@ -1,0 +1,140 @@
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Groups;
+
+/// <summary>
+/// Runs one attempt of the virtual-synchrony flush for the membership service, at the oldest
+/// surviving member of the view (Isis's choice: it is the member most likely to hold everything).
+/// </summary>
+/// <remarks>
+/// The flush, step by step:
+/// <list type="number">
+/// <item>Wedge: every survivor stops sending and delivering in the old view and reports, per
+/// sender, the longest prefix it holds plus every message it holds above stability.</item>
+/// <item>Cut: for each sender, the longest prefix any survivor holds. Every survivor's deliveries
+/// are a prefix of what it holds, so the cut never undoes a delivery; and the reports together
+/// hold every message up to the cut, because no survivor garbage-collects a message before all
+/// members hold it.</item>
+/// <item>Commit: each survivor receives the cut with exactly the messages it lacks, delivers up to
+/// the cut, and acknowledges. Only then does the coordinator tell the membership service, which
+/// installs the next view; so no member installs the next view before every survivor's old-view
+/// deliveries are final.</item>
+/// </list>
+/// If a survivor or this coordinator fails before completion, the membership service starts a
+/// new attempt (with a higher number) without it; survivors simply report again. A new cut is
+/// never below an old one, because survivors report everything they hold, including what an
+/// earlier commit delivered.
+/// </remarks>
+internal sealed class FlushCoordinator
+{
+    private readonly ProcessNode _node;
+    private readonly GroupMember _member;
+    private readonly Dictionary<NodeId, (long[] Vector, List<HeldMessage> Messages)> _reports = new();
+    private readonly HashSet<NodeId> _committed = new();
+    private Dictionary<NodeId, byte[]>? _commitPackets;
+    private long _nextRetryAt;
+
+    public FlushCoordinator(ProcessNode node, GroupMember member, long attempt, NodeId[] survivors, long now)
+    {
+        _node = node;
+        _member = member;
+        Attempt = attempt;
+        Survivors = survivors;
+        foreach (NodeId s in survivors) SendWedge(s);
+        _nextRetryAt = now + node.Options.RetryInterval;
+    }
+
+    public long Attempt { get; }
+
+    public NodeId[] Survivors { get; }
+
+    public bool Done { get; private set; }
+
+    private int ViewId => _member.View!.Id;
+
+    private void SendWedge(NodeId survivor) =>
+        _node.SendTo(survivor.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.Wedge, _node.Self, _member.Id, ViewId, Attempt)).Finish());
+
+    public void OnReport(NodeId from, long attempt, ref WireReader r)
+    {
+        long[] vector = r.Longs();
+        List<HeldMessage> messages = HeldMessage.ReadList(ref r, _member.RankCount);
+        if (!r.Ok || vector.Length != _member.RankCount) { r.Fail(); return; }
+        if (attempt != Attempt || _commitPackets != null || Array.IndexOf(Survivors, from) < 0) return;
+        _reports[from] = (vector, messages);
+        if (_reports.Count == Survivors.Length) Commit();
+    }
+
+    private void Commit()
+    {
+        int ranks = _member.RankCount;
+        var cut = new long[ranks];
+        var union = new Dictionary<(int Rank, long Seq), byte[]>();
+        foreach (var (vector, messages) in _reports.Values)
+        {
+            for (int r = 0; r < ranks; r++) cut[r] = Math.Max(cut[r], vector[r]);
+            foreach (HeldMessage m in messages) union.TryAdd((m.Rank, m.Seq), m.Payload);
+        }
+
+        bool skipExchange = (_node.Options.Mutations & ProtocolMutations.SkipFlushExchange) != 0;
+        _commitPackets = new Dictionary<NodeId, byte[]>();
+        foreach (NodeId survivor in Survivors)
+        {
+            long[] held = _reports[survivor].Vector;
+            var missing = new List<HeldMessage>();
+            long[] memberCut = skipExchange ? held : cut;
+            if (!skipExchange)
+            {
+                for (int r = 0; r < ranks; r++)
+                {
+                    for (long seq = held[r] + 1; seq <= cut[r]; seq++)
+                    {
+                        Invariant.Check(union.TryGetValue((r, seq), out byte[]? payload),
+                            $"flush of view {ViewId}: the reports hold every message up to the cut (rank {r}, seq {seq})");
+                        missing.Add(new HeldMessage(r, seq, payload!));
+                    }
+                }
+            }
+            PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushCommit, _node.Self, _member.Id, ViewId, Attempt)).Longs(memberCut);
+            HeldMessage.WriteList(w, missing);
+            _commitPackets[survivor] = w.Finish();
+        }
+        foreach (var (survivor, packet) in _commitPackets) _node.SendTo(survivor.Endpoint, packet);
+    }
+
+    public void OnCommitAck(NodeId from, long attempt)
+    {
+        if (attempt != Attempt || _commitPackets == null || !_commitPackets.ContainsKey(from)) return;
+        _committed.Add(from);
+        if (_committed.Count == Survivors.Length && !Done)
+        {
+            Done = true;
+            SendDone();
+        }
+    }
+
+    /// <summary>Tells the membership service this attempt finished; repeated whenever it asks again.</summary>
+    public void SendDone() =>
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.FlushDone, _node.Self, _member.Id, ViewId, Attempt)).Finish());
+
+    /// <summary>Retransmits whichever step is waiting on a lost packet.</summary>
+    public void Tick(long now)
+    {
+        if (Done || now < _nextRetryAt) return;
+        _nextRetryAt = now + _node.Options.RetryInterval;
+        foreach (NodeId s in Survivors)
+        {
+            if (_commitPackets == null)
+            {
+                if (!_reports.ContainsKey(s)) SendWedge(s);
+            }
+            else if (!_committed.Contains(s))
+            {
+                _node.SendTo(s.Endpoint, _commitPackets[s]);
+            }
+        }
+    }
+}

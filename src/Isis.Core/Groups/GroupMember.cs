@@ -1,0 +1,437 @@
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Groups;
+
+internal enum MemberState
+{
+    /// <summary>Join requested; no view yet.</summary>
+    Joining,
+
+    /// <summary>In a view: sending and delivering (unless wedged by a flush).</summary>
+    Active,
+
+    /// <summary>Leave requested; still a member until the membership service installs a view without us.</summary>
+    Leaving,
+
+    Left,
+}
+
+/// <summary>
+/// This process's membership in one group: the current view, the FIFO streams of every sender,
+/// acknowledgement digests and stability, NAK repair, and this member's part in a view-change flush.
+/// </summary>
+/// <remarks>
+/// Rules this class implements (DESIGN.md section 3):
+/// <list type="bullet">
+/// <item>Send is FIFO per sender and the sender delivers its own message at once.</item>
+/// <item>A message is delivered in the view it was sent in, or nowhere: packets carry their view id
+/// and anything for another view is dropped.</item>
+/// <item>Once wedged by a flush coordinator a member neither sends nor delivers in the old view
+/// except what the coordinator's cut tells it to, so every survivor delivers the same set.</item>
+/// </list>
+/// </remarks>
+internal sealed class GroupMember
+{
+    private readonly ProcessNode _node;
+    private readonly Queue<byte[]> _pendingSends = new();
+
+    private SenderStream[] _streams = [];
+
+    // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
+    private long[][] _acks = [];
+    private bool _digestDirty;
+    private long _nextDigestAt;
+    private long _lastDigestSentAt;
+
+    // Flush participant state for the current view.
+    private bool _wedged;
+    private long _reportedAttempt = -1;
+    private long _committedAttempt = -1;
+
+    // Join and leave requests are retransmitted until the membership service answers.
+    private long _nextRequestAt;
+
+    public GroupMember(ProcessNode node, GroupId id, string name)
+    {
+        _node = node;
+        Id = id;
+        Name = name;
+        State = MemberState.Joining;
+    }
+
+    public GroupId Id { get; }
+
+    public string Name { get; }
+
+    public MemberState State { get; private set; }
+
+    public GroupView? View { get; private set; }
+
+    public int MyRank { get; private set; } = -1;
+
+    /// <summary>The flush this member coordinates, if the membership service chose it.</summary>
+    public FlushCoordinator? Coordinator { get; set; }
+
+    /// <summary>This member's own messages not yet known stable: the flow-control window the runtime watches.</summary>
+    public long UnstableOwnMessages => MyRank < 0 ? 0 : _streams[MyRank].Contiguous - _streams[MyRank].Stable;
+
+    public int PendingSends => _pendingSends.Count;
+
+    public bool IsWedged => _wedged;
+
+    private NodeId Self => _node.Self;
+
+    private ProtocolOptions Options => _node.Options;
+
+    // ---------------------------------------------------------------- join and leave
+
+    public void RequestJoin(long now)
+    {
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.JoinRequest, Self, Id, 0, 0)).String(Name).Finish());
+        _nextRequestAt = now + Options.RetryInterval;
+    }
+
+    public void RequestLeave(long now)
+    {
+        if (State == MemberState.Left) return;
+        State = MemberState.Leaving;
+        _pendingSends.Clear();
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.LeaveRequest, Self, Id, View?.Id ?? 0, 0)).Finish());
+        _nextRequestAt = now + Options.RetryInterval;
+    }
+
+    public void OnLeaveDone()
+    {
+        if (State != MemberState.Leaving) return;
+        State = MemberState.Left;
+        _node.Emit(new GroupLeft(Id));
+    }
+
+    /// <summary>
+    /// The membership service installs a view. A survivor of the previous view gets it only after
+    /// the flush committed here (the coordinator reports completion only once every survivor acknowledged
+    /// the cut), so the old view's deliveries are final by now.
+    /// </summary>
+    public void OnInstallView(GroupView view, long now)
+    {
+        if (State == MemberState.Left) return;
+        if (View != null && view.Id <= View.Id)
+        {
+            // A retransmission: our acknowledgement was lost.
+            AckInstall(view.Id);
+            return;
+        }
+        int rank = view.RankOf(Self);
+        if (rank < 0) return; // not addressed to a member: ignore
+
+        if (View != null)
+        {
+            Invariant.Check(view.Id == View.Id + 1, $"views are installed in order: at {View.Id}, offered {view.Id}");
+            Invariant.Check(_committedAttempt >= 0 || (Options.Mutations & ProtocolMutations.SkipFlushExchange) != 0,
+                $"a survivor installs view {view.Id} only after committing the flush of view {View.Id}");
+        }
+
+        View = view;
+        MyRank = rank;
+        _streams = new SenderStream[view.Members.Length];
+        _acks = new long[view.Members.Length][];
+        for (int i = 0; i < _streams.Length; i++)
+        {
+            _streams[i] = new SenderStream();
+            _acks[i] = new long[view.Members.Length];
+        }
+        _wedged = false;
+        _reportedAttempt = -1;
+        _committedAttempt = -1;
+        Coordinator = null;
+        _digestDirty = false;
+        _lastDigestSentAt = now;
+        _nextDigestAt = now + Options.DigestInterval;
+        if (State == MemberState.Joining) State = MemberState.Active;
+        _node.Counters.ViewsInstalled++;
+        _node.Emit(new ViewInstalled(Id, view));
+        AckInstall(view.Id);
+
+        // Sends issued while joining or wedged go out in this view.
+        while (State == MemberState.Active && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
+    }
+
+    private void AckInstall(int viewId) =>
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.InstallAck, Self, Id, viewId, 0)).Finish());
+
+    // ---------------------------------------------------------------- Send
+
+    /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
+    public void Send(byte[] payload)
+    {
+        if (State == MemberState.Active && !_wedged) SendNow(payload);
+        else if (State is MemberState.Active or MemberState.Joining) _pendingSends.Enqueue(payload);
+    }
+
+    private void SendNow(byte[] payload)
+    {
+        GroupView view = View!;
+        SenderStream own = _streams[MyRank];
+        long seq = own.Contiguous + 1;
+        own.Add(seq, payload);
+        own.Delivered = seq;
+        _node.Emit(new MessageSent(Id, view.Id, seq, payload));
+        _node.Emit(new MessageDelivered(Id, view.Id, Self, seq, payload));
+        byte[] packet = DataPacket(MyRank, seq, payload);
+        foreach (NodeId member in view.Members)
+        {
+            if (member != Self) _node.SendTo(member.Endpoint, packet);
+        }
+        _digestDirty = true;
+    }
+
+    private byte[] DataPacket(int originRank, long seq, byte[] payload) =>
+        _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq)).I32(originRank).Tail(payload).Finish();
+
+    // ---------------------------------------------------------------- receive path
+
+    /// <summary>
+    /// Routes a member-to-member packet. The caller has already checked the checksum and the
+    /// firewall; here we check that the packet belongs to our current view and its sender is a member.
+    /// </summary>
+    public void OnGroupPacket(in PacketHeader h, ReadOnlySpan<byte> body, long now)
+    {
+        if (State is MemberState.Joining or MemberState.Left || View == null || h.View != View.Id)
+        {
+            _node.Counters.DroppedWrongView++;
+            return;
+        }
+        int from = View.RankOf(h.Sender);
+        if (from < 0)
+        {
+            _node.Counters.DroppedNotMember++;
+            return;
+        }
+        var r = new WireReader(body);
+        switch (h.Kind)
+        {
+            case PacketKind.Data: OnData(from, h.Number, ref r, now); break;
+            case PacketKind.Digest: OnDigest(from, ref r, now); break;
+            case PacketKind.Nak: OnNak(from, ref r); break;
+            case PacketKind.Wedge: OnWedge(from, h.Number); break;
+            case PacketKind.FlushReport: Coordinator?.OnReport(h.Sender, h.Number, ref r); break;
+            case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r); break;
+            case PacketKind.CommitAck: Coordinator?.OnCommitAck(h.Sender, h.Number); break;
+        }
+        if (!r.Ok) _node.Counters.DroppedMalformed++;
+    }
+
+    private void OnData(int from, long seq, ref WireReader r, long now)
+    {
+        int origin = r.I32();
+        byte[] payload = r.Tail();
+        if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0) { r.Fail(); return; }
+        if (origin == MyRank) { _node.Counters.Duplicates++; return; }
+        if (from != origin) _node.Counters.Retransmissions++;
+        SenderStream s = _streams[origin];
+        if (!s.Add(seq, payload)) { _node.Counters.Duplicates++; return; }
+        _digestDirty = true;
+        if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1)
+        {
+            // Deliberate bug: deliver whatever arrives.
+            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, payload));
+            return;
+        }
+        if (s.HasGap && s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+        DeliverReady(origin);
+    }
+
+    /// <summary>Delivers the contiguous prefix of one sender's stream, unless a flush wedged us.</summary>
+    private void DeliverReady(int origin)
+    {
+        if (_wedged) return;
+        SenderStream s = _streams[origin];
+        NodeId sender = View!.Members[origin];
+        while (s.Delivered < s.Contiguous)
+        {
+            long seq = ++s.Delivered;
+            _node.Emit(new MessageDelivered(Id, View.Id, sender, seq, s.Held[seq]));
+        }
+        if (!s.HasGap) { s.NextNakAt = 0; s.NakRound = 0; }
+    }
+
+    private void OnDigest(int from, ref WireReader r, long now)
+    {
+        long[] vector = r.Longs();
+        if (!r.Ok || vector.Length != _streams.Length) { r.Fail(); return; }
+        long[] row = _acks[from];
+        for (int i = 0; i < vector.Length; i++)
+        {
+            if (vector[i] > row[i]) row[i] = vector[i];
+            SenderStream s = _streams[i];
+            if (vector[i] > s.KnownMax)
+            {
+                // Someone holds messages we have never seen: a tail loss. NAK after a short delay.
+                s.KnownMax = vector[i];
+                if (s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+            }
+        }
+        CollectStableMessages();
+    }
+
+    private void CollectStableMessages()
+    {
+        for (int r = 0; r < _streams.Length; r++)
+        {
+            long stable = _streams[r].Contiguous;
+            for (int m = 0; m < _acks.Length; m++)
+            {
+                if (m != MyRank && _acks[m][r] < stable) stable = _acks[m][r];
+            }
+            _streams[r].CollectGarbage(stable);
+        }
+    }
+
+    private void OnNak(int from, ref WireReader r)
+    {
+        int origin = r.I32();
+        long first = r.I64();
+        long last = r.I64();
+        if (!r.Ok || origin < 0 || origin >= _streams.Length || first <= 0 || last < first) { r.Fail(); return; }
+        last = Math.Min(last, first + Options.MaxNakRange - 1);
+        SenderStream s = _streams[origin];
+        for (long seq = first; seq <= last; seq++)
+        {
+            if (s.Held.TryGetValue(seq, out byte[]? payload))
+            {
+                _node.SendTo(View!.Members[from].Endpoint, DataPacket(origin, seq, payload));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- flush participant
+
+    /// <summary>
+    /// A coordinator asks us to wedge and report. From now on this member sends nothing new in
+    /// this view and delivers only what a commit tells it to. The report carries every message we
+    /// hold above stability, so the coordinator can give each survivor what it lacks even if the
+    /// original sender is gone.
+    /// </summary>
+    private void OnWedge(int from, long attempt)
+    {
+        if (attempt < _reportedAttempt) return; // an older coordinator's attempt
+        _wedged = true;
+        _reportedAttempt = attempt;
+        var messages = new List<HeldMessage>();
+        var vector = new long[_streams.Length];
+        for (int r = 0; r < _streams.Length; r++)
+        {
+            SenderStream s = _streams[r];
+            vector[r] = s.Contiguous;
+            for (long seq = s.Stable + 1; seq <= s.Contiguous; seq++) messages.Add(new HeldMessage(r, seq, s.Held[seq]));
+        }
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushReport, Self, Id, View!.Id, attempt)).Longs(vector);
+        HeldMessage.WriteList(w, messages);
+        _node.SendTo(View.Members[from].Endpoint, w.Finish());
+    }
+
+    /// <summary>
+    /// The coordinator's cut: for each sender, deliver exactly up to cut[r]. The commit carries the
+    /// messages we lacked. Every survivor gets the same cut, which is what makes the delivered sets
+    /// of the old view equal (virtual synchrony).
+    /// </summary>
+    private void OnCommit(int from, long attempt, ref WireReader r)
+    {
+        long[] cut = r.Longs();
+        List<HeldMessage> messages = HeldMessage.ReadList(ref r, _streams.Length);
+        if (!r.Ok || cut.Length != _streams.Length) { r.Fail(); return; }
+        if (attempt != _reportedAttempt) return; // stale, or for an attempt we never reported to
+        if (attempt != _committedAttempt)
+        {
+            foreach (HeldMessage m in messages) _streams[m.Rank].Add(m.Seq, m.Payload);
+            for (int rank = 0; rank < _streams.Length; rank++)
+            {
+                SenderStream s = _streams[rank];
+                Invariant.Check(s.Delivered <= cut[rank], $"the cut of view {View!.Id} never undoes a delivery (sender rank {rank})");
+                Invariant.Check(s.Contiguous >= cut[rank], $"a commit brings every message up to the cut (view {View!.Id}, sender rank {rank})");
+                NodeId sender = View!.Members[rank];
+                while (s.Delivered < cut[rank])
+                {
+                    long seq = ++s.Delivered;
+                    _node.Emit(new MessageDelivered(Id, View.Id, sender, seq, s.Held[seq]));
+                }
+            }
+            _committedAttempt = attempt;
+        }
+        _node.SendTo(View!.Members[from].Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.CommitAck, Self, Id, View.Id, attempt)).Finish());
+    }
+
+    /// <summary>
+    /// The holdings this member reports for a flush it coordinates: used when the coordinator is also
+    /// a survivor, through the same path as everyone else (it sends itself a Wedge).
+    /// </summary>
+    public int RankCount => _streams.Length;
+
+    // ---------------------------------------------------------------- timers
+
+    public void Tick(long now)
+    {
+        if (State == MemberState.Joining && now >= _nextRequestAt) RequestJoin(now);
+        if (State == MemberState.Leaving && now >= _nextRequestAt) RequestLeave(now);
+        if (View == null || State == MemberState.Left) return;
+
+        Coordinator?.Tick(now);
+
+        if (now >= _nextDigestAt)
+        {
+            _nextDigestAt = now + Options.DigestInterval;
+            if (_digestDirty || now - _lastDigestSentAt >= Options.IdleDigestInterval) SendDigest(now);
+        }
+
+        for (int rank = 0; rank < _streams.Length; rank++)
+        {
+            SenderStream s = _streams[rank];
+            if (rank == MyRank || s.NextNakAt == 0 || now < s.NextNakAt) continue;
+            if (!s.HasGap) { s.NextNakAt = 0; continue; }
+            SendNak(rank, s);
+            s.NextNakAt = now + Options.NakInterval;
+        }
+    }
+
+    private void SendDigest(long now)
+    {
+        _digestDirty = false;
+        _lastDigestSentAt = now;
+        var vector = new long[_streams.Length];
+        for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
+        _acks[MyRank] = vector;
+        byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, 0)).Longs(vector).Finish();
+        foreach (NodeId member in View.Members)
+        {
+            if (member != Self) _node.SendTo(member.Endpoint, packet);
+        }
+        CollectStableMessages();
+    }
+
+    /// <summary>
+    /// Asks for a missing range: alternately from the original sender and from the member whose
+    /// digest says it holds the most of that stream, so a slow or dying sender does not stall repair.
+    /// </summary>
+    private void SendNak(int rank, SenderStream s)
+    {
+        int target = rank;
+        if (s.NakRound++ % 2 == 1)
+        {
+            for (int m = 0; m < _acks.Length; m++)
+            {
+                if (m != MyRank && _acks[m][rank] > _acks[target][rank]) target = m;
+            }
+        }
+        long first = s.Contiguous + 1;
+        long last = Math.Min(s.KnownMax, s.Contiguous + Options.MaxNakRange);
+        _node.Counters.NaksSent++;
+        _node.SendTo(View!.Members[target].Endpoint,
+            _node.Writer.Begin(new PacketHeader(PacketKind.Nak, Self, Id, View.Id, 0)).I32(rank).I64(first).I64(last).Finish());
+    }
+
+    /// <summary>This process is going down: stop everything (no more deliveries).</summary>
+    public void Wedge() => _wedged = true;
+}

@@ -1,0 +1,47 @@
+namespace Isis.Core.Groups;
+
+/// <summary>
+/// What one member holds of one sender's FIFO stream in the current view.
+/// </summary>
+/// <remarks>
+/// Sequence numbers start at 1 in every view. Three marks only ever move forward:
+/// <c>Stable &lt;= Delivered &lt;= Contiguous</c>. <c>Contiguous</c> is the longest prefix held;
+/// <c>Delivered</c> the prefix handed to the application (it lags only while the member is wedged
+/// for a flush); <c>Stable</c> the prefix every member of the view is known to hold, which may be
+/// garbage-collected. Messages above <c>Stable</c> stay in <see cref="Held"/>: they are what this
+/// member retransmits on a NAK and contributes to a flush.
+/// </remarks>
+internal sealed class SenderStream
+{
+    public long Contiguous;
+    public long Delivered;
+    public long Stable;
+
+    /// <summary>Highest sequence number this member knows exists (from data or digests).</summary>
+    public long KnownMax;
+
+    /// <summary>When the current gap may next be NAKed (0 = no NAK scheduled).</summary>
+    public long NextNakAt;
+    public int NakRound;
+
+    public readonly Dictionary<long, byte[]> Held = new();
+
+    /// <summary>Stores a message; returns false for a duplicate.</summary>
+    public bool Add(long seq, byte[] payload)
+    {
+        if (seq <= Contiguous || !Held.TryAdd(seq, payload)) return false;
+        while (Held.ContainsKey(Contiguous + 1)) Contiguous++;
+        if (seq > KnownMax) KnownMax = seq;
+        return true;
+    }
+
+    public bool HasGap => KnownMax > Contiguous;
+
+    /// <summary>Drops messages up to <paramref name="stable"/> that were delivered here.</summary>
+    public void CollectGarbage(long stable)
+    {
+        long upTo = Math.Min(stable, Delivered);
+        for (long s = Stable + 1; s <= upTo; s++) Held.Remove(s);
+        if (upTo > Stable) Stable = upTo;
+    }
+}

@@ -1,0 +1,23 @@
+namespace Isis.Core.Node;
+
+/// <summary>
+/// What a node dropped or repaired, by reason. Single-threaded like the rest of the core; the
+/// runtime copies the values out when asked.
+/// </summary>
+internal sealed class NodeCounters
+{
+    public long PacketsReceived;
+    public long DroppedMalformed;        // bad magic, version, length, checksum, kind or body
+    public long DroppedFirewall;         // from an incarnation the membership service expelled
+    public long DroppedNotForMe;         // control packet addressed to another incarnation of this endpoint
+    public long DroppedUnknownGroup;     // group this process is not in
+    public long DroppedWrongView;        // for a view this member is not in (stale or not yet installed)
+    public long DroppedNotMember;        // sender is not a member of the view it claims
+    public long DroppedAfterShutdown;
+    public long Duplicates;
+    public long NaksSent;
+    public long Retransmissions;
+    public long ViewsInstalled;
+
+    public NodeCounters Snapshot() => (NodeCounters)MemberwiseClone();
+}

@@ -1,0 +1,25 @@
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+
+namespace Isis.Core.Node;
+
+/// <summary>Something a node asks its driver to hand to the application (or to a history).</summary>
+internal abstract record NodeEvent;
+
+/// <summary>This member sent a message: it got sequence number <paramref name="Seq"/> in view <paramref name="ViewId"/>.</summary>
+internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, ReadOnlyMemory<byte> Payload) : NodeEvent;
+
+/// <summary>Deliver this message to the group's handlers, in the order of the event list.</summary>
+internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, ReadOnlyMemory<byte> Payload) : NodeEvent;
+
+/// <summary>A new view of a group is installed here (the first one completes a join).</summary>
+internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
+
+/// <summary>This process has left the group; its leave request completed.</summary>
+internal sealed record GroupLeft(GroupId Group) : NodeEvent;
+
+/// <summary>The process stops: it was expelled or lost the membership service. Everything is wedged.</summary>
+internal sealed record NodeShutDown(string Reason) : NodeEvent;
+
+/// <summary>The membership service expelled an incarnation (emitted by the membership service).</summary>
+internal sealed record IncarnationExpelled(NodeId Node) : NodeEvent;

@@ -1,0 +1,324 @@
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Node;
+
+/// <summary>
+/// One application process, sans-IO: its link to the membership service (heartbeats, isolation,
+/// expulsion), its firewall, and its groups. Inputs are packets, ticks and API commands; outputs
+/// go to <see cref="Outbox"/>.
+/// </summary>
+internal sealed class ProcessNode : IProtocolNode
+{
+    private readonly Dictionary<GroupId, GroupMember> _groups = new();
+    private readonly Queue<byte[]> _loopback = new();
+    private readonly Firewall _firewall;
+    private long _now;
+    private long _nextHeartbeatAt;
+    private long _lastHeardFromOracle;
+    private long _knownEpoch;
+    private long _isolationSuspectedAt;
+    private bool _draining;
+
+    public ProcessNode(NodeId self, ulong oracleEndpoint, ProtocolOptions options, long now)
+    {
+        Self = self;
+        OracleEndpoint = oracleEndpoint;
+        Options = options;
+        _firewall = new Firewall(options);
+        _now = now;
+        _lastHeardFromOracle = now;
+        SendHeartbeat();
+        _nextHeartbeatAt = now + options.HeartbeatInterval;
+    }
+
+    public NodeId Self { get; }
+
+    public ulong Endpoint => Self.Endpoint;
+
+    public ulong OracleEndpoint { get; }
+
+    public ProtocolOptions Options { get; }
+
+    public Outbox Outbox { get; } = new();
+
+    public NodeCounters Counters { get; } = new();
+
+    /// <summary>Set once the process is expelled or isolated; the node then ignores all input.</summary>
+    public string? ShutdownReason { get; private set; }
+
+    public bool IsShutDown => ShutdownReason != null;
+
+    internal PacketWriter Writer { get; } = new();
+
+    public IEnumerable<GroupMember> Groups => _groups.Values;
+
+    public GroupMember? FindGroup(GroupId id) => _groups.GetValueOrDefault(id);
+
+    // ---------------------------------------------------------------- output helpers
+
+    internal void Emit(NodeEvent e) => Outbox.Events.Add(e);
+
+    /// <summary>Sends a packet; packets to ourselves are processed locally, after the current input.</summary>
+    internal void SendTo(ulong endpoint, byte[] packet)
+    {
+        if (endpoint == Self.Endpoint) _loopback.Enqueue(packet);
+        else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
+    }
+
+    internal void SendToOracle(byte[] packet) => SendTo(OracleEndpoint, packet);
+
+    // ---------------------------------------------------------------- commands
+
+    /// <summary>Asks to join <paramref name="name"/>; a <see cref="ViewInstalled"/> event completes it.</summary>
+    public GroupMember Join(string name, long now)
+    {
+        _now = now;
+        GroupId id = GroupId.FromName(name);
+        if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
+        var member = new GroupMember(this, id, name);
+        _groups[id] = member;
+        if (!IsShutDown) member.RequestJoin(now);
+        Drain();
+        return member;
+    }
+
+    public void Leave(GroupId id, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.RequestLeave(now);
+        Drain();
+    }
+
+    /// <summary>Multicasts <paramref name="payload"/> to the group (queued if the group is joining or wedged).</summary>
+    public void Send(GroupId id, byte[] payload, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.Send(payload);
+        Drain();
+    }
+
+    // ---------------------------------------------------------------- inputs
+
+    public void Tick(long now)
+    {
+        _now = now;
+        if (IsShutDown) return;
+        if (now - _lastHeardFromOracle > Options.IsolationTimeout)
+        {
+            // Before giving up, ask once more and wait two heartbeat periods: a process that was only
+            // paused learns that it was expelled (a clearer reason), and its last packets let the
+            // firewalls of the others count it.
+            if (_isolationSuspectedAt == 0)
+            {
+                _isolationSuspectedAt = now;
+                _nextHeartbeatAt = now;
+            }
+            else if (now - _isolationSuspectedAt > 2 * Options.HeartbeatInterval)
+            {
+                ShutDown($"isolated: no answer from the membership service for {(now - _lastHeardFromOracle) / 1000} ms; " +
+                         "this incarnation wedges all its groups and stops. Restart the process to rejoin as a new member.");
+                return;
+            }
+        }
+        else
+        {
+            _isolationSuspectedAt = 0;
+        }
+        if (now >= _nextHeartbeatAt)
+        {
+            _nextHeartbeatAt = now + Options.HeartbeatInterval;
+            SendHeartbeat();
+        }
+        foreach (GroupMember g in _groups.Values) g.Tick(now);
+        Drain();
+    }
+
+    public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
+    {
+        _now = now;
+        Handle(source, packet);
+        Drain();
+    }
+
+    private void Drain()
+    {
+        if (_draining) return;
+        _draining = true;
+        try
+        {
+            while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue());
+            foreach (var (id, g) in _groups)
+            {
+                if (g.State == MemberState.Left) _groups.Remove(id);
+            }
+        }
+        finally
+        {
+            _draining = false;
+        }
+    }
+
+    private void Handle(ulong source, ReadOnlySpan<byte> packet)
+    {
+        Counters.PacketsReceived++;
+        if (IsShutDown) { Counters.DroppedAfterShutdown++; return; }
+        // A header that names another endpoint than the one the datagram came from is forged or corrupt.
+        if (PacketDecoder.TryReadHeader(packet, out PacketHeader h) != HeaderVerdict.Ok || h.Sender.Endpoint != source)
+        {
+            Counters.DroppedMalformed++;
+            return;
+        }
+        if (!_firewall.Admit(h.Sender))
+        {
+            Counters.DroppedFirewall++;
+            // Tell the zombie it is out, at most once per heartbeat period, so it shuts itself down.
+            if (_firewall.ShouldNotify(h.Sender, _now)) SendTo(h.Sender.Endpoint, ExpelledNotice(h.Sender));
+            return;
+        }
+        ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
+        if (h.Sender.Endpoint == OracleEndpoint) HandleFromOracle(h, body);
+        else HandleFromPeer(h, body);
+    }
+
+    private byte[] ExpelledNotice(NodeId target) =>
+        Writer.Begin(new PacketHeader(PacketKind.Expelled, Self, default, 0, 0)).Node(target).Finish();
+
+    private void HandleFromPeer(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        if (h.Kind == PacketKind.Expelled)
+        {
+            var r = new WireReader(body);
+            NodeId target = r.Node();
+            if (!r.Complete) { Counters.DroppedMalformed++; return; }
+            // A peer saw our packets dropped by its firewall. Trust it only if our own membership
+            // service has gone quiet too; otherwise ask the service (the next heartbeat answers).
+            if (target == Self && _now - _lastHeardFromOracle > Options.HeartbeatInterval * 2)
+            {
+                ShutDown("expelled: members of the group firewall this incarnation (reported by " + h.Sender + ")");
+            }
+            return;
+        }
+        if (h.Kind < PacketKind.Data)
+        {
+            Counters.DroppedMalformed++; // membership-service packets must come from the service
+            return;
+        }
+        if (!_groups.TryGetValue(h.Group, out GroupMember? member))
+        {
+            Counters.DroppedUnknownGroup++;
+            return;
+        }
+        member.OnGroupPacket(h, body, _now);
+    }
+
+    private void HandleFromOracle(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        switch (h.Kind)
+        {
+            case PacketKind.HeartbeatAck:
+            {
+                NodeId target = r.Node();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                _lastHeardFromOracle = _now;
+                return;
+            }
+            case PacketKind.MembershipUpdate:
+            {
+                NodeId[] expelled = r.Nodes();
+                if (!r.Complete) break;
+                _lastHeardFromOracle = _now;
+                _knownEpoch = Math.Max(_knownEpoch, h.Number);
+                foreach (NodeId n in expelled)
+                {
+                    if (n == Self) { ShutDown("expelled by the membership service"); return; }
+                    _firewall.Expel(n);
+                }
+                return;
+            }
+            case PacketKind.Expelled:
+            {
+                NodeId target = r.Node();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                ShutDown("expelled by the membership service: it stopped hearing this process " +
+                         "(crashed, paused or cut off). Restart the process to rejoin as a new member.");
+                return;
+            }
+            case PacketKind.InstallView:
+            {
+                NodeId target = r.Node();
+                NodeId[] members = r.Nodes();
+                NodeId[] joiners = r.Nodes();
+                NodeId[] leavers = r.Nodes();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                _lastHeardFromOracle = _now;
+                if (_groups.TryGetValue(h.Group, out GroupMember? member))
+                {
+                    member.OnInstallView(new GroupView(h.View, members, joiners, leavers), _now);
+                }
+                else
+                {
+                    Counters.DroppedUnknownGroup++;
+                }
+                return;
+            }
+            case PacketKind.StartFlush:
+            {
+                NodeId target = r.Node();
+                NodeId[] survivors = r.Nodes();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                if (!_groups.TryGetValue(h.Group, out GroupMember? member) || member.View == null || member.View.Id != h.View)
+                {
+                    return; // not there yet: the service retries
+                }
+                if (member.Coordinator is { } c && c.Attempt == h.Number)
+                {
+                    if (c.Done) c.SendDone();
+                    return;
+                }
+                if (member.Coordinator == null || member.Coordinator.Attempt < h.Number)
+                {
+                    foreach (NodeId s in survivors)
+                    {
+                        if (!member.View.Contains(s)) { r.Fail(); break; }
+                    }
+                    if (!r.Ok) break;
+                    member.Coordinator = new FlushCoordinator(this, member, h.Number, survivors, _now);
+                }
+                return;
+            }
+            case PacketKind.LeaveDone:
+            {
+                NodeId target = r.Node();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                _groups.GetValueOrDefault(h.Group)?.OnLeaveDone();
+                return;
+            }
+            default:
+                break;
+        }
+        Counters.DroppedMalformed++;
+    }
+
+    private void SendHeartbeat() =>
+        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Heartbeat, Self, default, 0, _knownEpoch)).Finish());
+
+    /// <summary>Stops this incarnation: wedges every group and tells the driver why.</summary>
+    public void ShutDown(string reason)
+    {
+        if (IsShutDown) return;
+        ShutdownReason = reason;
+        foreach (GroupMember g in _groups.Values) g.Wedge();
+        Emit(new NodeShutDown(reason));
+    }
+}

@@ -1,0 +1,67 @@
+namespace Isis.Core.Node;
+
+/// <summary>
+/// Timing and sizing knobs of the protocol. Times are in microseconds of the driver's clock
+/// (virtual time in the simulator, a monotonic clock in the runtime).
+/// </summary>
+internal sealed record ProtocolOptions
+{
+    /// <summary>How often a process heartbeats the membership service. Defaults to 100 ms.</summary>
+    public long HeartbeatInterval { get; init; } = 100_000;
+
+    /// <summary>
+    /// Heartbeat periods in a row without news from a process before the membership service expels
+    /// it. Defaults to 5, so a crash is noticed after 0.5-0.6 s with the default heartbeat.
+    /// </summary>
+    public int SuspicionCount { get; init; } = 5;
+
+    /// <summary>
+    /// How long a process goes without hearing from the membership service before it declares
+    /// itself isolated and shuts down. Defaults to twice the expulsion time, so a process that is
+    /// merely slow is expelled (and told) before it gives up on its own.
+    /// </summary>
+    public long IsolationTimeout { get; init; } = 2 * 5 * 100_000;
+
+    /// <summary>How often members exchange acknowledgement digests when something changed. Defaults to 5 ms.</summary>
+    public long DigestInterval { get; init; } = 5_000;
+
+    /// <summary>How often a digest goes out even when nothing changed, to repair lost digests. Defaults to 100 ms.</summary>
+    public long IdleDigestInterval { get; init; } = 100_000;
+
+    /// <summary>How long a gap may stay open before it is NAKed, and between NAKs. Defaults to 10 ms.</summary>
+    public long NakInterval { get; init; } = 10_000;
+
+    /// <summary>Retransmission period for control traffic (flush steps, view installs, join and leave). Defaults to 50 ms.</summary>
+    public long RetryInterval { get; init; } = 50_000;
+
+    /// <summary>Most messages one NAK asks for. Defaults to 512.</summary>
+    public int MaxNakRange { get; init; } = 512;
+
+    /// <summary>Longest group name accepted in a join request, in UTF-8 bytes. Defaults to 1024.</summary>
+    public int MaxGroupNameBytes { get; init; } = 1024;
+
+    /// <summary>How many recent expulsions a membership update carries. Defaults to 256.</summary>
+    public int MembershipUpdateSize { get; init; } = 256;
+
+    /// <summary>Deliberate protocol bugs, for showing that the simulator's checker catches them.</summary>
+    public ProtocolMutations Mutations { get; init; } = ProtocolMutations.None;
+}
+
+/// <summary>
+/// Deliberately broken variants of the protocol. Only tests turn these on: each one breaks a
+/// guarantee, and the simulator's checker must notice.
+/// </summary>
+[Flags]
+internal enum ProtocolMutations
+{
+    None = 0,
+
+    /// <summary>The flush coordinator skips the unstable-message exchange: survivors install the next view with whatever they hold.</summary>
+    SkipFlushExchange = 1,
+
+    /// <summary>Receivers deliver a message as soon as it arrives, gaps or not.</summary>
+    DeliverOutOfOrder = 2,
+
+    /// <summary>Members accept traffic from expelled incarnations.</summary>
+    DisableFirewall = 4,
+}

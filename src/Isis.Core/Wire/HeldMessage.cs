@@ -1,0 +1,30 @@
+namespace Isis.Core.Wire;
+
+/// <summary>A message carried inside a flush packet: the sender's rank in the view, its sequence number, its payload.</summary>
+internal readonly record struct HeldMessage(int Rank, long Seq, byte[] Payload)
+{
+    public static void WriteList(PacketWriter w, List<HeldMessage> messages)
+    {
+        w.I32(messages.Count);
+        foreach (HeldMessage m in messages)
+        {
+            w.I32(m.Rank).I64(m.Seq).Bytes(m.Payload);
+        }
+    }
+
+    /// <summary>Reads a list written by <see cref="WriteList"/>; ranks are checked against <paramref name="rankCount"/>.</summary>
+    public static List<HeldMessage> ReadList(ref WireReader r, int rankCount)
+    {
+        int n = r.Count(16);
+        var list = new List<HeldMessage>(n);
+        for (int i = 0; i < n && r.Ok; i++)
+        {
+            int rank = r.I32();
+            long seq = r.I64();
+            byte[] payload = r.Bytes();
+            if (rank < 0 || rank >= rankCount || seq <= 0) { r.Fail(); break; }
+            list.Add(new HeldMessage(rank, seq, payload));
+        }
+        return list;
+    }
+}

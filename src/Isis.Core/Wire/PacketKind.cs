@@ -1,0 +1,29 @@
+namespace Isis.Core.Wire;
+
+/// <summary>
+/// Every packet kind on the wire. The numbering is part of the wire format: never reuse a number.
+/// </summary>
+internal enum PacketKind : byte
+{
+    // Process <-> membership service ("oracle").
+    Heartbeat = 1,          // process -> oracle; Number = membership epoch the process knows
+    HeartbeatAck = 2,       // oracle -> process; Number = current epoch
+    MembershipUpdate = 3,   // oracle -> process; Number = epoch; body: expelled incarnations
+    Expelled = 4,           // oracle or member -> expelled incarnation: "you are out, shut down"
+    JoinRequest = 5,        // process -> oracle; body: group name
+    LeaveRequest = 6,       // process -> oracle
+    LeaveDone = 7,          // oracle -> leaver
+    StartFlush = 8,         // oracle -> coordinator; View = current view; Number = attempt
+    FlushDone = 9,          // coordinator -> oracle; View = current view; Number = attempt
+    InstallView = 10,       // oracle -> member; View = the new view id
+    InstallAck = 11,        // member -> oracle
+
+    // Member <-> member, within one view of one group.
+    Data = 20,              // Number = sequence number of the message in its sender's stream
+    Digest = 21,            // acknowledgement digest: what this member holds, per sender
+    Nak = 22,               // retransmission request for a range of one sender's stream
+    Wedge = 23,             // coordinator -> survivor; Number = attempt
+    FlushReport = 24,       // survivor -> coordinator: what I hold, with my unstable messages
+    FlushCommit = 25,       // coordinator -> survivor: the cut, with the messages you lack
+    CommitAck = 26,         // survivor -> coordinator
+}

@@ -1,0 +1,86 @@
+using System.Buffers.Binary;
+using System.Text;
+using Isis.Core.Identity;
+
+namespace Isis.Core.Wire;
+
+/// <summary>
+/// Builds one packet: header, then body fields, then <see cref="Finish"/> fills in the length and
+/// checksum. One writer is reused for every packet a node builds, so building allocates only the
+/// finished array.
+/// </summary>
+internal sealed class PacketWriter
+{
+    private byte[] _buffer = new byte[1024];
+    private int _position;
+    private PacketHeader _header;
+
+    public PacketWriter Begin(in PacketHeader header)
+    {
+        _header = header;
+        _position = PacketHeader.Size;
+        return this;
+    }
+
+    private Span<byte> Reserve(int count)
+    {
+        if (_position + count > _buffer.Length)
+        {
+            Array.Resize(ref _buffer, Math.Max(_buffer.Length * 2, _position + count));
+        }
+        Span<byte> span = _buffer.AsSpan(_position, count);
+        _position += count;
+        return span;
+    }
+
+    public PacketWriter U8(byte value) { Reserve(1)[0] = value; return this; }
+    public PacketWriter I32(int value) { BinaryPrimitives.WriteInt32LittleEndian(Reserve(4), value); return this; }
+    public PacketWriter I64(long value) { BinaryPrimitives.WriteInt64LittleEndian(Reserve(8), value); return this; }
+
+    public PacketWriter Node(NodeId node)
+    {
+        Span<byte> s = Reserve(12);
+        BinaryPrimitives.WriteUInt64LittleEndian(s, node.Endpoint);
+        BinaryPrimitives.WriteUInt32LittleEndian(s[8..], node.Incarnation);
+        return this;
+    }
+
+    public PacketWriter Nodes(ReadOnlySpan<NodeId> nodes)
+    {
+        I32(nodes.Length);
+        foreach (NodeId n in nodes) Node(n);
+        return this;
+    }
+
+    public PacketWriter Longs(ReadOnlySpan<long> values)
+    {
+        I32(values.Length);
+        foreach (long v in values) I64(v);
+        return this;
+    }
+
+    /// <summary>Length-prefixed bytes.</summary>
+    public PacketWriter Bytes(ReadOnlySpan<byte> bytes)
+    {
+        I32(bytes.Length);
+        bytes.CopyTo(Reserve(bytes.Length));
+        return this;
+    }
+
+    /// <summary>Bytes that run to the end of the packet (no prefix): the Data payload.</summary>
+    public PacketWriter Tail(ReadOnlySpan<byte> bytes)
+    {
+        bytes.CopyTo(Reserve(bytes.Length));
+        return this;
+    }
+
+    public PacketWriter String(string value) => Bytes(Encoding.UTF8.GetBytes(value));
+
+    public byte[] Finish()
+    {
+        Span<byte> packet = _buffer.AsSpan(0, _position);
+        _header.WriteTo(packet, _position);
+        BinaryPrimitives.WriteUInt32LittleEndian(packet[PacketHeader.ChecksumOffset..], Crc32C.Compute(packet));
+        return packet.ToArray();
+    }
+}

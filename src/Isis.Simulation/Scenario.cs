@@ -1,0 +1,81 @@
+using Isis.Core.Common;
+using Isis.Core.Node;
+using Isis.Simulation.Network;
+
+namespace Isis.Simulation;
+
+/// <summary>
+/// Everything that shapes one simulated run besides the seed's coin flips: how many processes,
+/// which faults, how long. <see cref="FromSeed"/> derives a varied scenario from a seed so that a
+/// few hundred seeds cover loss, duplication, reordering, partitions, pauses and crashes (of
+/// members and of view-change coordinators), alone and mixed.
+/// </summary>
+internal sealed record Scenario
+{
+    public string Name { get; init; } = "custom";
+
+    public int Processes { get; init; } = 4;
+
+    public NetworkFaults Faults { get; init; } = NetworkFaults.None;
+
+    /// <summary>Crash random members now and then (and restart them as new incarnations).</summary>
+    public bool Crashes { get; init; }
+
+    /// <summary>Crash the coordinator of a view change while its flush runs.</summary>
+    public bool CoordinatorCrashes { get; init; }
+
+    /// <summary>Cut a minority of processes off from everyone else for a while.</summary>
+    public bool Partitions { get; init; }
+
+    /// <summary>Pause processes (as SIGSTOP does), sometimes for longer than the expulsion time.</summary>
+    public bool Pauses { get; init; }
+
+    /// <summary>Members leave and later rejoin.</summary>
+    public bool LeaveAndRejoin { get; init; }
+
+    /// <summary>Messages each process incarnation sends at most.</summary>
+    public int MessagesPerProcess { get; init; } = 150;
+
+    /// <summary>Length of the phase with faults, microseconds of virtual time.</summary>
+    public long FaultPhase { get; init; } = 3_000_000;
+
+    /// <summary>Length of the calm phase after <see cref="FaultPhase"/> in which everything must converge.</summary>
+    public long HealPhase { get; init; } = 4_000_000;
+
+    public ProtocolOptions Protocol { get; init; } = new();
+
+    /// <summary>The named scenario families, in the order <see cref="FromSeed"/> cycles through them.</summary>
+    public static readonly string[] Families =
+    [
+        "steady", "lossy", "duplicating", "reordering", "partition", "crash", "coordinator-crash",
+        "pause", "leave-rejoin", "chaos",
+    ];
+
+    /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
+    public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
+
+    public static Scenario ForFamily(string family, ulong seed)
+    {
+        var r = new DeterministicRandom(seed ^ 0x5EED_F00D);
+        int processes = 3 + r.Next(4);
+        double loss = 0.02 + r.NextDouble() * 0.18;
+        return family switch
+        {
+            "steady" => new Scenario { Name = family, Processes = processes },
+            "lossy" => new Scenario { Name = family, Processes = processes, Faults = new NetworkFaults { LossRate = loss } },
+            "duplicating" => new Scenario { Name = family, Processes = processes, Faults = new NetworkFaults { DuplicateRate = 0.05 + r.NextDouble() * 0.2, LossRate = 0.02 } },
+            "reordering" => new Scenario { Name = family, Processes = processes, Faults = new NetworkFaults { MinDelay = 10, MaxDelay = 5_000 } },
+            "partition" => new Scenario { Name = family, Processes = processes, Partitions = true, Faults = new NetworkFaults { LossRate = 0.02 } },
+            "crash" => new Scenario { Name = family, Processes = processes, Crashes = true, Faults = new NetworkFaults { LossRate = 0.05 } },
+            "coordinator-crash" => new Scenario { Name = family, Processes = processes, CoordinatorCrashes = true, LeaveAndRejoin = true, Faults = new NetworkFaults { LossRate = 0.05 } },
+            "pause" => new Scenario { Name = family, Processes = processes, Pauses = true },
+            "leave-rejoin" => new Scenario { Name = family, Processes = processes, LeaveAndRejoin = true, Faults = new NetworkFaults { LossRate = 0.05, MaxDelay = 1_000 } },
+            "chaos" => new Scenario
+            {
+                Name = family, Processes = processes, Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}", nameof(family)),
+        };
+    }
+}

@@ -1,0 +1,387 @@
+using System.Buffers.Binary;
+using Isis.Core.Common;
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+using Isis.Core.Node;
+using Isis.Simulation.Network;
+
+namespace Isis.Simulation;
+
+/// <summary>
+/// Runs real protocol nodes in one thread on virtual time over a seeded faulty network, and
+/// records everything they do in a <see cref="History"/>. One seed decides the whole run: the same
+/// seed and scenario replay the same run event for event.
+/// </summary>
+/// <remarks>
+/// The run has two phases. In the fault phase the scenario's faults fire at random: loss,
+/// duplication and reordering on every packet, partitions, pauses, crashes of members and of
+/// view-change coordinators, leaves and rejoins. Then everything heals (a <c>Heal</c> event is
+/// recorded): the network becomes perfect, paused processes resume, dead ones restart as new
+/// incarnations and rejoin. The heal phase must end with every live member in one view having
+/// delivered everything sent in it; the checker's liveness property verifies that.
+/// </remarks>
+internal sealed class Simulator
+{
+    public const string GroupName = "sim";
+    private const ulong OracleEndpoint = 1000;
+    private const long TickInterval = 1_000;
+
+    private readonly DeterministicRandom _random;
+    private readonly SimulatedNetwork _network;
+    private readonly OracleNode _oracle;
+    private readonly SimProcess[] _processes;
+    private readonly GroupId _group = GroupId.FromName(GroupName);
+    private readonly List<(long Time, long Order, Action Action)> _actions = new();
+    private long _actionOrder;
+    private long _now;
+    private bool _healed;
+
+    public Simulator(ulong seed, Scenario scenario)
+    {
+        Seed = seed;
+        Scenario = scenario;
+        _random = new DeterministicRandom(seed);
+        _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
+        _oracle = new OracleNode(new NodeId(OracleEndpoint, 1), scenario.Protocol, 0);
+        _processes = new SimProcess[scenario.Processes];
+        for (int i = 0; i < _processes.Length; i++) _processes[i] = new SimProcess((ulong)(i + 1));
+    }
+
+    public ulong Seed { get; }
+
+    public Scenario Scenario { get; }
+
+    public History History { get; } = new();
+
+    public long Now => _now;
+
+    public SimulatedNetwork Network => _network;
+
+    public OracleNode Oracle => _oracle;
+
+    /// <summary>The command that replays this run.</summary>
+    public string ReplayCommand =>
+        $"dotnet run --project tools/Isis.Sim -- replay --seed {Seed} --scenario {Scenario.Name}";
+
+    private sealed class SimProcess(ulong endpoint)
+    {
+        public readonly ulong Endpoint = endpoint;
+        public uint Incarnation;
+        public ProcessNode? Node;
+        public bool Paused;
+        public readonly Queue<SimulatedNetwork.Envelope> Backlog = new();
+        public int Sent;
+        public long NextSendAt;
+        public bool WantsGroup;
+        public bool Alive => Node != null && !Node.IsShutDown;
+    }
+
+    // ---------------------------------------------------------------- scheduling
+
+    private void At(long time, Action action) => _actions.Add((time, _actionOrder++, action));
+
+    private bool TryTakeAction(long upTo, out Action action)
+    {
+        int best = -1;
+        for (int i = 0; i < _actions.Count; i++)
+        {
+            var a = _actions[i];
+            if (a.Time > upTo) continue;
+            if (best < 0 || (a.Time, a.Order).CompareTo((_actions[best].Time, _actions[best].Order)) < 0) best = i;
+        }
+        if (best < 0) { action = null!; return false; }
+        action = _actions[best].Action;
+        _actions.RemoveAt(best);
+        return true;
+    }
+
+    // ---------------------------------------------------------------- the run
+
+    /// <summary>Runs the whole scenario and returns the recorded history.</summary>
+    public History Run()
+    {
+        Scenario s = Scenario;
+        long healAt = s.FaultPhase;
+        long end = healAt + s.HealPhase;
+
+        for (int i = 0; i < _processes.Length; i++)
+        {
+            int index = i;
+            At(_random.NextInRange(0, 300_000), () => Start(_processes[index]));
+        }
+        PlanFaults(healAt);
+        At(healAt, Heal);
+
+        long nextTick = 0;
+        while (true)
+        {
+            // Whatever is due now, in a fixed order: scheduled actions, packets, then the tick.
+            if (TryTakeAction(_now, out Action action)) { action(); continue; }
+            if (_network.TryTakeDue(_now, out var env)) { Deliver(env); continue; }
+            if (_now >= nextTick)
+            {
+                TickAll();
+                nextTick = _now + TickInterval;
+                continue;
+            }
+            long next = Math.Min(nextTick, NextActionTime());
+            if (_network.TryPeekTime(out long packetTime)) next = Math.Min(next, packetTime);
+            if (next > end) break;
+            _now = next;
+        }
+        History.RecordEnd(_now);
+        return History;
+    }
+
+    private long NextActionTime()
+    {
+        long t = long.MaxValue;
+        foreach (var a in _actions) t = Math.Min(t, a.Time);
+        return t;
+    }
+
+    private void TickAll()
+    {
+        _oracle.Tick(_now);
+        Flush(_oracle);
+        foreach (SimProcess p in _processes)
+        {
+            if (!p.Alive || p.Paused) continue;
+            p.Node!.Tick(_now);
+            Flush(p);
+            RunWorkload(p);
+        }
+        if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
+    }
+
+    private void Deliver(SimulatedNetwork.Envelope env)
+    {
+        if (env.To == OracleEndpoint)
+        {
+            _oracle.Receive(env.From, env.Bytes, _now);
+            Flush(_oracle);
+            return;
+        }
+        SimProcess? p = Array.Find(_processes, x => x.Endpoint == env.To);
+        if (p == null || !p.Alive) return;
+        if (p.Paused) { p.Backlog.Enqueue(env); return; }
+        p.Node!.Receive(env.From, env.Bytes, _now);
+        Flush(p);
+    }
+
+    // ---------------------------------------------------------------- processes and workload
+
+    private void Start(SimProcess p)
+    {
+        p.Incarnation++;
+        p.Paused = false;
+        p.Backlog.Clear();
+        p.Sent = 0;
+        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), OracleEndpoint, Scenario.Protocol, _now);
+        p.WantsGroup = true;
+        History.RecordJoinRequested(_now, p.Node.Self, _group);
+        p.Node.Join(GroupName, _now);
+        Flush(p);
+    }
+
+    private void RunWorkload(SimProcess p)
+    {
+        ProcessNode node = p.Node!;
+        GroupMember? g = node.FindGroup(_group);
+        if (g == null || g.State != MemberState.Active || _now < p.NextSendAt) return;
+        // Keep sending through the first half of the heal phase so the final view carries traffic.
+        if (p.Sent >= Scenario.MessagesPerProcess || _now > Scenario.FaultPhase + Scenario.HealPhase / 2) return;
+        if (g.UnstableOwnMessages > 2_000) return; // flow control, as the runtime applies it
+        p.NextSendAt = _now + _random.NextInRange(1_000, 30_000);
+        var payload = new byte[16];
+        BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
+        BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
+        BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
+        node.Send(_group, payload, _now);
+        Flush(p);
+    }
+
+    private void Flush(IProtocolNode node)
+    {
+        Outbox o = node.Outbox;
+        foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes, _now);
+        NodeId self = node is ProcessNode pn ? pn.Self : default;
+        foreach (NodeEvent e in o.Events) Record(self, e);
+        o.Clear();
+    }
+
+    private void Flush(SimProcess p)
+    {
+        if (p.Node == null) return;
+        bool wasAlive = !p.Node.IsShutDown;
+        Flush(p.Node);
+        if (wasAlive && p.Node.IsShutDown) OnShutDown(p);
+    }
+
+    private void Record(NodeId process, NodeEvent e)
+    {
+        switch (e)
+        {
+            case MessageSent s:
+                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span));
+                break;
+            case MessageDelivered d:
+                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
+                break;
+            case ViewInstalled v:
+                History.RecordViewInstall(_now, process, v.Group, v.View.Id, v.View.Members);
+                break;
+            case GroupLeft l:
+                History.RecordLeaveCompleted(_now, process, l.Group);
+                break;
+            case NodeShutDown:
+                History.RecordCrash(_now, process);
+                break;
+            case IncarnationExpelled x:
+                History.RecordExpel(_now, x.Node);
+                break;
+        }
+    }
+
+    internal static ulong PayloadHash(ReadOnlySpan<byte> payload)
+    {
+        ulong h = 14695981039346656037UL;
+        foreach (byte b in payload) { h ^= b; h *= 1099511628211UL; }
+        return h;
+    }
+
+    private void OnShutDown(SimProcess p)
+    {
+        // The process stopped itself (isolated or expelled). Like a supervisor would, restart it
+        // later as a new incarnation.
+        long restartAt = _healed ? _now + 50_000 : _now + _random.NextInRange(100_000, 800_000);
+        At(restartAt, () => { if (!p.Alive) Start(p); });
+    }
+
+    private void Crash(SimProcess p)
+    {
+        if (!p.Alive) return;
+        History.RecordCrash(_now, p.Node!.Self);
+        p.Node = null;
+        p.Paused = false;
+        p.Backlog.Clear();
+        long restartAt = _now + _random.NextInRange(200_000, 1_000_000);
+        At(restartAt, () => { if (!p.Alive) Start(p); });
+    }
+
+    // ---------------------------------------------------------------- faults
+
+    private void PlanFaults(long healAt)
+    {
+        Scenario s = Scenario;
+        if (s.Crashes)
+        {
+            for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
+            {
+                At(_random.NextInRange(400_000, healAt - 300_000), () => Crash(_processes[_random.Next(_processes.Length)]));
+            }
+        }
+        if (s.Partitions)
+        {
+            for (int i = 0, n = 1 + _random.Next(2); i < n; i++)
+            {
+                long start = _random.NextInRange(400_000, healAt - 500_000);
+                long length = _random.NextInRange(100_000, 1_500_000);
+                At(start, StartPartition);
+                At(Math.Min(start + length, healAt), () => _network.HealPartitions());
+            }
+        }
+        if (s.Pauses)
+        {
+            for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
+            {
+                long start = _random.NextInRange(400_000, healAt - 500_000);
+                long length = _random.NextInRange(50_000, 2_000_000);
+                SimProcess p = _processes[_random.Next(_processes.Length)];
+                At(start, () => { if (p.Alive) p.Paused = true; });
+                At(Math.Min(start + length, healAt), () => Resume(p));
+            }
+        }
+        if (s.LeaveAndRejoin)
+        {
+            for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
+            {
+                SimProcess p = _processes[_random.Next(_processes.Length)];
+                long start = _random.NextInRange(400_000, healAt - 500_000);
+                At(start, () =>
+                {
+                    if (!p.Alive || !p.WantsGroup) return;
+                    p.WantsGroup = false;
+                    p.Node!.Leave(_group, _now);
+                    Flush(p);
+                });
+                At(start + _random.NextInRange(100_000, 800_000), () => Rejoin(p));
+            }
+        }
+    }
+
+    private void Rejoin(SimProcess p)
+    {
+        if (!p.Alive || p.WantsGroup) return;
+        GroupMember? g = p.Node!.FindGroup(_group);
+        if (g != null && g.State != MemberState.Left)
+        {
+            At(_now + 50_000, () => Rejoin(p)); // the leave has not completed yet
+            return;
+        }
+        p.WantsGroup = true;
+        History.RecordJoinRequested(_now, p.Node.Self, _group);
+        p.Node.Join(GroupName, _now);
+        Flush(p);
+    }
+
+    private void StartPartition()
+    {
+        // A random minority (at least one process) loses contact with everyone else, the membership service included.
+        int size = 1 + _random.Next(Math.Max(1, (_processes.Length - 1) / 2));
+        var shuffled = _processes.OrderBy(_ => _random.NextUInt64()).ToArray();
+        var minority = shuffled.Take(size).Select(p => p.Endpoint).ToArray();
+        var majority = shuffled.Skip(size).Select(p => p.Endpoint).Append(OracleEndpoint).ToArray();
+        _network.Partition(minority, majority);
+    }
+
+    private void Resume(SimProcess p)
+    {
+        if (!p.Paused) return;
+        p.Paused = false;
+        if (!p.Alive) return;
+        while (p.Backlog.Count > 0 && p.Alive)
+        {
+            var env = p.Backlog.Dequeue();
+            p.Node!.Receive(env.From, env.Bytes, _now);
+            Flush(p);
+        }
+    }
+
+    private long _lastCoordinatorCrash;
+
+    private void MaybeCrashCoordinator()
+    {
+        if (_oracle.ActiveFlushCoordinator(_group) is not { } coordinator) return;
+        if (_now - _lastCoordinatorCrash < 500_000 || !_random.Chance(0.02)) return;
+        SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == coordinator);
+        if (p == null) return;
+        _lastCoordinatorCrash = _now;
+        Crash(p);
+    }
+
+    private void Heal()
+    {
+        _healed = true;
+        History.RecordHeal(_now);
+        _network.Faults = NetworkFaults.None;
+        _network.HealPartitions();
+        foreach (SimProcess p in _processes)
+        {
+            Resume(p);
+            if (!p.Alive) At(_now + 1_000, () => { if (!p.Alive) Start(p); });
+            else if (!p.WantsGroup) At(_now + 1_000, () => Rejoin(p));
+        }
+    }
+}
