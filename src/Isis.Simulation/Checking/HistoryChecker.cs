@@ -1,0 +1,577 @@
+using System.Runtime.InteropServices;
+using Isis.Core.Identity;
+
+namespace Isis.Simulation.Checking;
+
+/// <summary>
+/// Checks a recorded <see cref="History"/> against the guarantees of DESIGN.md section 3. The same
+/// checker reads simulator runs and real multi-process runs, so it trusts nothing but the events.
+/// </summary>
+/// <remarks>
+/// "Before" and "after" mean position in the history. Each property is one method and one linear
+/// pass (two for NoCreation and Liveness) with dictionaries keyed by struct ids, so a history of
+/// millions of events checks in seconds.
+/// </remarks>
+internal static class HistoryChecker
+{
+    public static CheckResult Check(History history, int maxViolationsPerProperty = 20)
+    {
+        ArgumentNullException.ThrowIfNull(history);
+        var sink = new ViolationSink(maxViolationsPerProperty);
+        ReadOnlySpan<HistoryEvent> events = history.AsSpan();
+        WellFormed(events, sink);
+        ViewAgreement(events, sink);
+        VirtualSynchrony(events, sink);
+        FifoPerSender(events, sink);
+        NoDuplicates(events, sink);
+        NoCreation(events, sink);
+        DeliveredInSendingView(events, sink);
+        SenderDeliversOwn(events, sink);
+        FirewallAfterExpulsion(events, sink);
+        Liveness(events, sink);
+        return sink.ToResult(events.Length);
+    }
+
+    private static string At(int index, HistoryEvent e) => $"event #{index} (t={e.Time})";
+
+    private static string List(NodeId[] members) => "[" + string.Join(", ", members) + "]";
+
+    private static string List(IEnumerable<MessageId> messages) => string.Join(", ", messages);
+
+    /// <summary>
+    /// The history is something the other properties can be judged on: time never goes back, End
+    /// is last, each kind has its fields, Send/Deliver agree with their message id, and a crashed
+    /// incarnation records nothing more.
+    /// </summary>
+    internal static void WellFormed(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(WellFormed);
+        long previousTime = long.MinValue;
+        int endIndex = -1;
+        var crashedAt = new Dictionary<NodeId, int>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Time < previousTime)
+            {
+                sink.Report(P, $"{At(i, e)} {e.Kind} at {e.Process} goes back in time from t={previousTime}; sort merged logs by time");
+            }
+            previousTime = Math.Max(previousTime, e.Time);
+            if (endIndex >= 0)
+            {
+                sink.Report(P, $"{At(i, e)} {e.Kind} comes after the End at event #{endIndex}");
+            }
+            bool global = e.Kind is HistoryEventKind.Heal or HistoryEventKind.End;
+            if (global != e.Process.IsNone)
+            {
+                sink.Report(P, global
+                    ? $"{At(i, e)} {e.Kind} names process {e.Process}; Heal and End belong to no process"
+                    : $"{At(i, e)} {e.Kind} names no process");
+            }
+            if (!e.Process.IsNone && crashedAt.TryGetValue(e.Process, out int crash))
+            {
+                sink.Report(P, $"{At(i, e)} {e.Kind} at {e.Process}, which crashed at event #{crash}");
+            }
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Send:
+                    if (e.Message.Sender != e.Process || e.Message.Group != e.Group || e.Message.ViewId != e.ViewId)
+                    {
+                        sink.Report(P, $"{At(i, e)} Send at {e.Process} in g={e.Group} v{e.ViewId} carries message id {e.Message} of another sender, group or view");
+                    }
+                    goto case HistoryEventKind.Deliver;
+                case HistoryEventKind.Deliver:
+                    if (e.Message.Sender.IsNone || e.Message.Seq < 1 || e.Message.Group != e.Group)
+                    {
+                        sink.Report(P, $"{At(i, e)} {e.Kind} at {e.Process} has an invalid message id {e.Message} (no sender, seq < 1, or group differs from g={e.Group})");
+                    }
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    if (e.Members is null || e.Members.Length == 0)
+                    {
+                        sink.Report(P, $"{At(i, e)} ViewInstall at {e.Process} of g={e.Group} v{e.ViewId} has no members");
+                    }
+                    else if (HasDuplicate(e.Members, out NodeId dup))
+                    {
+                        sink.Report(P, $"{At(i, e)} ViewInstall at {e.Process} of g={e.Group} v{e.ViewId} lists {dup} twice: {List(e.Members)}");
+                    }
+                    goto case HistoryEventKind.LeaveCompleted;
+                case HistoryEventKind.LeaveCompleted:
+                case HistoryEventKind.JoinRequested:
+                    if (e.Group == default)
+                    {
+                        sink.Report(P, $"{At(i, e)} {e.Kind} at {e.Process} names no group");
+                    }
+                    break;
+                case HistoryEventKind.Crash:
+                    crashedAt.TryAdd(e.Process, i);
+                    break;
+                case HistoryEventKind.End:
+                    endIndex = i;
+                    break;
+            }
+        }
+    }
+
+    private static bool HasDuplicate(NodeId[] members, out NodeId duplicate)
+    {
+        // Views are small; a quadratic scan beats allocating a set for each install.
+        if (members.Length <= 32)
+        {
+            for (int a = 0; a < members.Length; a++)
+            {
+                for (int b = a + 1; b < members.Length; b++)
+                {
+                    if (members[a] == members[b])
+                    {
+                        duplicate = members[a];
+                        return true;
+                    }
+                }
+            }
+        }
+        else
+        {
+            var seen = new HashSet<NodeId>();
+            foreach (NodeId m in members)
+            {
+                if (!seen.Add(m))
+                {
+                    duplicate = m;
+                    return true;
+                }
+            }
+        }
+        duplicate = default;
+        return false;
+    }
+
+    /// <summary>
+    /// Every install of (group, view id) has the same member list, in the same order; each process
+    /// installs strictly increasing view ids of a group; a process only installs views it is in.
+    /// </summary>
+    internal static void ViewAgreement(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(ViewAgreement);
+        var firstInstall = new Dictionary<(GroupId, int), (NodeId[] Members, NodeId Process, int Index)>();
+        var lastView = new Dictionary<(NodeId, GroupId), (int View, int Index)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.ViewInstall || e.Members is null) continue;
+
+            ref var first = ref CollectionsMarshal.GetValueRefOrAddDefault(firstInstall, (e.Group, e.ViewId), out bool seen);
+            if (!seen)
+            {
+                first = (e.Members, e.Process, i);
+            }
+            else if (!ReferenceEquals(first.Members, e.Members) && !first.Members.AsSpan().SequenceEqual(e.Members))
+            {
+                sink.Report(P, $"{e.Process} installed view v{e.ViewId} of g={e.Group} with members {List(e.Members)} at {At(i, e)}, "
+                    + $"but {first.Process} installed it with {List(first.Members)} at event #{first.Index}");
+            }
+
+            ref var last = ref CollectionsMarshal.GetValueRefOrAddDefault(lastView, (e.Process, e.Group), out bool had);
+            if (had && e.ViewId <= last.View)
+            {
+                sink.Report(P, $"{e.Process} installed view v{e.ViewId} of g={e.Group} at {At(i, e)} after already installing v{last.View} at event #{last.Index}; view ids must strictly increase");
+            }
+            last = (Math.Max(e.ViewId, had ? last.View : int.MinValue), i);
+
+            if (!e.Members.AsSpan().Contains(e.Process))
+            {
+                sink.Report(P, $"{e.Process} installed view v{e.ViewId} of g={e.Group} at {At(i, e)} but is not among its members {List(e.Members)}");
+            }
+        }
+    }
+
+    /// <summary>
+    /// If p and q both install view v of a group and then both install the same next view, they
+    /// delivered exactly the same set of messages while in v: the flush exchanged every unstable
+    /// message before the new view was installed.
+    /// </summary>
+    internal static void VirtualSynchrony(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(VirtualSynchrony);
+        var current = new Dictionary<(NodeId, GroupId), (int View, int Index, MessageSet Delivered)>();
+        // The first process seen making each transition; every later one must match it.
+        var reference = new Dictionary<(GroupId, int From, int To), (NodeId Process, MessageSet Delivered)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.ViewInstall:
+                {
+                    ref var state = ref CollectionsMarshal.GetValueRefOrAddDefault(current, (e.Process, e.Group), out bool inGroup);
+                    if (inGroup)
+                    {
+                        ref var first = ref CollectionsMarshal.GetValueRefOrAddDefault(
+                            reference, (e.Group, state.View, e.ViewId), out bool seen);
+                        if (!seen)
+                        {
+                            first = (e.Process, state.Delivered);
+                        }
+                        else if (!first.Delivered.SetEquals(state.Delivered))
+                        {
+                            ReportDifference(sink, P, e, i, state.View, first.Process, first.Delivered, state.Delivered);
+                        }
+                    }
+                    state = (e.ViewId, i, new MessageSet(e.Group));
+                    break;
+                }
+                case HistoryEventKind.Deliver:
+                    if (current.TryGetValue((e.Process, e.Message.Group), out var s)) s.Delivered.Add(e.Message);
+                    break;
+                case HistoryEventKind.LeaveCompleted:
+                    // A later rejoin starts afresh: the view it installs is not a successor of the old one.
+                    current.Remove((e.Process, e.Group));
+                    break;
+            }
+        }
+    }
+
+    private static void ReportDifference(
+        ViolationSink sink, string property, HistoryEvent e, int index, int fromView,
+        NodeId p, MessageSet pSet, MessageSet qSet)
+    {
+        if (!sink.Wants(property))
+        {
+            sink.Report(property, "");
+            return;
+        }
+        NodeId q = e.Process;
+        (long pOnly, List<MessageId> pEx) = pSet.Except(qSet);
+        (long qOnly, List<MessageId> qEx) = qSet.Except(pSet);
+        string text = $"{p} and {q} both went from view v{fromView} to v{e.ViewId} of g={e.Group} ({q} at {At(index, e)}) "
+            + $"but delivered different messages in v{fromView}:";
+        if (pOnly > 0) text += $" {pOnly} delivered by {p} but not by {q} (e.g. {List(pEx)});";
+        if (qOnly > 0) text += $" {qOnly} delivered by {q} but not by {p} (e.g. {List(qEx)});";
+        sink.Report(property, text);
+    }
+
+    /// <summary>
+    /// Each process delivers the messages of each (sender, group, view) in sending order with no
+    /// gap: seqs 1, 2, 3, ... A suffix may be missing (the sender crashed), a middle one may not.
+    /// </summary>
+    internal static void FifoPerSender(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(FifoPerSender);
+        var lastSeq = new Dictionary<(NodeId Process, NodeId Sender, GroupId Group, int View), long>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Deliver) continue;
+            MessageId m = e.Message;
+            ref long last = ref CollectionsMarshal.GetValueRefOrAddDefault(lastSeq, (e.Process, m.Sender, m.Group, m.ViewId), out _);
+            if (m.Seq != last + 1)
+            {
+                sink.Report(P, m.Seq > last + 1
+                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: seqs {last + 1}..{m.Seq - 1} skipped"
+                    : $"{e.Process} delivered {m} at {At(i, e)} after already delivering seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
+            }
+            // Resynchronize after a gap so one skipped message yields one violation, not thousands.
+            last = Math.Max(last, m.Seq);
+        }
+    }
+
+    /// <summary>A process delivers each message id at most once.</summary>
+    internal static void NoDuplicates(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(NoDuplicates);
+        var delivered = new Dictionary<(NodeId Process, NodeId Sender, GroupId Group, int View), SeqSet>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Deliver) continue;
+            MessageId m = e.Message;
+            ref SeqSet? set = ref CollectionsMarshal.GetValueRefOrAddDefault(delivered, (e.Process, m.Sender, m.Group, m.ViewId), out _);
+            set ??= new SeqSet();
+            if (!set.Add(m.Seq))
+            {
+                sink.Report(P, $"{e.Process} delivered {m} again at {At(i, e)}");
+            }
+        }
+    }
+
+    /// <summary>
+    /// Every delivered message was sent, earlier, with the same payload hash; message ids are
+    /// never reused by two sends.
+    /// </summary>
+    internal static void NoCreation(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(NoCreation);
+        var sends = new Dictionary<MessageId, (ulong Hash, int Index)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Send) continue;
+            if (!sends.TryAdd(e.Message, (e.PayloadHash, i)))
+            {
+                sink.Report(P, $"{e.Process} sent {e.Message} again at {At(i, e)}; first sent at event #{sends[e.Message].Index}");
+            }
+        }
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Deliver) continue;
+            if (!sends.TryGetValue(e.Message, out var send))
+            {
+                sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)} but no process ever sent it");
+            }
+            else if (send.Index > i)
+            {
+                sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)} before it was sent at event #{send.Index}");
+            }
+            else if (send.Hash != e.PayloadHash)
+            {
+                sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)} with payload hash {e.PayloadHash:x16} but it was sent with {send.Hash:x16} at event #{send.Index}");
+            }
+        }
+    }
+
+    /// <summary>
+    /// A message is delivered in the view it was sent in: the delivering process's current view
+    /// (its latest ViewInstall of the group, not undone by a LeaveCompleted) is the message's view,
+    /// is the view the Deliver event names, and lists the process as a member.
+    /// </summary>
+    internal static void DeliveredInSendingView(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(DeliveredInSendingView);
+        var current = new Dictionary<(NodeId, GroupId), (int View, bool IsMember)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.ViewInstall:
+                    // Membership is decided once per install, not per delivery: views may be large.
+                    current[(e.Process, e.Group)] = (e.ViewId, e.Members is not null && e.Members.AsSpan().Contains(e.Process));
+                    break;
+                case HistoryEventKind.LeaveCompleted:
+                    current.Remove((e.Process, e.Group));
+                    break;
+                case HistoryEventKind.Deliver:
+                {
+                    MessageId m = e.Message;
+                    if (!current.TryGetValue((e.Process, m.Group), out var view))
+                    {
+                        sink.Report(P, $"{e.Process} delivered {m} at {At(i, e)} while it had no view of g={m.Group} installed");
+                        break;
+                    }
+                    if (m.ViewId != view.View)
+                    {
+                        sink.Report(P, $"{e.Process} delivered {m} at {At(i, e)} while in view v{view.View} of g={m.Group}; it was sent in v{m.ViewId}");
+                    }
+                    else if (e.ViewId != view.View)
+                    {
+                        sink.Report(P, $"{e.Process} delivered {m} at {At(i, e)} and recorded view v{e.ViewId}, but its installed view of g={m.Group} is v{view.View}");
+                    }
+                    if (!view.IsMember)
+                    {
+                        sink.Report(P, $"{e.Process} delivered {m} at {At(i, e)} in view v{view.View} of g={m.Group}, which does not list it as a member");
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// The sender delivers its own message at once: the event right after a Send at that process
+    /// (ignoring other processes' events) is its Deliver of the same message.
+    /// </summary>
+    internal static void SenderDeliversOwn(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(SenderDeliversOwn);
+        var pending = new Dictionary<NodeId, (MessageId Message, int Index)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Process.IsNone) continue;
+            if (pending.Remove(e.Process, out var send))
+            {
+                if (e.Kind == HistoryEventKind.Deliver && e.Message == send.Message) continue;
+                sink.Report(P, $"{e.Process} sent {send.Message} at event #{send.Index} but its next event, {At(i, e)}, is {e.Kind} {(e.Kind == HistoryEventKind.Deliver ? e.Message.ToString() : "")}, not its own delivery");
+            }
+            if (e.Kind == HistoryEventKind.Send) pending[e.Process] = (e.Message, i);
+        }
+        foreach ((NodeId process, var send) in pending)
+        {
+            sink.Report(P, $"{process} sent {send.Message} at event #{send.Index} and never delivered it");
+        }
+    }
+
+    /// <summary>
+    /// Once the membership service expels an incarnation, every other process drops its traffic:
+    /// no process other than the sender delivers a message the expelled incarnation sent after its
+    /// Expel. (The expelled process itself may still deliver its own sends until it learns of it,
+    /// and messages it sent before the Expel may still be delivered by the flush.)
+    /// </summary>
+    internal static void FirewallAfterExpulsion(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(FirewallAfterExpulsion);
+        var expelledAt = new Dictionary<NodeId, int>();
+        var sentAfterExpel = new Dictionary<MessageId, int>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Expel:
+                    expelledAt.TryAdd(e.Process, i);
+                    break;
+                case HistoryEventKind.Send:
+                    if (expelledAt.Count > 0 && expelledAt.ContainsKey(e.Process)) sentAfterExpel.TryAdd(e.Message, i);
+                    break;
+                case HistoryEventKind.Deliver:
+                    if (sentAfterExpel.Count > 0 && e.Process != e.Message.Sender && sentAfterExpel.TryGetValue(e.Message, out int sentAt))
+                    {
+                        sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
+                    }
+                    break;
+            }
+        }
+    }
+
+    private sealed class Membership
+    {
+        public int LastInstallIndex = -1;
+        public int LastView;
+        public NodeId[] Members = [];
+        public int LastLeaveIndex = -1;
+        public int LastJoinRequestIndex = -1;
+
+        public bool InGroup => LastInstallIndex > LastLeaveIndex;
+    }
+
+    /// <summary>
+    /// Only if the run healed (a Heal event): by End, the processes alive (no Crash, no Expel) and
+    /// in group g (last installed a view of g, did not complete leaving) all have the same last view
+    /// of g, its members are exactly them, and each delivered every message any of them sent in
+    /// that view. A live process that requested to join g installed a view of g after the request.
+    /// </summary>
+    internal static void Liveness(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(Liveness);
+        bool healed = false;
+        var dead = new Dictionary<NodeId, HistoryEventKind>();
+        var membership = new Dictionary<(NodeId Process, GroupId Group), Membership>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Heal: healed = true; break;
+                case HistoryEventKind.Crash:
+                case HistoryEventKind.Expel: dead.TryAdd(e.Process, e.Kind); break;
+                case HistoryEventKind.ViewInstall:
+                {
+                    Membership s = Get(membership, e);
+                    s.LastInstallIndex = i;
+                    s.LastView = e.ViewId;
+                    s.Members = e.Members ?? [];
+                    break;
+                }
+                case HistoryEventKind.LeaveCompleted: Get(membership, e).LastLeaveIndex = i; break;
+                case HistoryEventKind.JoinRequested: Get(membership, e).LastJoinRequestIndex = i; break;
+            }
+        }
+        if (!healed) return;
+
+        // Live members per group, in first-seen order so reports are deterministic.
+        var groups = new Dictionary<GroupId, List<(NodeId Process, Membership State)>>();
+        foreach (((NodeId process, GroupId group), Membership s) in membership)
+        {
+            if (dead.ContainsKey(process)) continue;
+            if (s.LastJoinRequestIndex > s.LastInstallIndex)
+            {
+                sink.Report(P, $"{process} asked to join g={group} at event #{s.LastJoinRequestIndex} and is alive at the end, but installed no view of g={group} after that");
+            }
+            if (!s.InGroup) continue;
+            if (!groups.TryGetValue(group, out var list)) groups[group] = list = [];
+            list.Add((process, s));
+        }
+
+        // The final view of each group: the highest view any live member reached.
+        var finals = new Dictionary<GroupId, (int View, HashSet<NodeId> Holders, MessageSet Sent)>();
+        foreach ((GroupId group, var live) in groups)
+        {
+            (NodeId Process, Membership State) top = live[0];
+            foreach (var m in live)
+            {
+                if (m.State.LastView > top.State.LastView) top = m;
+            }
+            int finalView = top.State.LastView;
+            var liveSet = new HashSet<NodeId>();
+            var holders = new HashSet<NodeId>();
+            foreach ((NodeId process, Membership s) in live)
+            {
+                liveSet.Add(process);
+                if (s.LastView == finalView)
+                {
+                    holders.Add(process);
+                }
+                else
+                {
+                    sink.Report(P, $"{process} is alive and in g={group} at the end but stuck in view v{s.LastView} (installed at event #{s.LastInstallIndex}); {top.Process} reached v{finalView}");
+                }
+            }
+            NodeId[] members = top.State.Members;
+            foreach ((NodeId process, _) in live)
+            {
+                if (!members.AsSpan().Contains(process))
+                {
+                    sink.Report(P, $"{process} is alive and in g={group} at the end but not a member of its final view v{finalView} {List(members)}");
+                }
+            }
+            foreach (NodeId m in members)
+            {
+                if (liveSet.Contains(m)) continue;
+                string why = dead.TryGetValue(m, out HistoryEventKind k)
+                    ? (k == HistoryEventKind.Crash ? "crashed" : "was expelled")
+                    : membership.TryGetValue((m, group), out Membership? ms) && ms.LastInstallIndex >= 0 ? "left the group" : "never installed a view of it";
+                sink.Report(P, $"final view v{finalView} of g={group} {List(members)} still lists {m}, which {why}");
+            }
+            finals[group] = (finalView, holders, new MessageSet(group));
+        }
+        if (finals.Count == 0) return;
+
+        // Second pass: what was sent and delivered in each final view.
+        var delivered = new Dictionary<(NodeId, GroupId), MessageSet>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind is not (HistoryEventKind.Send or HistoryEventKind.Deliver)) continue;
+            MessageId m = e.Message;
+            if (!finals.TryGetValue(m.Group, out var f) || m.ViewId != f.View || !f.Holders.Contains(m.Sender)) continue;
+            if (e.Kind == HistoryEventKind.Send)
+            {
+                f.Sent.Add(m);
+            }
+            else if (f.Holders.Contains(e.Process))
+            {
+                ref MessageSet? set = ref CollectionsMarshal.GetValueRefOrAddDefault(delivered, (e.Process, m.Group), out _);
+                (set ??= new MessageSet(m.Group)).Add(m);
+            }
+        }
+        foreach ((GroupId group, var f) in finals)
+        {
+            foreach (NodeId process in f.Holders)
+            {
+                MessageSet got = delivered.TryGetValue((process, group), out MessageSet? d) ? d : new MessageSet(group);
+                (long missing, List<MessageId> examples) = f.Sent.Except(got);
+                if (missing > 0)
+                {
+                    sink.Report(P, $"{process} never delivered {missing} messages sent by live members in the final view v{f.View} of g={group} (e.g. {List(examples)})");
+                }
+            }
+        }
+    }
+
+    private static Membership Get(Dictionary<(NodeId, GroupId), Membership> map, HistoryEvent e)
+    {
+        ref Membership? s = ref CollectionsMarshal.GetValueRefOrAddDefault(map, (e.Process, e.Group), out _);
+        return s ??= new Membership();
+    }
+}

@@ -1,0 +1,152 @@
+using System.Buffers;
+using System.Runtime.InteropServices;
+using System.Text;
+using System.Text.Json;
+using Isis.Core.Identity;
+
+namespace Isis.Simulation;
+
+// The folder is History/ but the namespace is Isis.Simulation: a namespace Isis.Simulation.History
+// holding a type History would make "History" mean the namespace everywhere under Isis.Simulation.
+
+/// <summary>
+/// The append-only record of one run (simulated or real), in the order events happened. The
+/// history checker relies on that order ("after" means later in the list),
+/// so a merged multi-process log must be sorted by time first. Not thread-safe: the simulator
+/// records from its single thread; real processes each write their own log.
+/// </summary>
+internal sealed class History
+{
+    private readonly List<HistoryEvent> _events;
+
+    public History() => _events = [];
+
+    public History(int capacity) => _events = new List<HistoryEvent>(capacity);
+
+    public IReadOnlyList<HistoryEvent> Events => _events;
+
+    public int Count => _events.Count;
+
+    public HistoryEvent this[int index] => _events[index];
+
+    /// <summary>The events as a span, for the checker's tight loops.</summary>
+    internal ReadOnlySpan<HistoryEvent> AsSpan() => CollectionsMarshal.AsSpan(_events);
+
+    public void Add(HistoryEvent e)
+    {
+        ArgumentNullException.ThrowIfNull(e);
+        _events.Add(e);
+    }
+
+    /// <summary>Records a Send. The caller records the sender's own Deliver right after it.</summary>
+    public void RecordSend(long time, MessageId message, ulong payloadHash) =>
+        Add(new HistoryEvent(time, message.Sender, HistoryEventKind.Send)
+        {
+            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash,
+        });
+
+    /// <summary>Records a Deliver; <paramref name="viewId"/> is the view <paramref name="process"/> has installed.</summary>
+    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.Deliver)
+        {
+            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash,
+        });
+
+    /// <summary>Records a ViewInstall. <paramref name="members"/> (oldest first) is copied.</summary>
+    public void RecordViewInstall(long time, NodeId process, GroupId group, int viewId, ReadOnlySpan<NodeId> members) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.ViewInstall)
+        {
+            Group = group, ViewId = viewId, Members = members.ToArray(),
+        });
+
+    public void RecordCrash(long time, NodeId process) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.Crash));
+
+    public void RecordExpel(long time, NodeId process) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.Expel));
+
+    public void RecordLeaveCompleted(long time, NodeId process, GroupId group) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.LeaveCompleted) { Group = group });
+
+    public void RecordJoinRequested(long time, NodeId process, GroupId group) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.JoinRequested) { Group = group });
+
+    public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
+
+    public void RecordEnd(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.End));
+
+    /// <summary>
+    /// Writes one compact JSON object per line. Fields: t (time), p (process "s3#1" or
+    /// "10.0.0.1:7000#2"), k (kind), g (group, 16 hex digits), v (view id), ms/mg/mv/mq (message
+    /// sender, group if not g, view, seq), h (payload hash, 16 hex digits), mb (members).
+    /// Fields holding their default value are omitted, except v and h where the kind uses them.
+    /// </summary>
+    public void WriteJsonLines(TextWriter writer)
+    {
+        ArgumentNullException.ThrowIfNull(writer);
+        var buffer = new ArrayBufferWriter<byte>(256);
+        using var json = new Utf8JsonWriter(buffer);
+        char[] chars = new char[256];
+        foreach (HistoryEvent e in _events)
+        {
+            buffer.ResetWrittenCount();
+            json.Reset(buffer);
+            HistoryJson.Write(json, e);
+            json.Flush();
+            int needed = Encoding.UTF8.GetMaxCharCount(buffer.WrittenCount);
+            if (chars.Length < needed) chars = new char[needed];
+            int n = Encoding.UTF8.GetChars(buffer.WrittenSpan, chars);
+            writer.Write(chars, 0, n);
+            writer.Write('\n');
+        }
+        writer.Flush();
+    }
+
+    /// <summary>
+    /// Reads what <see cref="WriteJsonLines"/> wrote (blank lines are skipped, unknown fields are
+    /// ignored so newer writers stay readable). Throws <see cref="HistoryFormatException"/> naming
+    /// the line and the field on anything malformed.
+    /// </summary>
+    public static History ReadJsonLines(TextReader reader)
+    {
+        ArgumentNullException.ThrowIfNull(reader);
+        var history = new History();
+        byte[] bytes = new byte[256];
+        int lineNumber = 0;
+        string? line;
+        while ((line = reader.ReadLine()) is not null)
+        {
+            lineNumber++;
+            if (string.IsNullOrWhiteSpace(line)) continue;
+            int needed = Encoding.UTF8.GetMaxByteCount(line.Length);
+            if (bytes.Length < needed) bytes = new byte[needed];
+            int n = Encoding.UTF8.GetBytes(line, bytes);
+            try
+            {
+                history._events.Add(HistoryJson.Read(bytes.AsSpan(0, n)));
+            }
+            catch (JsonException ex)
+            {
+                throw new HistoryFormatException(lineNumber, $"malformed JSON: {ex.Message}", ex);
+            }
+            catch (FormatException ex) when (ex is not HistoryFormatException)
+            {
+                throw new HistoryFormatException(lineNumber, ex.Message, ex);
+            }
+        }
+        return history;
+    }
+}
+
+/// <summary>A history file line that could not be parsed.</summary>
+internal sealed class HistoryFormatException : FormatException
+{
+    public HistoryFormatException(int lineNumber, string reason, Exception? inner = null)
+        : base($"history line {lineNumber}: {reason}", inner)
+    {
+        LineNumber = lineNumber;
+    }
+
+    /// <summary>1-based line number in the input.</summary>
+    public int LineNumber { get; }
+}

@@ -1,0 +1,63 @@
+using Isis.Core.Identity;
+
+namespace Isis.Simulation;
+
+/// <summary>
+/// One recorded event. Fields a kind does not use keep their default values (0, NodeId.None,
+/// default MessageId, null Members), which is also what JSON lines omit.
+/// </summary>
+/// <param name="Time">Microseconds, virtual (simulator) or real (monotonic clock of the host).</param>
+/// <param name="Process">The incarnation the event happened at; NodeId.None for Heal and End.</param>
+/// <param name="Kind">What happened.</param>
+/// <remarks>
+/// <see cref="Members"/> is an array for speed; it is never mutated after recording (the
+/// <see cref="History"/> helpers copy the caller's array) and equality compares its contents.
+/// </remarks>
+internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind Kind)
+{
+    /// <summary>Group of Send, Deliver, ViewInstall, LeaveCompleted, JoinRequested.</summary>
+    public GroupId Group { get; init; }
+
+    /// <summary>Send: the view sent in. Deliver: the view the process had installed. ViewInstall: the new view.</summary>
+    public int ViewId { get; init; }
+
+    /// <summary>Send and Deliver: the message.</summary>
+    public MessageId Message { get; init; }
+
+    /// <summary>Send and Deliver: a hash of the payload, so a corrupted or invented payload is caught.</summary>
+    public ulong PayloadHash { get; init; }
+
+    /// <summary>ViewInstall: the members of the view, oldest first.</summary>
+    public NodeId[]? Members { get; init; }
+
+    public bool Equals(HistoryEvent? other) =>
+        other is not null
+        && Time == other.Time
+        && Process == other.Process
+        && Kind == other.Kind
+        && Group == other.Group
+        && ViewId == other.ViewId
+        && Message == other.Message
+        && PayloadHash == other.PayloadHash
+        && MembersEqual(Members, other.Members);
+
+    public override int GetHashCode() =>
+        HashCode.Combine(Time, Process, Kind, Group, ViewId, Message, PayloadHash, Members?.Length ?? -1);
+
+    private static bool MembersEqual(NodeId[]? a, NodeId[]? b) =>
+        a is null ? b is null : b is not null && a.AsSpan().SequenceEqual(b);
+
+    public override string ToString()
+    {
+        string who = Process.IsNone ? "" : $" {Process}";
+        return Kind switch
+        {
+            HistoryEventKind.Send => $"t={Time}{who} Send {Message} hash {PayloadHash:x16}",
+            HistoryEventKind.Deliver => $"t={Time}{who} Deliver {Message} in v{ViewId} hash {PayloadHash:x16}",
+            HistoryEventKind.ViewInstall =>
+                $"t={Time}{who} ViewInstall g={Group} v{ViewId} [{string.Join(", ", Members ?? [])}]",
+            HistoryEventKind.LeaveCompleted or HistoryEventKind.JoinRequested => $"t={Time}{who} {Kind} g={Group}",
+            _ => $"t={Time}{who} {Kind}",
+        };
+    }
+}

@@ -1,0 +1,32 @@
+namespace Isis.Simulation;
+
+/// <summary>What a <see cref="HistoryEvent"/> records. Names are written verbatim to JSON lines.</summary>
+internal enum HistoryEventKind
+{
+    /// <summary>Process sent Message in view ViewId of Group; its own Deliver follows at once.</summary>
+    Send,
+
+    /// <summary>Process delivered Message; ViewId is the view the process had installed at the time.</summary>
+    Deliver,
+
+    /// <summary>Process installed view ViewId of Group with Members (oldest first).</summary>
+    ViewInstall,
+
+    /// <summary>The incarnation stopped (killed, or shut itself down). It records nothing afterwards.</summary>
+    Crash,
+
+    /// <summary>The membership service expelled the incarnation. It may still run until it learns of it.</summary>
+    Expel,
+
+    /// <summary>Process finished leaving Group.</summary>
+    LeaveCompleted,
+
+    /// <summary>From now on no faults are injected: liveness is expected by End. Process is NodeId.None.</summary>
+    Heal,
+
+    /// <summary>End of run. Process is NodeId.None.</summary>
+    End,
+
+    /// <summary>Process asked to join Group; if it is alive at End it must have installed a view since.</summary>
+    JoinRequested,
+}
