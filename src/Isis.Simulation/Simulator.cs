@@ -60,6 +60,10 @@ internal sealed class Simulator
 
     public OracleNode Oracle => _oracle;
 
+    /// <summary>The state of every live member, one line each, for diagnosing a failed seed.</summary>
+    public string DescribeMembers() =>
+        string.Join(Environment.NewLine, _processes.Where(p => p.Alive).Select(p => p.Node!.FindGroup(_group)?.Describe() ?? $"{p.Node!.Self} not in group"));
+
     /// <summary>The command that replays this run.</summary>
     public string ReplayCommand =>
         $"dotnet run --project tools/Isis.Sim -- replay --seed {Seed} --scenario {Scenario.Name}";

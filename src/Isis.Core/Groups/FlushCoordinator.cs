@@ -93,7 +93,8 @@ internal sealed class FlushCoordinator
                     for (long seq = held[r] + 1; seq <= cut[r]; seq++)
                     {
                         Invariant.Check(union.TryGetValue((r, seq), out byte[]? payload),
-                            $"flush of view {ViewId}: the reports hold every message up to the cut (rank {r}, seq {seq})");
+                            $"flush of view {ViewId}: the reports hold every message up to the cut (rank {r}, seq {seq}; reports: " +
+                            string.Join("; ", _reports.Select(kv => $"{kv.Key}: [{string.Join(",", kv.Value.Vector)}] holding {string.Join(",", kv.Value.Messages.Where(m => m.Rank == r).Select(m => m.Seq))}")) + ")");
                         missing.Add(new HeldMessage(r, seq, payload!));
                     }
                 }

@@ -380,7 +380,9 @@ internal sealed class GroupMember
 
         Coordinator?.Tick(now);
 
-        if (now >= _nextDigestAt)
+        // A wedged member advertises nothing beyond its flush report: otherwise others could
+        // garbage-collect messages that the coordinator, holding older reports, still needs.
+        if (now >= _nextDigestAt && !_wedged)
         {
             _nextDigestAt = now + Options.DigestInterval;
             if (_digestDirty || now - _lastDigestSentAt >= Options.IdleDigestInterval) SendDigest(now);
@@ -431,6 +433,12 @@ internal sealed class GroupMember
         _node.SendTo(View!.Members[target].Endpoint,
             _node.Writer.Begin(new PacketHeader(PacketKind.Nak, Self, Id, View.Id, 0)).I32(rank).I64(first).I64(last).Finish());
     }
+
+    /// <summary>A one-line dump of this member's streams, for replay diagnostics.</summary>
+    public string Describe() =>
+        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} streams " +
+        string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
+        " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>
     public void Wedge() => _wedged = true;
