@@ -267,7 +267,7 @@ internal static class HistoryChecker
             if (m.Seq != last + 1)
             {
                 sink.Report(P, m.Seq > last + 1
-                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: seqs {last + 1}..{m.Seq - 1} skipped"
+                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: {(m.Seq == last + 2 ? $"seq {last + 1}" : $"seqs {last + 1}..{m.Seq - 1}")} skipped"
                     : $"{e.Process} delivered {m} at {At(i, e)} after already delivering seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
             }
             // Resynchronize after a gap so one skipped message yields one violation, not thousands.
