@@ -92,6 +92,8 @@ public sealed class HistoryJsonLinesTests
     [InlineData("{\"t\":1}", "missing field 'k'")]
     [InlineData("{\"t\":1,\"k\":\"Explode\"}", "unknown kind 'Explode'")]
     [InlineData("{\"t\":1,\"k\":\"7\"}", "unknown kind '7'")]
+    [InlineData("{\"t\":1,\"k\":\"Send, Deliver\"}", "unknown kind 'Send, Deliver'")]
+    [InlineData("{\"t\":1,\"k\":\"end\"}", "unknown kind 'end'")]
     [InlineData("{\"t\":\"soon\",\"k\":\"End\"}", "field 't'")]
     [InlineData("{\"t\":1.5,\"k\":\"End\"}", "field 't'")]
     [InlineData("{\"t\":1,\"p\":\"s1\",\"k\":\"Crash\"}", "field 'p': 's1'")]

@@ -282,6 +282,20 @@ public sealed class SenderDeliversOwnTests
     }
 
     [Fact]
+    public void An_expel_recorded_between_a_send_and_its_local_delivery_is_not_the_senders_own_event()
+    {
+        var b = new HistoryBuilder().InstallAll(1, P, Q);
+        var m = new MessageId(P, G, 1, 1);
+        b.History.RecordSend(100, m, HashOf(m));
+        b.History.RecordExpel(100, P);
+        b.History.RecordDeliver(100, P, 1, m, HashOf(m));
+        b.History.RecordCrash(110, P);
+        b.History.RecordViewInstall(120, Q, G, 2, [Q]);
+        b.History.RecordEnd(130);
+        b.AssertPasses();
+    }
+
+    [Fact]
     public void A_send_never_delivered_by_its_sender_is_caught()
     {
         var b = new HistoryBuilder().InstallAll(1, P, Q);
@@ -352,6 +366,14 @@ public sealed class WellFormedTests
         var b = new HistoryBuilder().InstallAll(1, P, Q).Crash(P);
         b.Send(P);
         b.End().AssertViolates(nameof(HistoryChecker.WellFormed));
+    }
+
+    [Fact]
+    public void The_membership_service_may_expel_an_incarnation_after_it_crashed()
+    {
+        var b = new HistoryBuilder().InstallAll(1, P, Q);
+        b.Multicast(P, Q);
+        b.Crash(P).Expel(P).Install(Q, 2, Q).End().AssertPasses();
     }
 
     [Fact]
