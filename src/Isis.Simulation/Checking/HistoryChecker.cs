@@ -68,7 +68,8 @@ internal static class HistoryChecker
                     ? $"{At(i, e)} {e.Kind} names process {e.Process}; Heal and End belong to no process"
                     : $"{At(i, e)} {e.Kind} names no process");
             }
-            if (!e.Process.IsNone && crashedAt.TryGetValue(e.Process, out int crash))
+            // Expel is the membership service's event about the process, and normally follows its crash.
+            if (e.Kind != HistoryEventKind.Expel && !e.Process.IsNone && crashedAt.TryGetValue(e.Process, out int crash))
             {
                 sink.Report(P, $"{At(i, e)} {e.Kind} at {e.Process}, which crashed at event #{crash}");
             }
@@ -267,7 +268,7 @@ internal static class HistoryChecker
             if (m.Seq != last + 1)
             {
                 sink.Report(P, m.Seq > last + 1
-                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: seqs {last + 1}..{m.Seq - 1} skipped"
+                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: {(m.Seq == last + 2 ? $"seq {last + 1}" : $"seqs {last + 1}..{m.Seq - 1}")} skipped"
                     : $"{e.Process} delivered {m} at {At(i, e)} after already delivering seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
             }
             // Resynchronize after a gap so one skipped message yields one violation, not thousands.
@@ -379,7 +380,7 @@ internal static class HistoryChecker
 
     /// <summary>
     /// The sender delivers its own message at once: the event right after a Send at that process
-    /// (ignoring other processes' events) is its Deliver of the same message.
+    /// (ignoring other processes' events and its Expel) is its Deliver of the same message.
     /// </summary>
     internal static void SenderDeliversOwn(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
@@ -388,7 +389,9 @@ internal static class HistoryChecker
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
-            if (e.Process.IsNone) continue;
+            // Expel is recorded by the membership service, not by the process, so it may fall
+            // between a Send and its local delivery in a merged real-run log.
+            if (e.Process.IsNone || e.Kind == HistoryEventKind.Expel) continue;
             if (pending.Remove(e.Process, out var send))
             {
                 if (e.Kind == HistoryEventKind.Deliver && e.Message == send.Message) continue;

@@ -131,10 +131,12 @@ internal static class HistoryJson
     private static string KindName(HistoryEventKind k) =>
         (uint)k < (uint)KindNames.Length ? KindNames[(int)k] : ((int)k).ToString(CultureInfo.InvariantCulture);
 
-    private static HistoryEventKind ParseKind(string s) =>
-        Enum.TryParse(s, ignoreCase: false, out HistoryEventKind k) && Enum.IsDefined(k) && !char.IsAsciiDigit(s[0])
-            ? k
-            : throw new FormatException($"field 'k': unknown kind '{s}'");
+    private static HistoryEventKind ParseKind(string s)
+    {
+        // Exact names only: Enum.TryParse would also take "1" or "Send, Deliver".
+        int i = Array.IndexOf(KindNames, s);
+        return i >= 0 ? Enum.GetValues<HistoryEventKind>()[i] : throw new FormatException($"field 'k': unknown kind '{s}'");
+    }
 
     private static string FormatHex(ulong v) => v.ToString("x16", CultureInfo.InvariantCulture);
 
