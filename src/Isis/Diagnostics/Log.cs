@@ -1,0 +1,28 @@
+using Microsoft.Extensions.Logging;
+
+namespace Isis.Diagnostics;
+
+/// <summary>Every log line the runtime writes, with stable event ids.</summary>
+internal static partial class Log
+{
+    [LoggerMessage(EventId = 1, Level = LogLevel.Information, Message = "Isis runtime started at {Address}; membership service {Service}")]
+    public static partial void Started(ILogger logger, string address, string service);
+
+    [LoggerMessage(EventId = 2, Level = LogLevel.Information, Message = "Group {Group}: installed {View}")]
+    public static partial void ViewInstalled(ILogger logger, string group, string view);
+
+    [LoggerMessage(EventId = 3, Level = LogLevel.Warning, Message = "Group {Group}: message from {Sender} not delivered to the application: {Reason}")]
+    public static partial void HandlerMismatch(ILogger logger, string group, string sender, string reason);
+
+    [LoggerMessage(EventId = 4, Level = LogLevel.Error, Message = "Group {Group}: a handler threw; {Action}")]
+    public static partial void HandlerThrew(ILogger logger, Exception exception, string group, string action);
+
+    [LoggerMessage(EventId = 5, Level = LogLevel.Critical, Message = "Isis runtime shut down by the membership protocol: {Reason}")]
+    public static partial void ShutDown(ILogger logger, string reason);
+
+    [LoggerMessage(EventId = 6, Level = LogLevel.Warning, Message = "Membership service expelled {Member}; its traffic is now firewalled")]
+    public static partial void Expelled(ILogger logger, string member);
+
+    [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
+    public static partial void Stopped(ILogger logger, string address);
+}

@@ -1,0 +1,299 @@
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Diagnostics;
+using Isis.Dispatch;
+using Isis.Runtime;
+using Isis.Serialization;
+using Microsoft.Extensions.Logging;
+
+namespace Isis;
+
+/// <summary>
+/// A process group: register handlers, <see cref="Join"/>, then multicast with <see cref="Send"/>.
+/// Every member installs the same sequence of views, and between two views all surviving members
+/// deliver the same messages; each sender's messages arrive in the order it sent them.
+/// </summary>
+/// <remarks>
+/// Handlers and view handlers run on this group's delivery thread, one at a time, in delivery
+/// order. Register handlers before <see cref="Join"/> so that no message finds the group without them.
+/// </remarks>
+public sealed class Group
+{
+    /// <summary>Reply count meaning "every member of the view in which the request is delivered".</summary>
+    public const int ALL = -1;
+
+    private readonly IsisRuntime _runtime;
+    private readonly object _gate = new();
+    private readonly ManualResetEventSlim _windowOpen = new(true);
+    private GroupState _state = GroupState.New;
+    private TaskCompletionSource? _joined;
+    private TaskCompletionSource? _left;
+    private DeliveryThread? _delivery;
+    private volatile View? _view;
+    private long _queuedSends;
+    private long _window;
+
+    private enum GroupState { New, Joining, Joined, Leaving, Left }
+
+    /// <summary>Creates a group handle in the default runtime (<see cref="IsisSystem"/>).</summary>
+    /// <param name="name">The group's name: processes that join the same name form one group.</param>
+    public Group(string name) : this(IsisSystem.Runtime, name)
+    {
+    }
+
+    /// <summary>Creates a group handle in <paramref name="runtime"/>.</summary>
+    /// <param name="runtime">The runtime this process uses.</param>
+    /// <param name="name">The group's name: processes that join the same name form one group.</param>
+    public Group(IsisRuntime runtime, string name)
+    {
+        ArgumentNullException.ThrowIfNull(runtime);
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        _runtime = runtime;
+        Name = name;
+        Id = GroupId.FromName(name);
+    }
+
+    /// <summary>The group's name.</summary>
+    public string Name { get; }
+
+    internal GroupId Id { get; }
+
+    /// <summary>Message handlers by request code: <c>g.Handlers[CODE] += (Action&lt;string, int&gt;)((s, n) => ...)</c>.</summary>
+    public HandlerCollection Handlers { get; } = new();
+
+    /// <summary>View handlers: <c>g.ViewHandlers += (ViewHandler)(v => ...)</c>.</summary>
+    public ViewHandlerList ViewHandlers
+    {
+        get => _viewHandlers;
+        set
+        {
+            ArgumentNullException.ThrowIfNull(value);
+            if (!ReferenceEquals(value, _viewHandlers))
+            {
+                throw new InvalidOperationException("ViewHandlers can only be extended with += or reduced with -=.");
+            }
+        }
+    }
+
+    private readonly ViewHandlerList _viewHandlers = new();
+
+    /// <summary>
+    /// When a handler throws, this member leaves the group, because its replica may now differ
+    /// from the others. Set to false to log the exception and keep going. Defaults to true.
+    /// </summary>
+    public bool LeaveOnHandlerException { get; set; } = true;
+
+    /// <summary>
+    /// Raised (on the delivery thread) for a message that matched no handler: the arguments'
+    /// types did not fit any handler of its request code, or nothing is registered for that code.
+    /// Every member makes the same decision, so replicas stay identical.
+    /// </summary>
+    public event EventHandler<UndeliverableMessageEventArgs>? Undeliverable;
+
+    /// <summary>The current view, or null before the first view is installed.</summary>
+    public View? GetView() => _view;
+
+    // ---------------------------------------------------------------- join and leave
+
+    /// <summary>Joins the group; returns once the first view containing this process is installed.</summary>
+    /// <exception cref="IsisException">The group is already joined, or the runtime is not running.</exception>
+    public void Join()
+    {
+        if (_delivery?.IsCurrentThread == true) throw ExceptionFactory.BlockingInHandler(Name, nameof(Join));
+        JoinAsync().GetAwaiter().GetResult();
+    }
+
+    /// <summary>Joins the group; completes once the first view containing this process is installed.</summary>
+    /// <param name="cancellationToken">Stops waiting (the join itself goes on).</param>
+    public Task JoinAsync(CancellationToken cancellationToken = default)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        TaskCompletionSource joined;
+        lock (_gate)
+        {
+            if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
+            _state = GroupState.Joining;
+            _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            _delivery = new DeliveryThread(Name);
+        }
+        _runtime.Register(this);
+        loop.Post(() => loop.Node.Join(Name, loop.Now));
+        return joined.Task.WaitAsync(cancellationToken);
+    }
+
+    /// <summary>Leaves the group; returns once the membership service has installed a view without this process.</summary>
+    public void Leave()
+    {
+        if (_delivery?.IsCurrentThread == true) throw ExceptionFactory.BlockingInHandler(Name, nameof(Leave));
+        LeaveAsync().GetAwaiter().GetResult();
+    }
+
+    /// <summary>Leaves the group; completes once the membership service has installed a view without this process.</summary>
+    /// <param name="cancellationToken">Stops waiting (the leave itself goes on).</param>
+    public Task LeaveAsync(CancellationToken cancellationToken = default)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        TaskCompletionSource left;
+        lock (_gate)
+        {
+            if (_state is GroupState.Leaving or GroupState.Left) return _left!.Task.WaitAsync(cancellationToken);
+            if (_state == GroupState.New) throw ExceptionFactory.NotJoined(Name, nameof(Leave));
+            _state = GroupState.Leaving;
+            _left = left = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+        loop.Post(() => loop.Node.Leave(Id, loop.Now));
+        return left.Task.WaitAsync(cancellationToken);
+    }
+
+    // ---------------------------------------------------------------- Send
+
+    /// <summary>
+    /// Multicasts a message to the group: FIFO from this sender, delivered here at once (no network
+    /// wait), non-durable (if this process and every process that received it fail, it may be
+    /// lost). The arguments must match the parameter types of a handler registered for <paramref name="opcode"/>.
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
+    public void Send(int opcode, params object?[] args)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, nameof(Send));
+        byte[] payload = ArgumentCodec.Encode(opcode, args ?? [null]);
+        if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
+        WaitForWindow();
+        Interlocked.Increment(ref _queuedSends);
+        loop.Post(() =>
+        {
+            Interlocked.Decrement(ref _queuedSends);
+            loop.Node.Send(Id, payload, loop.Now);
+        });
+    }
+
+    private void WaitForWindow()
+    {
+        int limit = _runtime.Options.MaxUnstableMessages;
+        while (Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= limit)
+        {
+            // A handler of this group blocking here would hold up nothing the window needs
+            // (stability advances on the event loop), so waiting is safe on any thread.
+            _windowOpen.Reset();
+            if (Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) < limit) break;
+            _windowOpen.Wait(TimeSpan.FromMilliseconds(50));
+            _runtime.RunningLoop();
+        }
+    }
+
+    // ---------------------------------------------------------------- called on the event loop
+
+    /// <summary>Publishes how many of our messages are not yet stable; wakes blocked senders.</summary>
+    internal void PublishWindow(GroupMember? member)
+    {
+        long window = member == null ? 0 : member.UnstableOwnMessages + member.PendingSends;
+        Interlocked.Exchange(ref _window, window);
+        if (window + Interlocked.Read(ref _queuedSends) < _runtime.Options.MaxUnstableMessages) _windowOpen.Set();
+    }
+
+    internal void OnViewInstalled(GroupView core)
+    {
+        var view = new View(core, _runtime.Address!, Name);
+        _view = view;
+        lock (_gate)
+        {
+            if (_state == GroupState.Joining) _state = GroupState.Joined;
+        }
+        Log.ViewInstalled(_runtime.Logger, Name, view.ToString());
+        _delivery!.Enqueue(() =>
+        {
+            foreach (ViewHandler handler in _viewHandlers.Snapshot)
+            {
+                try
+                {
+                    handler(view);
+                }
+                catch (Exception e)
+                {
+                    OnHandlerException(e);
+                }
+            }
+        });
+        // Complete the join after the view handlers saw the view, so Join() returning means the
+        // application has observed its first view.
+        _delivery.Enqueue(() => _joined?.TrySetResult());
+    }
+
+    internal void OnDelivered(NodeId sender, ReadOnlyMemory<byte> payload)
+    {
+        _delivery!.Enqueue(() => Dispatch(sender, payload));
+    }
+
+    private void Dispatch(NodeId sender, ReadOnlyMemory<byte> payload)
+    {
+        DispatchResult result = Handlers.Table.Dispatch(payload.Span);
+        switch (result.Outcome)
+        {
+            case DispatchOutcome.Invoked:
+                return;
+            case DispatchOutcome.HandlerThrew:
+                OnHandlerException(result.Exception!);
+                return;
+            default:
+                _runtime.CountMismatch();
+                Log.HandlerMismatch(_runtime.Logger, Name, sender.ToString(), result.Message ?? result.Outcome.ToString());
+                Undeliverable?.Invoke(this, new UndeliverableMessageEventArgs(new Address(sender), result.Opcode, result.Message ?? result.Outcome.ToString()));
+                return;
+        }
+    }
+
+    private void OnHandlerException(Exception e)
+    {
+        _runtime.CountHandlerException();
+        bool leave = LeaveOnHandlerException;
+        Log.HandlerThrew(_runtime.Logger, e, Name, leave
+            ? "this member leaves the group because its replica may now differ (set LeaveOnHandlerException = false to keep going)"
+            : "continuing because LeaveOnHandlerException is false");
+        if (leave && _runtime.IsRunning)
+        {
+            try { _ = LeaveAsync(); }
+            catch (IsisException) { /* already leaving or shut down */ }
+        }
+    }
+
+    internal void OnLeft()
+    {
+        lock (_gate) _state = GroupState.Left;
+        _runtime.Unregister(this);
+        _delivery?.Enqueue(() => _left?.TrySetResult());
+        _delivery?.Dispose();
+    }
+
+    /// <summary>The runtime stopped: fail whatever is waiting.</summary>
+    internal void OnRuntimeStopped(Exception reason)
+    {
+        _joined?.TrySetException(reason);
+        _left?.TrySetResult(); // the process is out of every group now
+        _windowOpen.Set();
+        _delivery?.Dispose();
+    }
+}
+
+/// <summary>A message that matched no handler.</summary>
+public sealed class UndeliverableMessageEventArgs : EventArgs
+{
+    internal UndeliverableMessageEventArgs(Address sender, int opcode, string reason)
+    {
+        Sender = sender;
+        Opcode = opcode;
+        Reason = reason;
+    }
+
+    /// <summary>Who sent it.</summary>
+    public Address Sender { get; }
+
+    /// <summary>Its request code.</summary>
+    public int Opcode { get; }
+
+    /// <summary>Why no handler took it, for example the argument types it carried and the signatures registered.</summary>
+    public string Reason { get; }
+}

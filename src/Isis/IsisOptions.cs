@@ -1,0 +1,86 @@
+using System.Net;
+using Microsoft.Extensions.Logging;
+
+namespace Isis;
+
+/// <summary>Whether this process runs the embedded membership service.</summary>
+public enum MembershipServiceMode
+{
+    /// <summary>The first process on the machine to bind <see cref="IsisOptions.MembershipServicePort"/> hosts the service; the others use it.</summary>
+    Auto,
+
+    /// <summary>Always host the service (fails to start if the port is taken).</summary>
+    Host,
+
+    /// <summary>Never host the service; use the one at <see cref="IsisOptions.MembershipServiceAddress"/>.</summary>
+    Client,
+}
+
+/// <summary>
+/// Settings of one <see cref="IsisRuntime"/>. The defaults need no configuration: processes on
+/// one machine find each other on loopback and the first one hosts the membership service.
+/// </summary>
+public sealed class IsisOptions
+{
+    /// <summary>Address this process binds its data socket to. Defaults to 127.0.0.1.</summary>
+    public IPAddress BindAddress { get; set; } = IPAddress.Loopback;
+
+    /// <summary>UDP port for this process's traffic; 0 picks a free one. Defaults to 0.</summary>
+    public int Port { get; set; }
+
+    /// <summary>Where the membership service listens. Defaults to 127.0.0.1.</summary>
+    public IPAddress MembershipServiceAddress { get; set; } = IPAddress.Loopback;
+
+    /// <summary>UDP port of the membership service. Defaults to 7345.</summary>
+    public int MembershipServicePort { get; set; } = 7345;
+
+    /// <summary>Whether this process hosts the membership service. Defaults to <see cref="MembershipServiceMode.Auto"/>.</summary>
+    public MembershipServiceMode MembershipService { get; set; } = MembershipServiceMode.Auto;
+
+    /// <summary>Heartbeat period towards the membership service. Defaults to 100 ms.</summary>
+    public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>
+    /// Silent heartbeat periods in a row before the membership service expels a process. Defaults
+    /// to 5: a crashed member is out of every view after about 0.5-0.7 s.
+    /// </summary>
+    public int SuspicionCount { get; set; } = 5;
+
+    /// <summary>Most messages a member may have sent that are not yet stable; Send blocks beyond it. Defaults to 20,000.</summary>
+    public int MaxUnstableMessages { get; set; } = 20_000;
+
+    /// <summary>Largest UDP datagram the transport builds; small messages are batched up to it. Defaults to 16 KiB.</summary>
+    public int MaxDatagramSize { get; set; } = 16 * 1024;
+
+    /// <summary>Largest message (encoded arguments) Send accepts. Defaults to 16 MiB.</summary>
+    public int MaxMessageSize { get; set; } = 16 * 1024 * 1024;
+
+    /// <summary>Where the runtime logs. Defaults to no logging.</summary>
+    public ILoggerFactory? LoggerFactory { get; set; }
+
+    internal IPEndPoint MembershipServiceEndPoint => new(MembershipServiceAddress, MembershipServicePort);
+
+    internal void Validate()
+    {
+        if (BindAddress is null || BindAddress.AddressFamily != System.Net.Sockets.AddressFamily.InterNetwork)
+            throw new ArgumentException("IsisOptions.BindAddress must be an IPv4 address, for example IPAddress.Loopback.");
+        if (Port is < 0 or > 65535) throw new ArgumentException($"IsisOptions.Port must be 0-65535 (0 picks a free port); it is {Port}.");
+        if (MembershipServicePort is <= 0 or > 65535) throw new ArgumentException($"IsisOptions.MembershipServicePort must be 1-65535; it is {MembershipServicePort}.");
+        if (HeartbeatInterval < TimeSpan.FromMilliseconds(5)) throw new ArgumentException($"IsisOptions.HeartbeatInterval must be at least 5 ms; it is {HeartbeatInterval.TotalMilliseconds} ms.");
+        if (SuspicionCount < 2) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 2; it is {SuspicionCount}.");
+        if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
+        if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
+        if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
+    }
+
+    internal Core.Node.ProtocolOptions ToProtocolOptions()
+    {
+        long heartbeat = (long)HeartbeatInterval.TotalMicroseconds;
+        return new Core.Node.ProtocolOptions
+        {
+            HeartbeatInterval = heartbeat,
+            SuspicionCount = SuspicionCount,
+            IsolationTimeout = 2 * SuspicionCount * heartbeat,
+        };
+    }
+}

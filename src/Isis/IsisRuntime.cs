@@ -1,0 +1,219 @@
+using System.Collections.Concurrent;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Diagnostics;
+using Isis.Runtime;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Isis;
+
+/// <summary>
+/// One Isis runtime: a process's membership in the system, its sockets, its event loop and its
+/// groups. <see cref="IsisSystem"/> holds a default instance for Isis2-style programs; tests and
+/// benchmarks create several in one process.
+/// </summary>
+public sealed class IsisRuntime : IDisposable, IEventSink
+{
+    private readonly ConcurrentDictionary<GroupId, Group> _groups = new();
+    private readonly object _lifecycle = new();
+    private EventLoop? _loop;
+    private volatile string? _shutdownReason;
+    private volatile bool _stopped;
+    private long _handlerMismatches;
+    private long _handlerExceptions;
+
+    /// <summary>Creates a runtime; call <see cref="Start"/> to bring it up.</summary>
+    /// <param name="options">Settings; null for the defaults (no configuration needed on one machine).</param>
+    public IsisRuntime(IsisOptions? options = null)
+    {
+        Options = options ?? new IsisOptions();
+        Options.Validate();
+        Logger = (Options.LoggerFactory ?? NullLoggerFactory.Instance).CreateLogger("Isis");
+    }
+
+    /// <summary>The settings this runtime was created with.</summary>
+    public IsisOptions Options { get; }
+
+    internal ILogger Logger { get; }
+
+    /// <summary>This process incarnation's address, once started.</summary>
+    public Address? Address { get; private set; }
+
+    /// <summary>True between <see cref="Start"/> and <see cref="Shutdown"/>, unless the membership protocol shut the runtime down.</summary>
+    public bool IsRunning => _loop != null && !_stopped && _shutdownReason == null;
+
+    /// <summary>True if this process hosts the embedded membership service.</summary>
+    public bool HostsMembershipService => _loop?.Service != null;
+
+    /// <summary>Why the membership protocol shut this runtime down (expelled or isolated), or null.</summary>
+    public string? ShutdownReason => _shutdownReason;
+
+    /// <summary>
+    /// Raised once, on a thread-pool thread, when the membership protocol shuts this runtime down:
+    /// the membership service expelled this process, or the process lost contact with it. Every
+    /// group is wedged; restart the process to rejoin as a new member.
+    /// </summary>
+    public event EventHandler<IsisShutdownEventArgs>? ShutDown;
+
+    /// <summary>Internal hook for event logs: every core event of this process, with the loop's clock.</summary>
+    internal event Action<NodeId, NodeEvent, long>? CoreEvent;
+
+    /// <summary>Brings the runtime up: binds sockets, hosts the membership service if it is first, starts the event loop.</summary>
+    /// <exception cref="InvalidOperationException">Already started.</exception>
+    public void Start()
+    {
+        lock (_lifecycle)
+        {
+            if (_loop != null) throw new InvalidOperationException("This IsisRuntime is already started; create a new IsisRuntime to start another.");
+            var loop = new EventLoop(Options, this);
+            Address = new Address(loop.Node.Self);
+            _loop = loop;
+            loop.Start();
+            Log.Started(Logger, Address.ToString(), loop.Service != null ? "hosted here" : "at " + Options.MembershipServiceEndPoint);
+        }
+    }
+
+    /// <summary>
+    /// Leaves every group (waiting a bounded time for the views without this process) and stops.
+    /// If this process hosts the embedded membership service, the other processes lose it and shut down.
+    /// </summary>
+    public void Shutdown()
+    {
+        EventLoop? loop;
+        lock (_lifecycle)
+        {
+            loop = _loop;
+            if (loop == null || _stopped) return;
+        }
+        if (IsRunning)
+        {
+            var leaves = _groups.Values.Select(g =>
+            {
+                try { return g.LeaveAsync(); }
+                catch (IsisException) { return Task.CompletedTask; }
+            }).ToArray();
+            try { Task.WaitAll(leaves, TimeSpan.FromSeconds(3)); }
+            catch (AggregateException) { /* best effort */ }
+        }
+        _stopped = true;
+        loop.Dispose();
+        var stopped = ExceptionFactory.ShutDown("IsisRuntime.Shutdown() was called.");
+        foreach (Group g in _groups.Values) g.OnRuntimeStopped(stopped);
+        _groups.Clear();
+        Log.Stopped(Logger, Address?.ToString() ?? "?");
+    }
+
+    /// <summary>Same as <see cref="Shutdown"/>.</summary>
+    public void Dispose() => Shutdown();
+
+    /// <summary>A snapshot of the counters: what was received, dropped (by reason) and repaired.</summary>
+    public IsisStatistics GetStatistics()
+    {
+        EventLoop loop = _loop ?? throw ExceptionFactory.NotStarted();
+        if (_stopped || loop.IsLoopThread) return Snapshot(loop);
+        var result = new TaskCompletionSource<IsisStatistics>(TaskCreationOptions.RunContinuationsAsynchronously);
+        loop.Post(() => result.TrySetResult(Snapshot(loop)));
+        return result.Task.Wait(TimeSpan.FromSeconds(5)) ? result.Task.Result : Snapshot(loop);
+    }
+
+    private IsisStatistics Snapshot(EventLoop loop)
+    {
+        NodeCounters c = loop.Node.Counters;
+        var t = loop.Transport.Counters;
+        return new IsisStatistics
+        {
+            PacketsReceived = c.PacketsReceived,
+            DroppedMalformed = c.DroppedMalformed + t.ReceiveDrops,
+            DroppedFirewall = c.DroppedFirewall,
+            DroppedWrongView = c.DroppedWrongView + c.DroppedNotMember,
+            DroppedUnknownGroup = c.DroppedUnknownGroup,
+            Duplicates = c.Duplicates,
+            NaksSent = c.NaksSent,
+            HandlerMismatches = Interlocked.Read(ref _handlerMismatches),
+            HandlerExceptions = Interlocked.Read(ref _handlerExceptions),
+            DatagramsSent = Interlocked.Read(ref t.DatagramsSent),
+            DatagramsReceived = Interlocked.Read(ref t.DatagramsReceived),
+            MembershipServiceDroppedFirewall = loop.Service?.Counters.DroppedFirewall ?? 0,
+        };
+    }
+
+    // ---------------------------------------------------------------- used by Group
+
+    internal EventLoop RunningLoop()
+    {
+        if (_shutdownReason is { } reason) throw ExceptionFactory.ShutDown(reason);
+        EventLoop? loop = _loop;
+        if (loop == null || _stopped) throw ExceptionFactory.NotStarted();
+        return loop;
+    }
+
+    internal EventLoop? Loop => _loop;
+
+    internal void Register(Group group)
+    {
+        if (!_groups.TryAdd(group.Id, group)) throw ExceptionFactory.DuplicateGroup(group.Name);
+    }
+
+    internal void Unregister(Group group) => _groups.TryRemove(new KeyValuePair<GroupId, Group>(group.Id, group));
+
+    internal void CountMismatch() => Interlocked.Increment(ref _handlerMismatches);
+
+    internal void CountHandlerException() => Interlocked.Increment(ref _handlerExceptions);
+
+    // ---------------------------------------------------------------- IEventSink (event loop thread)
+
+    void IEventSink.OnNodeEvent(NodeEvent e)
+    {
+        EventLoop loop = _loop!;
+        CoreEvent?.Invoke(loop.Node.Self, e, loop.Now);
+        switch (e)
+        {
+            case MessageDelivered d:
+                if (_groups.TryGetValue(d.Group, out Group? g)) g.OnDelivered(d.Sender, d.Payload);
+                break;
+            case ViewInstalled v:
+                if (_groups.TryGetValue(v.Group, out g)) g.OnViewInstalled(v.View);
+                break;
+            case GroupLeft l:
+                if (_groups.TryGetValue(l.Group, out g)) g.OnLeft();
+                break;
+            case NodeShutDown s:
+                OnShutDownByProtocol(s.Reason);
+                break;
+        }
+    }
+
+    void IEventSink.OnServiceEvent(NodeEvent e)
+    {
+        EventLoop loop = _loop!;
+        if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, loop.Now);
+        if (e is IncarnationExpelled x) Log.Expelled(Logger, x.Node.ToString());
+    }
+
+    void IEventSink.AfterBatch()
+    {
+        EventLoop loop = _loop!;
+        foreach (Group g in _groups.Values) g.PublishWindow(loop.Node.FindGroup(g.Id));
+    }
+
+    private void OnShutDownByProtocol(string reason)
+    {
+        if (_shutdownReason != null) return;
+        _shutdownReason = reason;
+        Log.ShutDown(Logger, reason);
+        var error = ExceptionFactory.ShutDown(reason);
+        foreach (Group g in _groups.Values) g.OnRuntimeStopped(error);
+        EventHandler<IsisShutdownEventArgs>? handler = ShutDown;
+        if (handler != null) ThreadPool.QueueUserWorkItem(_ => handler(this, new IsisShutdownEventArgs(reason)));
+    }
+}
+
+/// <summary>Why the membership protocol shut a runtime down.</summary>
+public sealed class IsisShutdownEventArgs : EventArgs
+{
+    internal IsisShutdownEventArgs(string reason) => Reason = reason;
+
+    /// <summary>What happened and what to do, for example "expelled by the membership service: ...".</summary>
+    public string Reason { get; }
+}

@@ -1,0 +1,41 @@
+namespace Isis;
+
+/// <summary>A snapshot of what a runtime received, dropped and repaired, by reason.</summary>
+public sealed record IsisStatistics
+{
+    /// <summary>Packets handed to the protocol.</summary>
+    public long PacketsReceived { get; init; }
+
+    /// <summary>Packets dropped as malformed (bad header, checksum, body, or datagram framing).</summary>
+    public long DroppedMalformed { get; init; }
+
+    /// <summary>Packets dropped because their sender was expelled by the membership service (the firewall).</summary>
+    public long DroppedFirewall { get; init; }
+
+    /// <summary>Packets for a view this member is not in (stale or not yet installed), or from a non-member.</summary>
+    public long DroppedWrongView { get; init; }
+
+    /// <summary>Packets for groups this process is not in.</summary>
+    public long DroppedUnknownGroup { get; init; }
+
+    /// <summary>Duplicate messages discarded.</summary>
+    public long Duplicates { get; init; }
+
+    /// <summary>Retransmission requests sent.</summary>
+    public long NaksSent { get; init; }
+
+    /// <summary>Messages whose arguments matched no handler (reported, not delivered to the application).</summary>
+    public long HandlerMismatches { get; init; }
+
+    /// <summary>Exceptions thrown by application handlers.</summary>
+    public long HandlerExceptions { get; init; }
+
+    /// <summary>UDP datagrams sent and received.</summary>
+    public long DatagramsSent { get; init; }
+
+    /// <summary>UDP datagrams received.</summary>
+    public long DatagramsReceived { get; init; }
+
+    /// <summary>Of the drops, those the membership service hosted here counted (zero if it is hosted elsewhere).</summary>
+    public long MembershipServiceDroppedFirewall { get; init; }
+}

@@ -1,0 +1,164 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+using Isis.Core.Node;
+using Isis.Transport;
+
+namespace Isis.Runtime;
+
+/// <summary>
+/// The one thread that drives a runtime's protocol nodes, following the contract in
+/// docs/architecture.md: feed inputs (API commands, received packets, ticks) to the core; take its
+/// outbox; send the packets; hand events to the groups in order; clear the outbox.
+/// </summary>
+/// <remarks>
+/// Nothing else touches the core, so it needs no locks. API threads post commands, the transports'
+/// receive threads post packets, and both wake the loop. Handlers never run here: deliveries go to
+/// each group's delivery thread, so a slow handler cannot stall the protocol.
+/// </remarks>
+internal sealed class EventLoop : IDisposable
+{
+    private static readonly long TickInterval = 1_000; // microseconds
+
+    private readonly ConcurrentQueue<Action> _commands = new();
+    private readonly ConcurrentQueue<(bool ForService, ulong Source, ReadOnlyMemory<byte> Packet)> _inbox = new();
+    private readonly ManualResetEventSlim _wake = new(false, spinCount: 0);
+    private readonly Stopwatch _clock = Stopwatch.StartNew();
+    private readonly Thread _thread;
+    private readonly IEventSink _sink;
+    private readonly UdpTransport _transport;
+    private readonly UdpTransport? _serviceTransport;
+    private volatile bool _stopping;
+
+    public EventLoop(IsisOptions options, IEventSink sink)
+    {
+        _sink = sink;
+        var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
+        ProtocolOptions protocol = options.ToProtocolOptions();
+
+        if (options.MembershipService != MembershipServiceMode.Client)
+        {
+            _serviceTransport = TryBindService(options, transportOptions);
+            if (_serviceTransport != null)
+            {
+                Service = new OracleNode(new NodeId(_serviceTransport.LocalEndpoint, 1), protocol, Now);
+            }
+        }
+
+        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p) => Post(false, s, p), transportOptions);
+        // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
+        uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
+        ulong serviceEndpoint = EndpointConversions.FromIPEndPoint(options.MembershipServiceEndPoint);
+        Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), serviceEndpoint, protocol, Now);
+        _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
+    }
+
+    public ProcessNode Node { get; }
+
+    /// <summary>The embedded membership service, if this process hosts it.</summary>
+    public OracleNode? Service { get; }
+
+    public UdpTransport Transport => _transport;
+
+    public long Now => (long)_clock.Elapsed.TotalMicroseconds;
+
+    public bool IsLoopThread => Thread.CurrentThread == _thread;
+
+    private UdpTransport? TryBindService(IsisOptions options, UdpTransportOptions transportOptions)
+    {
+        try
+        {
+            return new UdpTransport(options.MembershipServiceEndPoint, (s, p) => Post(true, s, p), transportOptions);
+        }
+        catch (SocketException e) when (e.SocketErrorCode == SocketError.AddressAlreadyInUse && options.MembershipService == MembershipServiceMode.Auto)
+        {
+            return null; // another process on this machine hosts it
+        }
+    }
+
+    public void Start() => _thread.Start();
+
+    /// <summary>Runs <paramref name="command"/> on the loop thread, soon.</summary>
+    public void Post(Action command)
+    {
+        _commands.Enqueue(command);
+        _wake.Set();
+    }
+
+    private void Post(bool forService, ulong source, ReadOnlyMemory<byte> packet)
+    {
+        _inbox.Enqueue((forService, source, packet));
+        _wake.Set();
+    }
+
+    private void Run()
+    {
+        long nextTick = 0;
+        while (!_stopping)
+        {
+            long now = Now;
+            long wait = Math.Max(0, nextTick - now);
+            if (_commands.IsEmpty && _inbox.IsEmpty && wait > 0) _wake.Wait(TimeSpan.FromMicroseconds(wait));
+            _wake.Reset();
+            if (_stopping) break;
+
+            // Inputs in a fixed order: commands from the API, then packets, then the tick.
+            while (_commands.TryDequeue(out Action? command)) command();
+            int budget = 4096; // bound one batch so ticks are never starved by a flood
+            while (budget-- > 0 && _inbox.TryDequeue(out var item))
+            {
+                now = Now;
+                if (item.ForService) Service?.Receive(item.Source, item.Packet.Span, now);
+                else Node.Receive(item.Source, item.Packet.Span, now);
+            }
+            now = Now;
+            if (now >= nextTick)
+            {
+                Service?.Tick(now);
+                Node.Tick(now);
+                nextTick = now + TickInterval;
+            }
+            Drain();
+        }
+    }
+
+    /// <summary>Sends what the nodes produced and hands their events on, then clears their outboxes.</summary>
+    public void Drain()
+    {
+        if (Service is { } service && _serviceTransport != null)
+        {
+            foreach (OutboundPacket p in service.Outbox.Packets) _serviceTransport.Enqueue(p.Destination, p.Bytes);
+            _serviceTransport.Flush();
+            foreach (NodeEvent e in service.Outbox.Events) _sink.OnServiceEvent(e);
+            service.Outbox.Clear();
+        }
+        foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes);
+        _transport.Flush();
+        foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
+        Node.Outbox.Clear();
+        _sink.AfterBatch();
+    }
+
+    public void Dispose()
+    {
+        _stopping = true;
+        _wake.Set();
+        if (_thread.IsAlive && !IsLoopThread) _thread.Join(TimeSpan.FromSeconds(5));
+        _transport.Dispose();
+        _serviceTransport?.Dispose();
+    }
+}
+
+/// <summary>Where the event loop hands the core's events (implemented by the runtime).</summary>
+internal interface IEventSink
+{
+    void OnNodeEvent(NodeEvent e);
+
+    void OnServiceEvent(NodeEvent e);
+
+    /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
+    void AfterBatch();
+}

@@ -1,0 +1,56 @@
+using System.Net;
+using System.Net.Sockets;
+
+namespace Isis.Tests.Runtime;
+
+/// <summary>Creates runtimes that share a private membership service on a free loopback port.</summary>
+internal sealed class TestRuntimes : IDisposable
+{
+    private readonly List<IsisRuntime> _runtimes = new();
+
+    public TestRuntimes()
+    {
+        ServicePort = FreeUdpPort();
+    }
+
+    public int ServicePort { get; }
+
+    public IsisOptions Options(Action<IsisOptions>? adjust = null)
+    {
+        var o = new IsisOptions { MembershipServicePort = ServicePort, HeartbeatInterval = TimeSpan.FromMilliseconds(50), SuspicionCount = 4 };
+        adjust?.Invoke(o);
+        return o;
+    }
+
+    public IsisRuntime Start(Action<IsisOptions>? adjust = null)
+    {
+        var r = new IsisRuntime(Options(adjust));
+        r.Start();
+        lock (_runtimes) _runtimes.Add(r);
+        return r;
+    }
+
+    public static int FreeUdpPort()
+    {
+        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        return ((IPEndPoint)s.LocalEndPoint!).Port;
+    }
+
+    /// <summary>Waits until <paramref name="condition"/> holds; a generous liveness bound, never a timing assertion.</summary>
+    public static void WaitUntil(Func<bool> condition, string what, int seconds = 20)
+    {
+        var deadline = DateTime.UtcNow.AddSeconds(seconds);
+        while (!condition())
+        {
+            if (DateTime.UtcNow > deadline) throw new TimeoutException($"not within {seconds} s: {what}");
+            Thread.Sleep(5);
+        }
+    }
+
+    public void Dispose()
+    {
+        // Stop the service host last, so the others can leave cleanly.
+        foreach (IsisRuntime r in _runtimes.OrderBy(r => r.HostsMembershipService)) r.Dispose();
+    }
+}
