@@ -17,8 +17,7 @@ internal sealed class Firewall(ProtocolOptions options)
 
     public void Expel(NodeId node) => _expelled.Add(node);
 
-    public bool Admit(NodeId sender) =>
-        (options.Mutations & ProtocolMutations.DisableFirewall) != 0 || !_expelled.Contains(sender);
+    public bool Admit(NodeId sender) => !_expelled.Contains(sender);
 
     /// <summary>Rate-limits "you are expelled" notices to one per heartbeat period per zombie.</summary>
     public bool ShouldNotify(NodeId zombie, long now)

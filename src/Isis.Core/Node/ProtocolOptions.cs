@@ -61,7 +61,4 @@ internal enum ProtocolMutations
 
     /// <summary>Receivers deliver a message as soon as it arrives, gaps or not.</summary>
     DeliverOutOfOrder = 2,
-
-    /// <summary>Members accept traffic from expelled incarnations.</summary>
-    DisableFirewall = 4,
 }

@@ -411,11 +411,20 @@ internal static class HistoryChecker
     /// Expel. (The expelled process itself may still deliver its own sends until it learns of it,
     /// and messages it sent before the Expel may still be delivered by the flush.)
     /// </summary>
+    /// <remarks>
+    /// One exemption: a receiver that is itself cut off with the expelled sender (on the same side
+    /// of a partition, away from the membership service) cannot hear of the expulsion. That is
+    /// allowed as long as the receiver is itself expelled or stops, and installs no view after the
+    /// delivery: its deliveries then never reach a view that survivors share.
+    /// </remarks>
     internal static void FirewallAfterExpulsion(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
         const string P = nameof(FirewallAfterExpulsion);
         var expelledAt = new Dictionary<NodeId, int>();
         var sentAfterExpel = new Dictionary<MessageId, int>();
+        var lastInstall = new Dictionary<NodeId, int>();
+        var outOfSystem = new HashSet<NodeId>();
+        var suspects = new List<(int Index, int SentAt)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -423,6 +432,13 @@ internal static class HistoryChecker
             {
                 case HistoryEventKind.Expel:
                     expelledAt.TryAdd(e.Process, i);
+                    outOfSystem.Add(e.Process);
+                    break;
+                case HistoryEventKind.Crash:
+                    outOfSystem.Add(e.Process);
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    lastInstall[e.Process] = i;
                     break;
                 case HistoryEventKind.Send:
                     if (expelledAt.Count > 0 && expelledAt.ContainsKey(e.Process)) sentAfterExpel.TryAdd(e.Message, i);
@@ -430,10 +446,17 @@ internal static class HistoryChecker
                 case HistoryEventKind.Deliver:
                     if (sentAfterExpel.Count > 0 && e.Process != e.Message.Sender && sentAfterExpel.TryGetValue(e.Message, out int sentAt))
                     {
-                        sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
+                        suspects.Add((i, sentAt));
                     }
                     break;
             }
+        }
+        foreach (var (i, sentAt) in suspects)
+        {
+            HistoryEvent e = events[i];
+            bool cutOffToo = outOfSystem.Contains(e.Process) && lastInstall.GetValueOrDefault(e.Process, -1) < i;
+            if (cutOffToo) continue;
+            sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
         }
     }
 

@@ -33,7 +33,7 @@ internal sealed class SeqSet
     public bool SetEquals(SeqSet other) =>
         Prefix == other.Prefix
         && (_extras?.Count ?? 0) == (other._extras?.Count ?? 0)
-        && (_extras is null || _extras.SetEquals(other._extras!));
+        && ((_extras?.Count ?? 0) == 0 || _extras!.SetEquals(other._extras!));
 
     /// <summary>All members, ascending prefix first then the extras in no particular order.</summary>
     public IEnumerable<long> Items()

@@ -1,0 +1,36 @@
+using Isis.Core.Node;
+
+namespace Isis.Simulation.Tests.Scenarios;
+
+/// <summary>
+/// The checker earns trust by failing: run deliberately broken variants of the protocol through
+/// the same scenarios and require the checker to name the guarantee each one breaks.
+/// </summary>
+public sealed class BrokenProtocolTests
+{
+    private static List<SimulationRun> RunBroken(ProtocolMutations mutation, string family, int seeds) =>
+        Enumerable.Range(0, seeds)
+            .Select(seed => SimulationRun.Execute((ulong)seed, family, s => s with { Protocol = s.Protocol with { Mutations = mutation } }))
+            .ToList();
+
+    [Fact]
+    public void A_flush_that_skips_the_unstable_message_exchange_breaks_virtual_synchrony()
+    {
+        var runs = RunBroken(ProtocolMutations.SkipFlushExchange, "crash", 20);
+        Assert.Contains(runs, r => r.Result.Violates("VirtualSynchrony"));
+    }
+
+    [Fact]
+    public void A_member_that_delivers_as_messages_arrive_breaks_fifo_order()
+    {
+        var runs = RunBroken(ProtocolMutations.DeliverOutOfOrder, "reordering", 5);
+        Assert.All(runs, r => Assert.True(r.Result.Violates("FifoPerSender"), r.Summary));
+    }
+
+    [Fact]
+    public void The_correct_protocol_passes_the_same_seeds()
+    {
+        var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();
+        Assert.All(runs, r => Assert.True(r.Passed, r.Report));
+    }
+}

@@ -1,0 +1,84 @@
+using Isis.Core.Node;
+using Xunit.Abstractions;
+
+namespace Isis.Simulation.Tests.Scenarios;
+
+/// <summary>
+/// Hundreds of seeded runs across every scenario family (loss up to 20%, duplication, reordering,
+/// partitions that heal, pauses, crashes of members and of view-change coordinators, leaves and
+/// rejoins). Each must satisfy every property the checker knows. A failure prints the seed and
+/// the one-line command that replays it.
+/// </summary>
+public sealed class SeededScenarioTests(ITestOutputHelper output)
+{
+    public const int SeedsPerBatch = 40;
+
+    public static IEnumerable<object[]> Batches() => Enumerable.Range(0, 10).Select(b => new object[] { b });
+
+    [Theory]
+    [MemberData(nameof(Batches))]
+    public void Every_seeded_scenario_satisfies_every_guarantee(int batch)
+    {
+        var failures = new List<string>();
+        for (ulong seed = (ulong)(batch * SeedsPerBatch); seed < (ulong)((batch + 1) * SeedsPerBatch); seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed);
+            output.WriteLine(run.Summary);
+            if (!run.Passed) failures.Add(run.Report);
+        }
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+    }
+
+    [Fact]
+    public void One_seed_replays_the_same_run_event_for_event()
+    {
+        string Log(ulong seed)
+        {
+            var writer = new StringWriter();
+            SimulationRun.Execute(seed, "chaos").History.WriteJsonLines(writer);
+            return writer.ToString();
+        }
+        string first = Log(1234);
+        Assert.Equal(first, Log(1234));
+        Assert.NotEqual(first, Log(1235));
+    }
+
+    [Fact]
+    public void A_steady_run_forms_one_view_of_everyone_and_delivers_every_message_everywhere()
+    {
+        SimulationRun run = SimulationRun.Execute(7, "steady");
+        Assert.True(run.Passed, run.Report);
+        var events = run.History.Events;
+        int processes = run.Simulator.Scenario.Processes;
+        int sends = events.Count(e => e.Kind == HistoryEventKind.Send);
+        int deliveries = events.Count(e => e.Kind == HistoryEventKind.Deliver);
+        Assert.Equal(processes * run.Simulator.Scenario.MessagesPerProcess, sends);
+        // Joins happen over the first 300 ms, so early messages reach fewer members; by the end
+        // every member must have delivered most of everything.
+        Assert.True(deliveries > sends * (processes - 1), $"{deliveries} deliveries for {sends} sends in a group of {processes}");
+        var lastView = events.Last(e => e.Kind == HistoryEventKind.ViewInstall);
+        Assert.Equal(processes, lastView.Members!.Length);
+    }
+
+    [Theory]
+    [InlineData("crash")]
+    [InlineData("coordinator-crash")]
+    [InlineData("partition")]
+    [InlineData("pause")]
+    public void Fault_families_really_inject_their_faults(string family)
+    {
+        // Guard against a scenario that silently stops testing anything: over a few seeds, the
+        // family must cause expulsions and view changes beyond the joins.
+        int expulsions = 0, views = 0;
+        for (ulong seed = 0; seed < 6; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, family);
+            Assert.True(run.Passed, run.Report);
+            expulsions += run.History.Events.Count(e => e.Kind == HistoryEventKind.Expel);
+            views += run.History.Events.Where(e => e.Kind == HistoryEventKind.ViewInstall).Select(e => e.ViewId).DefaultIfEmpty().Max();
+        }
+        Assert.True(expulsions > 0, $"{family}: no process was ever expelled");
+        // Joins alone give one view per process (3-6 per seed); faults must add more.
+        Assert.True(views > 6 * 6, $"{family}: only {views} views over 6 seeds");
+    }
+}
