@@ -235,3 +235,44 @@ internal sealed class TestCluster
         RunUntil(() => Enumerable.Range(0, n).All(i => CurrentView(i)?.Members.Length == n));
     }
 }
+
+/// <summary>Checks the rules of DESIGN.md section 3 over a <see cref="TestCluster"/>'s event logs.</summary>
+internal static class ClusterChecks
+{
+    /// <summary>
+    /// Virtual synchrony: any two processes that both installed views v and v+1 delivered the same set
+    /// of messages in v; and each sender's messages are delivered in FIFO order, without gaps or duplicates.
+    /// </summary>
+    public static void AssertVirtualSynchronyAndFifo(TestCluster c)
+    {
+        var deliveredIn = new Dictionary<(int Process, int View), HashSet<string>>();
+        var installed = new HashSet<(int Process, int View)>();
+        for (int p = 0; p < c.Nodes.Count; p++)
+        {
+            var next = new Dictionary<(ulong, uint, int), long>();
+            foreach (NodeEvent e in c.Events[p])
+            {
+                if (e is ViewInstalled v) installed.Add((p, v.View.Id));
+                if (e is not MessageDelivered d) continue;
+                var stream = (d.Sender.Endpoint, d.Sender.Incarnation, d.ViewId);
+                long expected = next.GetValueOrDefault(stream) + 1;
+                Assert.True(d.Seq == expected, $"process {p} delivered {d.Sender} seq {d.Seq} in view {d.ViewId}, expected {expected}");
+                next[stream] = d.Seq;
+                if (!deliveredIn.TryGetValue((p, d.ViewId), out HashSet<string>? set)) deliveredIn[(p, d.ViewId)] = set = new();
+                set.Add($"{d.Sender}:{d.Seq}:{Convert.ToHexString(d.Payload.Span)}");
+            }
+        }
+        foreach (var (p, v) in installed)
+        {
+            if (!installed.Contains((p, v + 1))) continue;
+            foreach (var (q, w) in installed)
+            {
+                if (q <= p || w != v || !installed.Contains((q, v + 1))) continue;
+                var a = deliveredIn.GetValueOrDefault((p, v)) ?? new();
+                var b = deliveredIn.GetValueOrDefault((q, v)) ?? new();
+                Assert.True(a.SetEquals(b), $"processes {p} and {q} both moved from view {v} to {v + 1} but delivered different sets in {v}: " +
+                    $"only at {p}: [{string.Join(", ", a.Except(b))}], only at {q}: [{string.Join(", ", b.Except(a))}]");
+            }
+        }
+    }
+}
