@@ -1,0 +1,106 @@
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Tests;
+
+public class FirewallTests
+{
+    private const int Zombie = 2;
+
+    /// <summary>Pauses process 2 until the survivors installed a view without it.</summary>
+    private static int PauseUntilExpelled(TestCluster c)
+    {
+        c.FormGroup(3);
+        int view = c.CurrentView(0)!.Id;
+        c.Stop(Zombie);
+        c.RunUntil(() => c.CurrentView(0)!.Id > view && c.CurrentView(1)!.Id > view);
+        Assert.True(c.Oracle.IsExpelled(c.Id(Zombie)));
+        c.Resume(Zombie);
+        return view;
+    }
+
+    [Fact]
+    public void PacketsFromAnExpelledIncarnationAreDroppedAndTheZombieIsTold()
+    {
+        var c = new TestCluster(3);
+        int oldView = PauseUntilExpelled(c);
+        long firewalled = c[0].Counters.DroppedFirewall + c[1].Counters.DroppedFirewall;
+
+        // The zombie still believes it is in the old view and multicasts there.
+        c.Send(Zombie, "stale");
+        Assert.Contains(c.Events[Zombie].OfType<MessageSent>(), m => m.ViewId == oldView);
+        var noticesToZombie = new List<Envelope>();
+        c.DropWhere(e =>
+        {
+            if (e.To == c.Id(Zombie).Endpoint && e.Kind == PacketKind.Expelled && e.From != TestCluster.OracleEndpoint) noticesToZombie.Add(e);
+            return false;
+        });
+        c.DeliverAll();
+
+        Assert.True(c[0].Counters.DroppedFirewall + c[1].Counters.DroppedFirewall >= firewalled + 2);
+        Assert.True(c[0].Counters.DroppedFirewall > 0 && c[1].Counters.DroppedFirewall > 0);
+        Assert.Equal(2, noticesToZombie.Count);
+        Assert.DoesNotContain(c.Delivered(0), d => d.StartsWith("2:"));
+        Assert.DoesNotContain(c.Delivered(1), d => d.StartsWith("2:"));
+        Assert.True(c[Zombie].IsShutDown);
+        Assert.Contains("expelled", c[Zombie].ShutdownReason!);
+    }
+
+    [Fact]
+    public void ZombieThatResumesTickingShutsDownBecauseItWasExpelled()
+    {
+        var c = new TestCluster(3);
+        PauseUntilExpelled(c);
+        long oracleFirewalled = c.Oracle.Counters.DroppedFirewall;
+
+        c.RunFor(2 * c.Options.HeartbeatInterval);
+
+        NodeShutDown shutDown = Assert.Single(c.Events[Zombie].OfType<NodeShutDown>());
+        Assert.Contains("expelled", shutDown.Reason);
+        Assert.True(c[Zombie].IsShutDown);
+        Assert.True(c.Oracle.Counters.DroppedFirewall > oracleFirewalled, "the oracle firewalls the zombie's heartbeat");
+        // Its groups are wedged: it delivers nothing more and survivors are unaffected.
+        int survivorsView = c.CurrentView(0)!.Id;
+        c.Send(0, "after");
+        c.RunFor(20_000);
+        Assert.Equal(survivorsView, c.CurrentView(1)!.Id);
+        Assert.DoesNotContain(c.Delivered(Zombie), d => d.EndsWith("after"));
+        Assert.Contains(c.Delivered(1), d => d.EndsWith("after"));
+    }
+
+    [Fact]
+    public void ShutDownNodeIgnoresAllInputAndCountsIt()
+    {
+        var c = new TestCluster(3);
+        PauseUntilExpelled(c);
+        c.RunFor(2 * c.Options.HeartbeatInterval);
+        Assert.True(c[Zombie].IsShutDown);
+        long before = c[Zombie].Counters.DroppedAfterShutdown;
+
+        c.Inject(Zombie, TestCluster.OracleEndpoint, new byte[10]);
+        Assert.Equal(before + 1, c[Zombie].Counters.DroppedAfterShutdown);
+        Assert.Equal(0, c.InFlight);
+    }
+
+    [Fact]
+    public void RestartedProcessRejoinsAsANewIncarnationOnTheSameEndpoint()
+    {
+        var c = new TestCluster(3);
+        PauseUntilExpelled(c);
+        c.RunFor(2 * c.Options.HeartbeatInterval);
+        Assert.True(c[Zombie].IsShutDown);
+        var oldIncarnation = c.Id(Zombie);
+
+        // The firewall expels incarnations, not endpoints: the new one is welcome.
+        c.Restart(Zombie);
+        Assert.NotEqual(oldIncarnation, c.Id(Zombie));
+        c.Join(Zombie);
+        c.RunUntil(() => c[Zombie].FindGroup(TestCluster.G)?.View != null && c.CurrentView(0)!.Members.Length == 3);
+        Assert.Equal([c.Id(0), c.Id(1), c.Id(Zombie)], c.CurrentView(0)!.Members);
+        c.Send(Zombie, "hello");
+        c.RunFor(20_000);
+        Assert.Contains($"{Zombie}:1:hello", c.Delivered(0));
+        Assert.Contains($"{Zombie}:1:hello", c.Delivered(1));
+        Assert.False(c[Zombie].IsShutDown);
+    }
+}
