@@ -185,6 +185,7 @@ internal sealed class WireType
     /// <summary>C#-style name for diagnostics: keywords for primitives, otherwise the type key.</summary>
     public static string Display(Type type)
     {
+        if (type == typeof(object)) return "object";
         if (Nullable.GetUnderlyingType(type) is { } u) return Display(u) + "?";
         if (Primitive(type) is { } p) return p.DisplayName;
         if (type.IsSZArray) return Display(type.GetElementType()!) + "[]";

@@ -14,6 +14,8 @@ public sealed class HostilePayloadTests
         typeof(Order), typeof(Point), typeof(Tripwire), typeof(List<Order>), typeof(bool[]), typeof(Color?[]),
     ];
 
+    private static readonly ParameterShape[] Shapes = [.. Targets.Select(t => ParameterShape.TryCreate(t, out var s, out _) ? s! : throw new InvalidOperationException(t.Name))];
+
     private static byte[] ValidPayload() => ArgumentCodec.Encode(7,
     [
         "apples", 12, null, true, 1.5m, new DateTime(2020, 1, 1, 0, 0, 0, DateTimeKind.Utc), DateTimeOffset.UnixEpoch,
@@ -30,9 +32,9 @@ public sealed class HostilePayloadTests
             for (int i = 0; i < args.Count; i++)
             {
                 _ = args.GetTypeKey(i);
-                foreach (var t in Targets)
+                foreach (var shape in Shapes)
                 {
-                    if (!args.TryMaterialize(i, t, out _, out error))
+                    if (!args.TryMaterialize(i, shape, out _, out error))
                         Assert.NotNull(error);
                 }
             }
