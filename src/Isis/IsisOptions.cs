@@ -67,7 +67,7 @@ public sealed class IsisOptions
         if (Port is < 0 or > 65535) throw new ArgumentException($"IsisOptions.Port must be 0-65535 (0 picks a free port); it is {Port}.");
         if (MembershipServicePort is <= 0 or > 65535) throw new ArgumentException($"IsisOptions.MembershipServicePort must be 1-65535; it is {MembershipServicePort}.");
         if (HeartbeatInterval < TimeSpan.FromMilliseconds(5)) throw new ArgumentException($"IsisOptions.HeartbeatInterval must be at least 5 ms; it is {HeartbeatInterval.TotalMilliseconds} ms.");
-        if (SuspicionCount < 2) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 2; it is {SuspicionCount}.");
+        if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");

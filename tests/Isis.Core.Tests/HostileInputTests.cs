@@ -135,12 +135,7 @@ public class HostileInputTests
         Assert.All(c.Nodes, n => Assert.False(n.IsShutDown));
     }
 
-    [Fact(Skip = "Not every rejected packet is counted: (1) an Expelled packet from a peer that names another " +
-                 "incarnation, or names this one while the membership service is still answering, is ignored silently " +
-                 "(ProcessNode.HandleFromPeer returns without a counter); (2) a FlushReport at a member that is not " +
-                 "coordinating a flush is never parsed (Coordinator?.OnReport), so a garbage body is neither parsed nor " +
-                 "counted; (3) Wedge and CommitAck bodies are never read, so trailing garbage is accepted. DESIGN.md 3 asks " +
-                 "for a counted drop for every bad input.")]
+    [Fact]
     public void EveryRejectedPacketIsCounted()
     {
         var c = new TestCluster(2);

@@ -1,4 +1,3 @@
-using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -73,10 +72,26 @@ internal sealed class FlushCoordinator
         int ranks = _member.RankCount;
         var cut = new long[ranks];
         var union = new Dictionary<(int Rank, long Seq), byte[]>();
+        var floor = new long[ranks];
+        Array.Fill(floor, long.MaxValue);
         foreach (var (vector, messages) in _reports.Values)
         {
-            for (int r = 0; r < ranks; r++) cut[r] = Math.Max(cut[r], vector[r]);
+            for (int r = 0; r < ranks; r++)
+            {
+                cut[r] = Math.Max(cut[r], vector[r]);
+                floor[r] = Math.Min(floor[r], vector[r]);
+            }
             foreach (HeldMessage m in messages) union.TryAdd((m.Rank, m.Seq), m.Payload);
+        }
+        // Honest reports always hold every message between the lowest and the highest claim (no
+        // member collects a message before all hold it). Cap the cut at what the reports really
+        // carry, so a corrupt report claiming more than it brings cannot stall or crash the flush.
+        for (int r = 0; r < ranks; r++)
+        {
+            for (long seq = floor[r] + 1; seq <= cut[r]; seq++)
+            {
+                if (!union.ContainsKey((r, seq))) { cut[r] = seq - 1; break; }
+            }
         }
 
         bool skipExchange = (_node.Options.Mutations & ProtocolMutations.SkipFlushExchange) != 0;
@@ -90,13 +105,7 @@ internal sealed class FlushCoordinator
             {
                 for (int r = 0; r < ranks; r++)
                 {
-                    for (long seq = held[r] + 1; seq <= cut[r]; seq++)
-                    {
-                        Invariant.Check(union.TryGetValue((r, seq), out byte[]? payload),
-                            $"flush of view {ViewId}: the reports hold every message up to the cut (rank {r}, seq {seq}; reports: " +
-                            string.Join("; ", _reports.Select(kv => $"{kv.Key}: [{string.Join(",", kv.Value.Vector)}] holding {string.Join(",", kv.Value.Messages.Where(m => m.Rank == r).Select(m => m.Seq))}")) + ")");
-                        missing.Add(new HeldMessage(r, seq, payload!));
-                    }
+                    for (long seq = held[r] + 1; seq <= cut[r]; seq++) missing.Add(new HeldMessage(r, seq, union[(r, seq)]));
                 }
             }
             PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushCommit, _node.Self, _member.Id, ViewId, Attempt)).Longs(memberCut);

@@ -35,6 +35,9 @@ internal enum MemberState
 /// </remarks>
 internal sealed class GroupMember
 {
+    /// <summary>How far ahead of what we hold a sequence number may plausibly be; anything beyond is malformed.</summary>
+    private const long MaxAhead = 1 << 22;
+
     private readonly ProcessNode _node;
     private readonly Queue<byte[]> _pendingSends = new();
 
@@ -156,7 +159,20 @@ internal sealed class GroupMember
         AckInstall(view.Id);
 
         // Sends issued while joining or wedged go out in this view.
-        while (State == MemberState.Active && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
+        SendPending();
+    }
+
+    private void SendPending()
+    {
+        while (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
+    }
+
+    /// <summary>The membership lease is back: deliver what waited and send what queued.</summary>
+    public void OnLeaseRenewed()
+    {
+        if (View == null || State == MemberState.Left) return;
+        for (int rank = 0; rank < _streams.Length; rank++) DeliverReady(rank);
+        SendPending();
     }
 
     private void AckInstall(int viewId) =>
@@ -167,7 +183,7 @@ internal sealed class GroupMember
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
     public void Send(byte[] payload)
     {
-        if (State == MemberState.Active && !_wedged) SendNow(payload);
+        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(payload);
         else if (State is MemberState.Active or MemberState.Joining) _pendingSends.Enqueue(payload);
     }
 
@@ -216,10 +232,22 @@ internal sealed class GroupMember
             case PacketKind.Data: OnData(from, h.Number, ref r, now); break;
             case PacketKind.Digest: OnDigest(from, ref r, now); break;
             case PacketKind.Nak: OnNak(from, ref r); break;
-            case PacketKind.Wedge: OnWedge(from, h.Number); break;
-            case PacketKind.FlushReport: Coordinator?.OnReport(h.Sender, h.Number, ref r); break;
+            case PacketKind.Wedge:
+                if (r.Complete) OnWedge(from, h.Number); else r.Fail();
+                break;
+            case PacketKind.FlushReport:
+                if (Coordinator != null) Coordinator.OnReport(h.Sender, h.Number, ref r);
+                else _node.Counters.DroppedWrongView++; // no flush of ours is running: a late or stray report
+                break;
             case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r); break;
-            case PacketKind.CommitAck: Coordinator?.OnCommitAck(h.Sender, h.Number); break;
+            case PacketKind.CommitAck:
+                if (!r.Complete) r.Fail();
+                else if (Coordinator != null) Coordinator.OnCommitAck(h.Sender, h.Number);
+                else _node.Counters.DroppedWrongView++;
+                break;
+            default:
+                r.Fail();
+                break;
         }
         if (!r.Ok) _node.Counters.DroppedMalformed++;
     }
@@ -230,6 +258,8 @@ internal sealed class GroupMember
         byte[] payload = r.Tail();
         if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0) { r.Fail(); return; }
         if (origin == MyRank) { _node.Counters.Duplicates++; return; }
+        // Flow control keeps every sender far closer than this to what receivers hold.
+        if (seq > _streams[origin].Contiguous + MaxAhead) { r.Fail(); return; }
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
         if (!s.Add(seq, payload)) { _node.Counters.Duplicates++; return; }
@@ -247,7 +277,7 @@ internal sealed class GroupMember
     /// <summary>Delivers the contiguous prefix of one sender's stream, unless a flush wedged us.</summary>
     private void DeliverReady(int origin)
     {
-        if (_wedged) return;
+        if (_wedged || !_node.LeaseHeld) return;
         SenderStream s = _streams[origin];
         NodeId sender = View!.Members[origin];
         while (s.Delivered < s.Contiguous)
@@ -262,6 +292,10 @@ internal sealed class GroupMember
     {
         long[] vector = r.Longs();
         if (!r.Ok || vector.Length != _streams.Length) { r.Fail(); return; }
+        for (int i = 0; i < vector.Length; i++)
+        {
+            if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
+        }
         long[] row = _acks[from];
         for (int i = 0; i < vector.Length; i++)
         {
@@ -296,8 +330,11 @@ internal sealed class GroupMember
         long first = r.I64();
         long last = r.I64();
         if (!r.Ok || origin < 0 || origin >= _streams.Length || first <= 0 || last < first) { r.Fail(); return; }
-        last = Math.Min(last, first + Options.MaxNakRange - 1);
         SenderStream s = _streams[origin];
+        // Only what we can hold is worth looking up; this also keeps the loop bound far from overflow.
+        last = Math.Min(last, Math.Max(s.Contiguous, s.KnownMax));
+        if (first > last) return;
+        last = Math.Min(last, first + Options.MaxNakRange - 1);
         for (long seq = first; seq <= last; seq++)
         {
             if (s.Held.TryGetValue(seq, out byte[]? payload))
@@ -317,7 +354,12 @@ internal sealed class GroupMember
     /// </summary>
     private void OnWedge(int from, long attempt)
     {
-        if (attempt < _reportedAttempt) return; // an older coordinator's attempt
+        // Only the coordinator the membership service picks (the oldest member not expelled) may
+        // wedge us. Until we hear of an expulsion we refuse its successor; it retransmits.
+        int coordinator = 0;
+        while (coordinator < View!.Members.Length && _node.IsExpelled(View.Members[coordinator])) coordinator++;
+        if (from != coordinator) { _node.Counters.DroppedNotMember++; return; }
+        if (attempt < _reportedAttempt) return; // an older attempt of the same coordinator
         _wedged = true;
         _reportedAttempt = attempt;
         var messages = new List<HeldMessage>();
@@ -346,12 +388,19 @@ internal sealed class GroupMember
         if (attempt != _reportedAttempt) return; // stale, or for an attempt we never reported to
         if (attempt != _committedAttempt)
         {
-            foreach (HeldMessage m in messages) _streams[m.Rank].Add(m.Seq, m.Payload);
+            foreach (HeldMessage m in messages)
+            {
+                if (m.Seq <= _streams[m.Rank].Contiguous + MaxAhead) _streams[m.Rank].Add(m.Seq, m.Payload);
+            }
+            // A correct coordinator's cut never undoes a delivery and comes with every message up to
+            // it; a commit that does not is corrupt, and is refused before anything is delivered.
+            for (int rank = 0; rank < _streams.Length; rank++)
+            {
+                if (_streams[rank].Delivered > cut[rank] || _streams[rank].Contiguous < cut[rank]) { r.Fail(); return; }
+            }
             for (int rank = 0; rank < _streams.Length; rank++)
             {
                 SenderStream s = _streams[rank];
-                Invariant.Check(s.Delivered <= cut[rank], $"the cut of view {View!.Id} never undoes a delivery (sender rank {rank})");
-                Invariant.Check(s.Contiguous >= cut[rank], $"a commit brings every message up to the cut (view {View!.Id}, sender rank {rank})");
                 NodeId sender = View!.Members[rank];
                 while (s.Delivered < cut[rank])
                 {

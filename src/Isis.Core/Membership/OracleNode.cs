@@ -114,11 +114,14 @@ internal sealed class OracleNode : IProtocolNode
         switch (h.Kind)
         {
             case PacketKind.Heartbeat:
+            {
+                long seq = r.I64();
                 if (!r.Complete) break;
                 Heard(h.Sender);
-                Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).Finish());
+                Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).I64(seq).Finish());
                 if (h.Number < _epoch) SendMembershipUpdate(h.Sender);
                 return;
+            }
             case PacketKind.JoinRequest:
             {
                 string name = r.String(Options.MaxGroupNameBytes);

@@ -20,6 +20,9 @@ internal sealed class ProcessNode : IProtocolNode
     private long _lastHeardFromOracle;
     private long _knownEpoch;
     private long _isolationSuspectedAt;
+    private long _heartbeatSeq;
+    private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
+    private long _leaseUntil;
     private bool _draining;
 
     public ProcessNode(NodeId self, ulong oracleEndpoint, ProtocolOptions options, long now)
@@ -56,6 +59,21 @@ internal sealed class ProcessNode : IProtocolNode
     public IEnumerable<GroupMember> Groups => _groups.Values;
 
     public GroupMember? FindGroup(GroupId id) => _groups.GetValueOrDefault(id);
+
+    /// <summary>
+    /// True while this process holds its membership lease: the membership service acknowledged a
+    /// heartbeat sent less than <see cref="LeaseDuration"/> ago. The service expels a process only
+    /// after <see cref="ProtocolOptions.SuspicionCount"/> silent heartbeat periods, longer than the
+    /// lease, so a process cut off from the service stops sending and delivering before it is
+    /// expelled: nothing it sends after its expulsion can reach anyone.
+    /// </summary>
+    public bool LeaseHeld => _now < _leaseUntil;
+
+    /// <summary>Lease length: two heartbeat periods short of the expulsion time, as a margin for scheduling delays.</summary>
+    public long LeaseDuration => (Options.SuspicionCount - 2) * Options.HeartbeatInterval;
+
+    /// <summary>True once the membership service told us it expelled <paramref name="node"/>.</summary>
+    public bool IsExpelled(NodeId node) => !_firewall.Admit(node);
 
     // ---------------------------------------------------------------- output helpers
 
@@ -201,6 +219,10 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 ShutDown("expelled: members of the group firewall this incarnation (reported by " + h.Sender + ")");
             }
+            else
+            {
+                Counters.DroppedNotForMe++;
+            }
             return;
         }
         if (h.Kind < PacketKind.Data)
@@ -224,9 +246,11 @@ internal sealed class ProcessNode : IProtocolNode
             case PacketKind.HeartbeatAck:
             {
                 NodeId target = r.Node();
+                long seq = r.I64();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
                 _lastHeardFromOracle = _now;
+                RenewLease(seq);
                 return;
             }
             case PacketKind.MembershipUpdate:
@@ -310,8 +334,29 @@ internal sealed class ProcessNode : IProtocolNode
         Counters.DroppedMalformed++;
     }
 
-    private void SendHeartbeat() =>
-        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Heartbeat, Self, default, 0, _knownEpoch)).Finish());
+    private void SendHeartbeat()
+    {
+        long seq = ++_heartbeatSeq;
+        _heartbeatsSent[seq % _heartbeatsSent.Length] = (seq, _now);
+        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Heartbeat, Self, default, 0, _knownEpoch)).I64(seq).Finish());
+    }
+
+    /// <summary>
+    /// The service heard heartbeat <paramref name="seq"/>, so it cannot expel us before that
+    /// heartbeat's send time plus the expulsion time: the lease runs from the send time, not from
+    /// the (possibly late) acknowledgement.
+    /// </summary>
+    private void RenewLease(long seq)
+    {
+        var (storedSeq, sentAt) = _heartbeatsSent[seq % _heartbeatsSent.Length];
+        if (storedSeq != seq) return; // too old to remember: it cannot extend the lease anyway
+        bool wasHeld = LeaseHeld;
+        _leaseUntil = Math.Max(_leaseUntil, sentAt + LeaseDuration);
+        if (!wasHeld && LeaseHeld)
+        {
+            foreach (GroupMember g in _groups.Values) g.OnLeaseRenewed();
+        }
+    }
 
     /// <summary>Stops this incarnation: wedges every group and tells the driver why.</summary>
     public void ShutDown(string reason)

@@ -406,25 +406,17 @@ internal static class HistoryChecker
     }
 
     /// <summary>
-    /// Once the membership service expels an incarnation, every other process drops its traffic:
-    /// no process other than the sender delivers a message the expelled incarnation sent after its
-    /// Expel. (The expelled process itself may still deliver its own sends until it learns of it,
-    /// and messages it sent before the Expel may still be delivered by the flush.)
+    /// Once the membership service expels an incarnation, nothing it sends reaches anyone: it holds
+    /// a membership lease shorter than the expulsion time, so it stops sending before it is expelled
+    /// (no Send after its Expel), and every other process firewalls its traffic (no process other
+    /// than the sender delivers a message it sent after its Expel). Messages it sent before the
+    /// Expel may still be delivered, in their own view, by the flush.
     /// </summary>
-    /// <remarks>
-    /// One exemption: a receiver that is itself cut off with the expelled sender (on the same side
-    /// of a partition, away from the membership service) cannot hear of the expulsion. That is
-    /// allowed as long as the receiver is itself expelled or stops, and installs no view after the
-    /// delivery: its deliveries then never reach a view that survivors share.
-    /// </remarks>
     internal static void FirewallAfterExpulsion(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
         const string P = nameof(FirewallAfterExpulsion);
         var expelledAt = new Dictionary<NodeId, int>();
         var sentAfterExpel = new Dictionary<MessageId, int>();
-        var lastInstall = new Dictionary<NodeId, int>();
-        var outOfSystem = new HashSet<NodeId>();
-        var suspects = new List<(int Index, int SentAt)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -432,31 +424,21 @@ internal static class HistoryChecker
             {
                 case HistoryEventKind.Expel:
                     expelledAt.TryAdd(e.Process, i);
-                    outOfSystem.Add(e.Process);
-                    break;
-                case HistoryEventKind.Crash:
-                    outOfSystem.Add(e.Process);
-                    break;
-                case HistoryEventKind.ViewInstall:
-                    lastInstall[e.Process] = i;
                     break;
                 case HistoryEventKind.Send:
-                    if (expelledAt.Count > 0 && expelledAt.ContainsKey(e.Process)) sentAfterExpel.TryAdd(e.Message, i);
+                    if (expelledAt.Count > 0 && expelledAt.TryGetValue(e.Process, out int expel))
+                    {
+                        sentAfterExpel.TryAdd(e.Message, i);
+                        sink.Report(P, $"{e.Process} sent {e.Message} at {At(i, e)}, after it was expelled at event #{expel}: its lease should have stopped it");
+                    }
                     break;
                 case HistoryEventKind.Deliver:
                     if (sentAfterExpel.Count > 0 && e.Process != e.Message.Sender && sentAfterExpel.TryGetValue(e.Message, out int sentAt))
                     {
-                        suspects.Add((i, sentAt));
+                        sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
                     }
                     break;
             }
-        }
-        foreach (var (i, sentAt) in suspects)
-        {
-            HistoryEvent e = events[i];
-            bool cutOffToo = outOfSystem.Contains(e.Process) && lastInstall.GetValueOrDefault(e.Process, -1) < i;
-            if (cutOffToo) continue;
-            sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
         }
     }
 

@@ -96,6 +96,23 @@ internal sealed class EventLoop : IDisposable
 
     private void Run()
     {
+        try
+        {
+            RunLoop();
+        }
+        catch (Core.Common.ProtocolInvariantException e)
+        {
+            // A broken invariant means this replica can no longer be trusted: stop it (as if it
+            // had been expelled) rather than diverge silently or take the whole process down.
+            _stopping = true;
+            Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
+            foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
+            Node.Outbox.Clear();
+        }
+    }
+
+    private void RunLoop()
+    {
         long nextTick = 0;
         while (!_stopping)
         {

@@ -325,14 +325,24 @@ public sealed class FirewallAfterExpulsionTests
     private static readonly NodeId P = N(1), Q = N(2), R = N(3);
 
     [Fact]
-    public void Others_drop_an_expelled_incarnations_new_traffic_but_it_may_deliver_its_own()
+    public void Messages_sent_before_the_expulsion_may_still_be_delivered_by_the_flush()
     {
         var b = new HistoryBuilder().InstallAll(1, P, Q, R);
         MessageId before = b.Send(R);
         b.Expel(R);
-        b.Send(R);                                   // R has not learned yet: local delivery is fine
         b.Deliver(P, before).Deliver(Q, before);     // sent before the Expel: the flush may deliver it
         b.InstallAll(2, P, Q).Crash(R).End().AssertPasses();
+    }
+
+    [Fact]
+    public void An_expelled_incarnation_that_still_sends_is_caught_even_if_nobody_delivers_it()
+    {
+        // Its membership lease is shorter than the expulsion time, so it must have stopped sending.
+        var b = new HistoryBuilder().InstallAll(1, P, Q, R);
+        b.Expel(R);
+        b.Send(R);
+        b.InstallAll(2, P, Q).Crash(R).End();
+        b.AssertViolates(nameof(HistoryChecker.FirewallAfterExpulsion));
     }
 
     [Fact]
