@@ -1,6 +1,9 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using Isis;
+using Microsoft.Extensions.Logging;
+using Serilog;
+using Serilog.Events;
 
 // HelloGroup: a real group of member processes on this machine, with no configuration.
 //
@@ -18,6 +21,15 @@ internal static class Protocol
 {
     public const int Greeting = 1;
     public const int PerRound = 1000;
+
+    /// <summary>The runtime's warnings and errors (failures noticed, firewall drops, shutdowns) go to stderr through Serilog.</summary>
+    public static IsisOptions Options() => new()
+    {
+        LoggerFactory = LoggerFactory.Create(b => b.AddSerilog(new LoggerConfiguration()
+            .MinimumLevel.Warning()
+            .WriteTo.Console(standardErrorFromLevel: LogEventLevel.Verbose, outputTemplate: "{Level:u3} {Message:lj}{NewLine}{Exception}")
+            .CreateLogger(), dispose: true)),
+    };
 }
 
 /// <summary>One member: joins, sends a round when asked, reports what it delivered.</summary>
@@ -25,7 +37,7 @@ internal static class Member
 {
     public static int Run(int index, int groupSize)
     {
-        IsisSystem.Start();
+        IsisSystem.Start(Protocol.Options());
         var group = new Group("hello");
         var delivered = new ConcurrentDictionary<int, int>(); // sender index -> last number delivered
         int total = 0, sent = 0;
@@ -72,7 +84,7 @@ internal static class Orchestrator
 
     public static int Run(int members)
     {
-        IsisSystem.Start();
+        IsisSystem.Start(Protocol.Options());
         Console.WriteLine(IsisSystem.Runtime.HostsMembershipService
             ? $"HelloGroup: this process hosts the membership service; starting {members} member processes"
             : $"HelloGroup: another process already hosts the membership service on port {IsisSystem.Runtime.Options.MembershipServicePort}; using it");
