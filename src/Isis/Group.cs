@@ -265,7 +265,7 @@ public sealed class Group
         lock (_gate) _state = GroupState.Left;
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
-        _delivery?.Dispose();
+        _delivery?.Complete();
     }
 
     /// <summary>The runtime stopped: fail whatever is waiting.</summary>
@@ -274,7 +274,7 @@ public sealed class Group
         _joined?.TrySetException(reason);
         _left?.TrySetResult(); // the process is out of every group now
         _windowOpen.Set();
-        _delivery?.Dispose();
+        _delivery?.Complete();
     }
 }
 

@@ -35,6 +35,9 @@ internal sealed class DeliveryThread : IDisposable
         foreach (Action work in _work.GetConsumingEnumerable()) work();
     }
 
+    /// <summary>Lets the thread finish the queued work and stop; does not wait (safe on the event loop).</summary>
+    public void Complete() => _work.CompleteAdding();
+
     /// <summary>Finishes the queued work, then stops (waits a bounded time unless called from the thread itself).</summary>
     public void Dispose()
     {

@@ -5,7 +5,7 @@ internal sealed class ArgumentCodecOptions
 {
     public const int DefaultMaxPayloadBytes = 16 * 1024 * 1024;
 
-    public static ArgumentCodecOptions Default { get; } = new();
+    public static readonly ArgumentCodecOptions Default = new();
 
     /// <summary>Largest encoded payload, header included. Oversized messages fail at the call that sends them.</summary>
     public int MaxPayloadBytes

@@ -36,6 +36,7 @@ internal sealed class UdpTransport : IDisposable
     private readonly DatagramParser _parser;
     private readonly Thread _receiveThread;
     private volatile bool _disposed;
+    private readonly ManualResetEventSlim _disposedSignal = new(false);
 
     private sealed class Destination(SocketAddress address, DatagramBatcher batcher)
     {
@@ -150,6 +151,7 @@ internal sealed class UdpTransport : IDisposable
     {
         if (_disposed) return;
         _disposed = true;
+        _disposedSignal.Set();
         _socket.Dispose(); // wakes a blocked receive; the poll interval bounds the wait otherwise
         bool stopped = Thread.CurrentThread == _receiveThread || _receiveThread.Join(DisposeJoinTimeout);
         foreach (Destination d in _destinations.Values) d.Batcher.Reset();
@@ -246,7 +248,7 @@ internal sealed class UdpTransport : IDisposable
                         continue;
                     default:
                         CountReceiveError(e);
-                        Thread.Sleep(UnexpectedErrorBackoff);
+                        _disposedSignal.Wait(UnexpectedErrorBackoff); // Dispose cuts the backoff short
                         continue;
                 }
             }
