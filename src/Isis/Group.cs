@@ -111,12 +111,13 @@ public sealed class Group
         TaskCompletionSource joined;
         lock (_gate)
         {
+            if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
+            _runtime.Register(this);
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _delivery = new DeliveryThread(Name);
         }
-        _runtime.Register(this);
         loop.Post(() => loop.Node.Join(Name, loop.Now));
         return joined.Task.WaitAsync(cancellationToken);
     }

@@ -44,6 +44,9 @@ internal static class ExceptionFactory
     public static IsisException AlreadyJoined(string group) =>
         new($"Group '{group}' is already joined (or joining) in this runtime. Use the existing Group object; one process joins a group once.");
 
+    public static IsisException RejoinAfterLeave(string group) =>
+        new($"This Group object for '{group}' has left the group. Create a new Group(\"{group}\") to join again (it will be a new member).");
+
     public static IsisException DuplicateGroup(string group) =>
         new($"A Group object named '{group}' already exists in this runtime; use that object instead of creating another.");
 
