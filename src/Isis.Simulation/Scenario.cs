@@ -48,7 +48,7 @@ internal sealed record Scenario
     public static readonly string[] Families =
     [
         "steady", "lossy", "duplicating", "reordering", "partition", "crash", "coordinator-crash",
-        "pause", "leave-rejoin", "chaos",
+        "pause", "leave-rejoin", "chaos", "large",
     ];
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
@@ -74,6 +74,11 @@ internal sealed record Scenario
             {
                 Name = family, Processes = processes, Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "large" => new Scenario
+            {
+                Name = family, Processes = 8 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, LeaveAndRejoin = true,
+                MessagesPerProcess = 60, Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.02, MaxDelay = 1_000 },
             },
             _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}", nameof(family)),
         };

@@ -13,7 +13,7 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
 {
     public const int SeedsPerBatch = 40;
 
-    public static IEnumerable<object[]> Batches() => Enumerable.Range(0, 10).Select(b => new object[] { b });
+    public static IEnumerable<object[]> Batches() => Enumerable.Range(0, 25).Select(b => new object[] { b });
 
     [Theory]
     [MemberData(nameof(Batches))]
