@@ -118,7 +118,9 @@ internal sealed class EventLoop : IDisposable
         {
             long now = Now;
             long wait = Math.Max(0, nextTick - now);
-            if (_commands.IsEmpty && _inbox.IsEmpty && wait > 0) _wake.Wait(TimeSpan.FromMicroseconds(wait));
+            // Wait timeouts have millisecond resolution and round down: round up instead, or the
+            // loop would spin a core between ticks.
+            if (_commands.IsEmpty && _inbox.IsEmpty && wait > 0) _wake.Wait((int)((wait + 999) / 1000));
             _wake.Reset();
             if (_stopping) break;
 
