@@ -1,0 +1,18 @@
+using BenchmarkDotNet.Configs;
+using BenchmarkDotNet.Running;
+using Isis.Benchmarks;
+
+// Hot-path suites in one process (see docs/performance.md):
+//   dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --filter '*Codec*'
+//   dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --filter '*'
+// CI smoke run (each benchmark once, in this process, no separate build; seconds, not minutes):
+//   dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --dry --filter '*'
+// which is BenchmarkDotNet's own "--job Dry" plus the in-process toolchain.
+IConfig config = new IsisBenchmarkConfig();
+if (args.Contains("--dry"))
+{
+    args = [.. args.Where(a => a != "--dry"), "--job", "Dry", "--inProcess"];
+}
+var summaries = BenchmarkSwitcher.FromAssembly(typeof(IsisBenchmarkConfig).Assembly).Run(args, config);
+// A benchmark that threw has no result: fail the run so CI notices.
+return summaries.Any(s => s.HasCriticalValidationErrors || s.Reports.Any(r => !r.Success)) ? 1 : 0;
