@@ -1,0 +1,77 @@
+using System.Diagnostics;
+using System.Reflection;
+using System.Text.Json;
+
+namespace Isis.Tests.Benchmarks;
+
+/// <summary>
+/// CI smoke test of the multi-process harness (tools/Isis.Bench): it starts, forms its 3-member
+/// group, runs both phases and writes its result file. Asserts counts only, never a timing.
+/// Runs alone: its four processes would otherwise starve the in-process runtime tests.
+/// </summary>
+[Collection(nameof(BenchHarnessCollection))]
+public sealed class BenchHarnessSmokeTests
+{
+    [Fact]
+    public async Task QuickRun_ExitsZero_AndWritesSampleCounts()
+    {
+        // The test project references tools/Isis.Bench (build order only) and records where its dll lands.
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        Assert.True(File.Exists(dll), $"tools/Isis.Bench was not built: {dll} is missing");
+
+        string dir = Directory.CreateTempSubdirectory("isis-bench-smoke-").FullName;
+        string output = Path.Combine(dir, "quick.json");
+        try
+        {
+            var psi = new ProcessStartInfo(DotnetHost())
+            {
+                UseShellExecute = false,
+                RedirectStandardOutput = true,
+                RedirectStandardError = true,
+            };
+            foreach (string a in new[] { dll, "--quick", "--out", output }) psi.ArgumentList.Add(a);
+            using var process = Process.Start(psi)!;
+            Task<string> stdout = process.StandardOutput.ReadToEndAsync();
+            Task<string> stderr = process.StandardError.ReadToEndAsync();
+            // A liveness bound, not a timing assertion: quick mode takes well under 20 s.
+            using var limit = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+            try
+            {
+                await process.WaitForExitAsync(limit.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                process.Kill(entireProcessTree: true);
+                Assert.Fail("Isis.Bench --quick did not finish within 120 s");
+            }
+            string log = await stdout + await stderr;
+            Assert.True(process.ExitCode == 0, $"Isis.Bench --quick exited with {process.ExitCode}:\n{log}");
+            Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
+
+            using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
+            JsonElement root = result.RootElement;
+            JsonElement[] latency = [.. root.GetProperty("Latency").EnumerateArray()];
+            Assert.NotEmpty(latency);
+            Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"no latency samples for {l.GetProperty("Name")}"));
+            JsonElement[] throughput = [.. root.GetProperty("Throughput").EnumerateArray()];
+            Assert.Equal(3, throughput.Length);
+            Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"member {t.GetProperty("Member")} delivered nothing"));
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    private static string DotnetHost()
+    {
+        string? current = Environment.ProcessPath;
+        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return current;
+        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
+        return hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet";
+    }
+}
+
+[CollectionDefinition(nameof(BenchHarnessCollection), DisableParallelization = true)]
+public sealed class BenchHarnessCollection;

@@ -1,0 +1,23 @@
+using Isis.Bench;
+
+// Multi-process Send latency and throughput on this machine, 127.0.0.1 only (docs/performance.md).
+//   dotnet run -c Release --project tools/Isis.Bench -- --out bench.json
+//   dotnet run -c Release --project tools/Isis.Bench -- --quick --out /tmp/bench.json   (CI smoke, < 20 s)
+// The parent hosts the membership service and starts three members by re-launching itself:
+//   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
+try
+{
+    if (args.Length > 0 && args[0] == "member") return Member.Run(BenchOptions.Parse(args.AsSpan(1)));
+    if (args.Contains("-h") || args.Contains("--help"))
+    {
+        Console.WriteLine(BenchOptions.Usage);
+        return 0;
+    }
+    return Coordinator.Run(BenchOptions.Parse(args));
+}
+catch (ArgumentException e)
+{
+    Console.Error.WriteLine("Isis.Bench: " + e.Message);
+    Console.Error.WriteLine(BenchOptions.Usage);
+    return 2;
+}
