@@ -127,6 +127,22 @@ var sender = new Thread(() =>
 { IsBackground = true, Name = "sender" };
 sender.Start();
 
+// Event loop responsiveness, for diagnosing missed heartbeats: every 20 ms a no-op is posted to
+// the loop and the time until it runs is measured; the worst stalls are reported.
+var loopProbe = new Thread(() =>
+{
+    var clock = System.Diagnostics.Stopwatch.StartNew();
+    while (true)
+    {
+        Thread.Sleep(20);
+        if (runtime.Loop is not { } loop || !runtime.IsRunning) continue;
+        long posted = clock.ElapsedTicks;
+        loop.Post(() => tracker.OnLoopLatency((clock.ElapsedTicks - posted) * 1000.0 / System.Diagnostics.Stopwatch.Frequency));
+    }
+})
+{ IsBackground = true, Name = "loop-probe" };
+loopProbe.Start();
+
 var progress = new Thread(() =>
 {
     while (true)
@@ -281,6 +297,8 @@ namespace Isis.MemberHost
         private bool _done;
         private string? _firstViolation;
         private long _undeliverable;
+        private double _maxLoopLatencyMs;
+        private long _loopStallsOver100Ms;
 
         public DeliveryTracker(bool opcodeCheck) => _opcodeCheck = opcodeCheck;
 
@@ -298,6 +316,15 @@ namespace Isis.MemberHost
                 }
                 _last[sender] = Math.Max(last, seq);
                 Interlocked.Increment(ref _total);
+            }
+        }
+
+        public void OnLoopLatency(double ms)
+        {
+            lock (_gate)
+            {
+                _maxLoopLatencyMs = Math.Max(_maxLoopLatencyMs, ms);
+                if (ms > 100) _loopStallsOver100Ms++;
             }
         }
 
@@ -349,6 +376,8 @@ namespace Isis.MemberHost
                 ["perSender"] = perSender,
                 ["fifoOk"] = _fifoOk,
                 ["undeliverable"] = _undeliverable,
+                ["maxLoopLatencyMs"] = Math.Round(_maxLoopLatencyMs, 1),
+                ["loopStallsOver100Ms"] = _loopStallsOver100Ms,
             };
             if (_firstViolation != null) json["violation"] = _firstViolation;
             return json;
