@@ -21,7 +21,7 @@ namespace Isis.Tests.MultiProcess;
 public sealed class MultiProcessTests
 {
     private static readonly TimeSpan Long = TimeSpan.FromSeconds(90);
-    private static readonly TimeSpan Detection = TimeSpan.FromSeconds(15); // ~1 s expected (10 x 100 ms); generous on a loaded 2-core machine
+    private static readonly TimeSpan Detection = TimeSpan.FromSeconds(15); // ~2 s expected (20 x 100 ms); generous on a loaded 2-core machine
 
     private readonly ITestOutputHelper _output;
 
@@ -37,6 +37,7 @@ public sealed class MultiProcessTests
         }
         catch
         {
+            cluster.LogLoopStalls();
             _output.WriteLine(cluster.Describe());
             throw;
         }
@@ -62,7 +63,7 @@ public sealed class MultiProcessTests
     {
         const int Members = 5, Sends = 10_000;
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-multiprocess-");
-        using var cluster = new MultiProcessCluster(_output, "fifo-five", suspicionCount: 20);
+        using var cluster = new MultiProcessCluster(_output, "fifo-five");
         Run(cluster, () =>
         {
             var clock = Stopwatch.StartNew();
@@ -144,6 +145,7 @@ public sealed class MultiProcessTests
                 Assert.Equal(view, LastViewId(m));
             }
             cluster.Log("the survivors delivered every message sent after the kill");
+            cluster.LogLoopStalls();
         });
     }
 
@@ -198,6 +200,7 @@ public sealed class MultiProcessTests
                 Assert.Equal(fromVictim[0], Delivered(p, Members - 1)); // nothing from the zombie got through
                 Assert.Equal(view, LastViewId(m));
             }
+            cluster.LogLoopStalls();
         });
     }
 
@@ -289,6 +292,7 @@ public sealed class MultiProcessTests
                 Assert.Equal(viewId, LastViewId(m));
             }
             cluster.Log("the group kept delivering after the attack");
+            cluster.LogLoopStalls();
         });
     }
 
