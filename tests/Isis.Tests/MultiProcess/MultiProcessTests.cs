@@ -109,6 +109,13 @@ public sealed class MultiProcessTests
 
     // ---------------------------------------------------------------- (b) SIGKILL
 
+    // Known issue (runtime, not fixed here): right after a member that was streaming at full rate
+    // is SIGKILLed or SIGSTOPped, the survivors' event loops stall for 0.3-0.7 s (once 2.9 s, in
+    // two of three survivors), against < 60 ms in steady state; the member host's loop probe
+    // reports it (see LogLoopStalls). With the default detector (5 x 100 ms) that is long enough
+    // for the service to expel healthy survivors; these tests use 20 x 100 ms, and the 2.9 s stall
+    // still failed this test once in about a dozen runs (two healthy survivors expelled).
+
     [Fact]
     public void A_sigkilled_member_is_removed_from_the_view_and_the_survivors_keep_delivering()
     {
