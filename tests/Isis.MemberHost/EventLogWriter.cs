@@ -1,0 +1,118 @@
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Simulation;
+
+namespace Isis.MemberHost;
+
+/// <summary>
+/// Writes this process's core events as JSON lines in <see cref="History"/>'s format, so the
+/// simulator's <c>HistoryChecker</c> can check a real run. Times are wall-clock microseconds since
+/// the Unix epoch (every process on the machine shares that clock; each loop's Stopwatch does not),
+/// made non-decreasing within this process.
+/// </summary>
+/// <remarks>
+/// Events are appended to an in-memory batch on the event loop thread and written to the file by
+/// a background thread every 100 ms, so a SIGKILLed process leaves a log that is a prefix of what
+/// it did (up to the last flush).
+/// </remarks>
+internal sealed class EventLogWriter : IDisposable
+{
+    private readonly object _gate = new();
+    private readonly object _fileGate = new();
+    private readonly StreamWriter _file;
+    private readonly Thread _flusher;
+    private readonly ManualResetEventSlim _stop = new(false);
+    private History _batch = new();
+    private long _lastTime;
+    private bool _disposed;
+
+    public EventLogWriter(string path)
+    {
+        _file = new StreamWriter(new FileStream(path, FileMode.Create, FileAccess.Write, FileShare.Read), new System.Text.UTF8Encoding(false), 1 << 16);
+        _flusher = new Thread(FlushLoop) { IsBackground = true, Name = "event-log" };
+        _flusher.Start();
+    }
+
+    /// <summary>Wall-clock microseconds since the Unix epoch, never going back within this process.</summary>
+    private long Now()
+    {
+        long t = (DateTime.UtcNow - DateTime.UnixEpoch).Ticks / 10;
+        if (t < _lastTime) t = _lastTime;
+        _lastTime = t;
+        return t;
+    }
+
+    /// <summary>The <c>IsisRuntime.CoreEvent</c> hook: runs on the event loop thread.</summary>
+    public void OnCoreEvent(NodeId self, NodeEvent e, long loopClock)
+    {
+        _ = loopClock; // each process's Stopwatch starts at its own zero: useless across processes
+        lock (_gate)
+        {
+            if (_disposed) return;
+            long now = Now();
+            switch (e)
+            {
+                case MessageSent s:
+                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span));
+                    break;
+                case MessageDelivered d:
+                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span));
+                    break;
+                case ViewInstalled v:
+                    _batch.RecordViewInstall(now, self, v.Group, v.View.Id, v.View.Members);
+                    break;
+                case GroupLeft l:
+                    _batch.RecordLeaveCompleted(now, self, l.Group);
+                    break;
+                case NodeShutDown:
+                    // As in the simulator: a process that stopped itself is a crashed incarnation.
+                    _batch.RecordCrash(now, self);
+                    break;
+                case IncarnationExpelled x:
+                    _batch.RecordExpel(now, x.Node);
+                    break;
+            }
+        }
+    }
+
+    public void RecordJoinRequested(NodeId self, GroupId group)
+    {
+        lock (_gate)
+        {
+            if (!_disposed) _batch.RecordJoinRequested(Now(), self, group);
+        }
+    }
+
+    private void FlushLoop()
+    {
+        while (!_stop.Wait(TimeSpan.FromMilliseconds(100))) Flush();
+    }
+
+    public void Flush()
+    {
+        History batch;
+        lock (_gate)
+        {
+            if (_batch.Count == 0) return;
+            batch = _batch;
+            _batch = new History();
+        }
+        lock (_fileGate)
+        {
+            batch.WriteJsonLines(_file); // flushes the writer
+        }
+    }
+
+    public void Dispose()
+    {
+        lock (_fileGate)
+        {
+            if (_stop.IsSet) return;
+            _stop.Set();
+        }
+        if (Thread.CurrentThread != _flusher) _flusher.Join(TimeSpan.FromSeconds(5));
+        Flush();
+        lock (_gate) _disposed = true;
+        lock (_fileGate) _file.Dispose();
+    }
+}
