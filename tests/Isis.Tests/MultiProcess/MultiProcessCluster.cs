@@ -30,7 +30,7 @@ internal sealed class MultiProcessCluster : IDisposable
     /// of 5 expels healthy members on this 2-core machine when it is loaded (event loops were seen
     /// stalled 300-700 ms, and processes isolated at startup with 10, by CPU contention while other builds ran at load averages of 13-22), so the tests use 20 (2 s).
     /// </param>
-    public MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount = 20)
+    public MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount = 5)
     {
         _output = output;
         Group = group;
