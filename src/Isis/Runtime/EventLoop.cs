@@ -124,9 +124,12 @@ internal sealed class EventLoop : IDisposable
             _wake.Reset();
             if (_stopping) break;
 
-            // Inputs in a fixed order: commands from the API, then packets, then the tick.
-            while (_commands.TryDequeue(out Action? command)) command();
-            int budget = 4096; // bound one batch so ticks are never starved by a flood
+            // Inputs in a fixed order: commands from the API, then packets, then the tick. Both
+            // batches are bounded: a sender blasting Sends or a flood of packets must never starve
+            // the tick, which carries the heartbeats that keep this process in the system.
+            int commands = 512;
+            while (commands-- > 0 && _commands.TryDequeue(out Action? command)) command();
+            int budget = 2048;
             while (budget-- > 0 && _inbox.TryDequeue(out var item))
             {
                 now = Now;
