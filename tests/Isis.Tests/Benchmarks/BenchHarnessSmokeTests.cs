@@ -64,6 +64,41 @@ public sealed class BenchHarnessSmokeTests
         }
     }
 
+    /// <summary>Every BenchmarkDotNet suite runs once (BenchmarkDotNet's Dry job, in-process), so benchmarks cannot rot.</summary>
+    [Fact]
+    public async Task BenchmarkSuites_DryRun_ExitsZero()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchmarksDll").Value!;
+        Assert.True(File.Exists(dll), $"benchmarks/Isis.Benchmarks was not built: {dll} is missing");
+        string dir = Directory.CreateTempSubdirectory("isis-bdn-dry-").FullName; // BenchmarkDotNet writes its artifacts here
+        try
+        {
+            var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true, WorkingDirectory = dir };
+            foreach (string a in new[] { dll, "--dry", "--filter", "*" }) psi.ArgumentList.Add(a);
+            using var process = Process.Start(psi)!;
+            Task<string> stdout = process.StandardOutput.ReadToEndAsync();
+            Task<string> stderr = process.StandardError.ReadToEndAsync();
+            using var limit = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+            try
+            {
+                await process.WaitForExitAsync(limit.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                process.Kill(entireProcessTree: true);
+                Assert.Fail("the BenchmarkDotNet dry run did not finish within 180 s");
+            }
+            string log = await stdout + await stderr;
+            Assert.True(process.ExitCode == 0, $"the BenchmarkDotNet dry run exited with {process.ExitCode}:\n{log}");
+            Assert.Contains("LoopbackSendBenchmarks", log);
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
     private static string DotnetHost()
     {
         string? current = Environment.ProcessPath;

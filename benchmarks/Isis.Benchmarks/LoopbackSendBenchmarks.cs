@@ -1,0 +1,90 @@
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+using BenchmarkDotNet.Attributes;
+
+namespace Isis.Benchmarks;
+
+/// <summary>
+/// Send across three real runtimes on loopback UDP (one process, three event loops, three sockets,
+/// a private membership service): the latency of one Send until all three members' handlers ran,
+/// and the throughput of a burst. tools/Isis.Bench measures the same with three processes and
+/// reports percentiles from histograms; this suite gives BenchmarkDotNet's statistics and the
+/// allocations per message.
+/// </summary>
+public class LoopbackSendBenchmarks
+{
+    private const int Opcode = 1;
+    private const int Burst = 1_000;
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(30);
+
+    private readonly long[] _delivered = new long[3];
+    private IsisRuntime[] _runtimes = [];
+    private Group[] _groups = [];
+    private long _sent;
+
+    [GlobalSetup]
+    public void Setup()
+    {
+        int port = FreeUdpPort();
+        _runtimes = new IsisRuntime[3];
+        _groups = new Group[3];
+        for (int i = 0; i < 3; i++)
+        {
+            _runtimes[i] = new IsisRuntime(new IsisOptions
+            {
+                MembershipServicePort = port,
+                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
+            });
+            _runtimes[i].Start();
+            int me = i;
+            _groups[i] = new Group(_runtimes[i], "bench");
+            _groups[i].Handlers[Opcode] += (Action<int>)(_ => Interlocked.Increment(ref _delivered[me]));
+            _groups[i].Join();
+        }
+        WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
+    }
+
+    [Benchmark(Description = "Send, until all 3 members delivered")]
+    public void SendOne()
+    {
+        long target = ++_sent;
+        _groups[0].Send(Opcode, 42);
+        WaitUntil(() => AllDelivered(target), "delivery");
+    }
+
+    [Benchmark(OperationsPerInvoke = Burst, Description = "Send burst of 1000, per message")]
+    public void SendBurst()
+    {
+        for (int i = 0; i < Burst; i++) _groups[0].Send(Opcode, i);
+        long target = _sent += Burst;
+        WaitUntil(() => AllDelivered(target), "delivery of the burst");
+    }
+
+    private bool AllDelivered(long target) =>
+        Interlocked.Read(ref _delivered[0]) >= target && Interlocked.Read(ref _delivered[1]) >= target && Interlocked.Read(ref _delivered[2]) >= target;
+
+    [GlobalCleanup]
+    public void Cleanup()
+    {
+        foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
+    }
+
+    private static void WaitUntil(Func<bool> condition, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        var spin = new SpinWait();
+        while (!condition())
+        {
+            if (clock.Elapsed > Limit) throw new TimeoutException($"no {what} within {Limit.TotalSeconds} s");
+            spin.SpinOnce(sleep1Threshold: -1);
+        }
+    }
+
+    private static int FreeUdpPort()
+    {
+        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        return ((IPEndPoint)s.LocalEndPoint!).Port;
+    }
+}
