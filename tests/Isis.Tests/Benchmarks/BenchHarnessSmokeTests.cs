@@ -24,29 +24,8 @@ public sealed class BenchHarnessSmokeTests
         string output = Path.Combine(dir, "quick.json");
         try
         {
-            var psi = new ProcessStartInfo(DotnetHost())
-            {
-                UseShellExecute = false,
-                RedirectStandardOutput = true,
-                RedirectStandardError = true,
-            };
-            foreach (string a in new[] { dll, "--quick", "--out", output }) psi.ArgumentList.Add(a);
-            using var process = Process.Start(psi)!;
-            Task<string> stdout = process.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = process.StandardError.ReadToEndAsync();
-            // A liveness bound, not a timing assertion: quick mode takes well under 20 s.
-            using var limit = new CancellationTokenSource(TimeSpan.FromSeconds(120));
-            try
-            {
-                await process.WaitForExitAsync(limit.Token);
-            }
-            catch (OperationCanceledException)
-            {
-                process.Kill(entireProcessTree: true);
-                Assert.Fail("Isis.Bench --quick did not finish within 120 s");
-            }
-            string log = await stdout + await stderr;
-            Assert.True(process.ExitCode == 0, $"Isis.Bench --quick exited with {process.ExitCode}:\n{log}");
+            var (exitCode, log) = await RunToExit([dll, "--quick", "--out", output], workingDirectory: null, TimeSpan.FromSeconds(120));
+            Assert.True(exitCode == 0, $"Isis.Bench --quick exited with {exitCode}:\n{log}");
             Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
 
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
@@ -74,29 +53,36 @@ public sealed class BenchHarnessSmokeTests
         string dir = Directory.CreateTempSubdirectory("isis-bdn-dry-").FullName; // BenchmarkDotNet writes its artifacts here
         try
         {
-            var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true, WorkingDirectory = dir };
-            foreach (string a in new[] { dll, "--dry", "--filter", "*" }) psi.ArgumentList.Add(a);
-            using var process = Process.Start(psi)!;
-            Task<string> stdout = process.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = process.StandardError.ReadToEndAsync();
-            using var limit = new CancellationTokenSource(TimeSpan.FromSeconds(180));
-            try
-            {
-                await process.WaitForExitAsync(limit.Token);
-            }
-            catch (OperationCanceledException)
-            {
-                process.Kill(entireProcessTree: true);
-                Assert.Fail("the BenchmarkDotNet dry run did not finish within 180 s");
-            }
-            string log = await stdout + await stderr;
-            Assert.True(process.ExitCode == 0, $"the BenchmarkDotNet dry run exited with {process.ExitCode}:\n{log}");
+            var (exitCode, log) = await RunToExit([dll, "--dry", "--filter", "*"], dir, TimeSpan.FromSeconds(180));
+            Assert.True(exitCode == 0, $"the BenchmarkDotNet dry run exited with {exitCode}:\n{log}");
             Assert.Contains("LoopbackSendBenchmarks", log);
         }
         finally
         {
             Directory.Delete(dir, recursive: true);
         }
+    }
+
+    /// <summary>Runs a dll with the dotnet host until it exits; the limit is a liveness bound, never a timing assertion.</summary>
+    private static async Task<(int ExitCode, string Log)> RunToExit(string[] args, string? workingDirectory, TimeSpan limit)
+    {
+        var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        if (workingDirectory != null) psi.WorkingDirectory = workingDirectory;
+        foreach (string a in args) psi.ArgumentList.Add(a);
+        using var process = Process.Start(psi)!;
+        Task<string> stdout = process.StandardOutput.ReadToEndAsync();
+        Task<string> stderr = process.StandardError.ReadToEndAsync();
+        using var cancel = new CancellationTokenSource(limit);
+        try
+        {
+            await process.WaitForExitAsync(cancel.Token);
+        }
+        catch (OperationCanceledException)
+        {
+            process.Kill(entireProcessTree: true);
+            Assert.Fail($"{string.Join(' ', args)} did not finish within {limit.TotalSeconds} s");
+        }
+        return (process.ExitCode, await stdout + await stderr);
     }
 
     private static string DotnetHost()
