@@ -33,6 +33,9 @@ internal sealed record Scenario
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
+    /// <summary>Fraction of the workload's messages sent with OrderedSend instead of Send. Defaults to 0.5.</summary>
+    public double OrderedFraction { get; init; } = 0.5;
+
     /// <summary>Messages each process incarnation sends at most.</summary>
     public int MessagesPerProcess { get; init; } = 150;
 

@@ -202,7 +202,8 @@ internal sealed class Simulator
         BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
         BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
         BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
-        node.Send(_group, payload, _now);
+        // A mix of the primitives, so total order is exercised alongside FIFO.
+        node.Send(_group, payload, _now, _random.Chance(Scenario.OrderedFraction) ? MessageKind.Ordered : MessageKind.Send);
         Flush(p);
     }
 
@@ -228,10 +229,10 @@ internal sealed class Simulator
         switch (e)
         {
             case MessageSent s:
-                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span));
+                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind);
                 break;
             case MessageDelivered d:
-                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
+                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind);
                 break;
             case ViewInstalled v:
                 History.RecordViewInstall(_now, process, v.Group, v.View.Id, v.View.Members);

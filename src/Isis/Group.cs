@@ -157,10 +157,24 @@ public sealed class Group
     /// <param name="args">The handler's arguments.</param>
     /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
     /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
-    public void Send(int opcode, params object?[] args)
+    public void Send(int opcode, params object?[] args) => Multicast(MessageKind.Send, nameof(Send), opcode, args);
+
+    /// <summary>
+    /// Multicasts a message in one total order across all senders of the group, consistent with each
+    /// sender's own order: every member delivers all OrderedSends of a view in the same sequence.
+    /// Non-durable like <see cref="Send"/>. Not delivered here at once: it waits for its place in the
+    /// order (set by the oldest member of the view).
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
+    public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
+
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
     {
         EventLoop loop = _runtime.RunningLoop();
-        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, nameof(Send));
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, operation);
         byte[] payload = ArgumentCodec.Encode(opcode, args ?? [null]);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
         WaitForWindow();
@@ -168,7 +182,7 @@ public sealed class Group
         loop.Post(() =>
         {
             Interlocked.Decrement(ref _queuedSends);
-            loop.Node.Send(Id, payload, loop.Now);
+            loop.Node.Send(Id, payload, loop.Now, kind);
         });
     }
 

@@ -53,10 +53,10 @@ internal sealed class EventLogWriter : IDisposable
             switch (e)
             {
                 case MessageSent s:
-                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span));
+                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind);
                     break;
                 case MessageDelivered d:
-                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span));
+                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind);
                     break;
                 case ViewInstalled v:
                     _batch.RecordViewInstall(now, self, v.Group, v.View.Id, v.View.Members);

@@ -71,7 +71,7 @@ internal sealed class FlushCoordinator
     {
         int ranks = _member.RankCount;
         var cut = new long[ranks];
-        var union = new Dictionary<(int Rank, long Seq), byte[]>();
+        var union = new Dictionary<(int Rank, long Seq), StreamMessage>();
         var floor = new long[ranks];
         Array.Fill(floor, long.MaxValue);
         foreach (var (vector, messages) in _reports.Values)
@@ -81,7 +81,7 @@ internal sealed class FlushCoordinator
                 cut[r] = Math.Max(cut[r], vector[r]);
                 floor[r] = Math.Min(floor[r], vector[r]);
             }
-            foreach (HeldMessage m in messages) union.TryAdd((m.Rank, m.Seq), m.Payload);
+            foreach (HeldMessage m in messages) union.TryAdd((m.Rank, m.Seq), m.Message);
         }
         // Honest reports always hold every message between the lowest and the highest claim (no
         // member collects a message before all hold it). Cap the cut at what the reports really

@@ -39,7 +39,8 @@ internal sealed class GroupMember
     private const long MaxAhead = 1 << 22;
 
     private readonly ProcessNode _node;
-    private readonly Queue<byte[]> _pendingSends = new();
+    private readonly Queue<StreamMessage> _pendingSends = new();
+    private readonly TotalOrder _order = new();
 
     private SenderStream[] _streams = [];
 
@@ -137,8 +138,11 @@ internal sealed class GroupMember
                 $"a survivor installs view {view.Id} only after committing the flush of view {View.Id}");
         }
 
+        if (View != null) DeliverUnorderedAtViewEnd();
+
         View = view;
         MyRank = rank;
+        _order.Reset();
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
         for (int i = 0; i < _streams.Length; i++)
@@ -158,7 +162,14 @@ internal sealed class GroupMember
         _node.Emit(new ViewInstalled(Id, view));
         AckInstall(view.Id);
 
-        // Sends issued while joining or wedged go out in this view.
+        // Sends issued while joining or wedged go out in this view; order announcements of the old
+        // view refer to its messages and are void now.
+        if (_pendingSends.Any(m => m.Kind == MessageKind.OrderAnnouncement))
+        {
+            var keep = _pendingSends.Where(m => m.Kind != MessageKind.OrderAnnouncement).ToList();
+            _pendingSends.Clear();
+            foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
+        }
         SendPending();
     }
 
@@ -181,22 +192,23 @@ internal sealed class GroupMember
     // ---------------------------------------------------------------- Send
 
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
-    public void Send(byte[] payload)
+    public void Send(MessageKind kind, byte[] payload)
     {
-        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(payload);
-        else if (State is MemberState.Active or MemberState.Joining) _pendingSends.Enqueue(payload);
+        var message = new StreamMessage(kind, payload);
+        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
+        else if (State is MemberState.Active or MemberState.Joining) _pendingSends.Enqueue(message);
     }
 
-    private void SendNow(byte[] payload)
+    private void SendNow(StreamMessage message)
     {
         GroupView view = View!;
         SenderStream own = _streams[MyRank];
         long seq = own.Contiguous + 1;
-        own.Add(seq, payload);
+        own.Add(seq, message);
         own.Delivered = seq;
-        _node.Emit(new MessageSent(Id, view.Id, seq, payload));
-        _node.Emit(new MessageDelivered(Id, view.Id, Self, seq, payload));
-        byte[] packet = DataPacket(MyRank, seq, payload);
+        if (message.IsApplication) _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload));
+        OnStreamDelivered(MyRank, seq, message);
+        byte[] packet = DataPacket(MyRank, seq, message);
         foreach (NodeId member in view.Members)
         {
             if (member != Self) _node.SendTo(member.Endpoint, packet);
@@ -204,8 +216,9 @@ internal sealed class GroupMember
         _digestDirty = true;
     }
 
-    private byte[] DataPacket(int originRank, long seq, byte[] payload) =>
-        _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq)).I32(originRank).Tail(payload).Finish();
+    private byte[] DataPacket(int originRank, long seq, StreamMessage message) =>
+        _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq))
+            .I32(originRank).U8((byte)message.Kind).Tail(message.Payload).Finish();
 
     // ---------------------------------------------------------------- receive path
 
@@ -255,19 +268,21 @@ internal sealed class GroupMember
     private void OnData(int from, long seq, ref WireReader r, long now)
     {
         int origin = r.I32();
+        var kind = (MessageKind)r.U8();
         byte[] payload = r.Tail();
-        if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0) { r.Fail(); return; }
+        if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind)) { r.Fail(); return; }
+        var message = new StreamMessage(kind, payload);
         if (origin == MyRank) { _node.Counters.Duplicates++; return; }
         // Flow control keeps every sender far closer than this to what receivers hold.
         if (seq > _streams[origin].Contiguous + MaxAhead) { r.Fail(); return; }
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
-        if (!s.Add(seq, payload)) { _node.Counters.Duplicates++; return; }
+        if (!s.Add(seq, message)) { _node.Counters.Duplicates++; return; }
         _digestDirty = true;
-        if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1)
+        if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1 && kind == MessageKind.Send)
         {
             // Deliberate bug: deliver whatever arrives.
-            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, payload));
+            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, kind, payload));
             return;
         }
         if (s.HasGap && s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
@@ -279,13 +294,75 @@ internal sealed class GroupMember
     {
         if (_wedged || !_node.LeaseHeld) return;
         SenderStream s = _streams[origin];
-        NodeId sender = View!.Members[origin];
         while (s.Delivered < s.Contiguous)
         {
             long seq = ++s.Delivered;
-            _node.Emit(new MessageDelivered(Id, View.Id, sender, seq, s.Held[seq]));
+            OnStreamDelivered(origin, seq, s.Held[seq]);
         }
         if (!s.HasGap) { s.NextNakAt = 0; s.NakRound = 0; }
+    }
+
+    /// <summary>
+    /// A message reached the head of its sender's FIFO stream (at the sender itself, at once). A
+    /// Send is delivered now; an OrderedSend waits for its place in the total order, which the
+    /// view's sequencer (rank 0, the oldest member) announces in its own stream.
+    /// </summary>
+    private void OnStreamDelivered(int rank, long seq, StreamMessage message)
+    {
+        switch (message.Kind)
+        {
+            case MessageKind.Send:
+                _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Send, message.Payload));
+                break;
+            case MessageKind.Ordered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
+                _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, message.Payload)); // deliberate bug
+                break;
+            case MessageKind.Ordered:
+                _order.Add(rank, seq, message.Payload, announce: MyRank == TotalOrder.SequencerRank);
+                DeliverOrdered();
+                break;
+            case MessageKind.OrderAnnouncement:
+                if (rank != TotalOrder.SequencerRank || !_order.TryAddPositions(message.Payload, _streams.Length))
+                {
+                    _node.Counters.DroppedMalformed++;
+                    break;
+                }
+                DeliverOrdered();
+                break;
+        }
+    }
+
+    private void DeliverOrdered()
+    {
+        while (_order.TryTakeNext(out int rank, out long seq, out byte[] payload))
+        {
+            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, payload));
+        }
+    }
+
+    /// <summary>
+    /// The view ends (its flush committed): every survivor now holds the same messages and the same
+    /// announcements, so the ordered messages still waiting are placed the same way everywhere:
+    /// announced ones in announced order (skipping announcements whose message no survivor holds),
+    /// then the rest by (sender rank, sequence number).
+    /// </summary>
+    private void DeliverUnorderedAtViewEnd()
+    {
+        foreach (var (rank, seq, payload) in _order.DrainAtViewEnd())
+        {
+            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, payload));
+        }
+    }
+
+    /// <summary>
+    /// After each input: the sequencer announces the positions it assigned during the step, in one
+    /// message of its own stream (so announcements get FIFO, repair and the flush for free).
+    /// </summary>
+    public void EndOfStep()
+    {
+        if (MyRank != TotalOrder.SequencerRank || State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
+        SendPending();
+        if (_order.TryTakeAnnouncement(out byte[] announcement)) SendNow(new StreamMessage(MessageKind.OrderAnnouncement, announcement));
     }
 
     private void OnDigest(int from, ref WireReader r, long now)
@@ -337,9 +414,9 @@ internal sealed class GroupMember
         last = Math.Min(last, first + Options.MaxNakRange - 1);
         for (long seq = first; seq <= last; seq++)
         {
-            if (s.Held.TryGetValue(seq, out byte[]? payload))
+            if (s.Held.TryGetValue(seq, out StreamMessage message))
             {
-                _node.SendTo(View!.Members[from].Endpoint, DataPacket(origin, seq, payload));
+                _node.SendTo(View!.Members[from].Endpoint, DataPacket(origin, seq, message));
             }
         }
     }
@@ -390,7 +467,7 @@ internal sealed class GroupMember
         {
             foreach (HeldMessage m in messages)
             {
-                if (m.Seq <= _streams[m.Rank].Contiguous + MaxAhead) _streams[m.Rank].Add(m.Seq, m.Payload);
+                if (m.Seq <= _streams[m.Rank].Contiguous + MaxAhead) _streams[m.Rank].Add(m.Seq, m.Message);
             }
             // A correct coordinator's cut never undoes a delivery and comes with every message up to
             // it; a commit that does not is corrupt, and is refused before anything is delivered.
@@ -401,11 +478,10 @@ internal sealed class GroupMember
             for (int rank = 0; rank < _streams.Length; rank++)
             {
                 SenderStream s = _streams[rank];
-                NodeId sender = View!.Members[rank];
                 while (s.Delivered < cut[rank])
                 {
                     long seq = ++s.Delivered;
-                    _node.Emit(new MessageDelivered(Id, View.Id, sender, seq, s.Held[seq]));
+                    OnStreamDelivered(rank, seq, s.Held[seq]);
                 }
             }
             _committedAttempt = attempt;

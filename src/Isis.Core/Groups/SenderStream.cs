@@ -24,12 +24,12 @@ internal sealed class SenderStream
     public long NextNakAt;
     public int NakRound;
 
-    public readonly Dictionary<long, byte[]> Held = new();
+    public readonly Dictionary<long, StreamMessage> Held = new();
 
     /// <summary>Stores a message; returns false for a duplicate.</summary>
-    public bool Add(long seq, byte[] payload)
+    public bool Add(long seq, StreamMessage message)
     {
-        if (seq <= Contiguous || !Held.TryAdd(seq, payload)) return false;
+        if (seq <= Contiguous || !Held.TryAdd(seq, message)) return false;
         while (Held.ContainsKey(Contiguous + 1)) Contiguous++;
         if (seq > KnownMax) KnownMax = seq;
         return true;

@@ -7,10 +7,10 @@ namespace Isis.Core.Node;
 internal abstract record NodeEvent;
 
 /// <summary>This member sent a message: it got sequence number <paramref name="Seq"/> in view <paramref name="ViewId"/>.</summary>
-internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, ReadOnlyMemory<byte> Payload) : NodeEvent;
+internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload) : NodeEvent;
 
 /// <summary>Deliver this message to the group's handlers, in the order of the event list.</summary>
-internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, ReadOnlyMemory<byte> Payload) : NodeEvent;
+internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload) : NodeEvent;
 
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;

@@ -112,11 +112,11 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>Multicasts <paramref name="payload"/> to the group (queued if the group is joining or wedged).</summary>
-    public void Send(GroupId id, byte[] payload, long now)
+    public void Send(GroupId id, byte[] payload, long now, MessageKind kind = MessageKind.Send)
     {
         _now = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.Send(payload);
+        member.Send(kind, payload);
         Drain();
     }
 
@@ -169,7 +169,12 @@ internal sealed class ProcessNode : IProtocolNode
         _draining = true;
         try
         {
-            while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue());
+            do
+            {
+                while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue());
+                if (!IsShutDown) foreach (GroupMember g in _groups.Values) g.EndOfStep();
+            }
+            while (_loopback.Count > 0);
             foreach (var (id, g) in _groups)
             {
                 if (g.State == MemberState.Left) _groups.Remove(id);

@@ -61,4 +61,7 @@ internal enum ProtocolMutations
 
     /// <summary>Receivers deliver a message as soon as it arrives, gaps or not.</summary>
     DeliverOutOfOrder = 2,
+
+    /// <summary>Members deliver an OrderedSend as soon as it reaches the head of its sender's stream, without waiting for the sequencer.</summary>
+    DeliverOrderedOnArrival = 4,
 }

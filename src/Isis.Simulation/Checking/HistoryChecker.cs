@@ -23,6 +23,7 @@ internal static class HistoryChecker
         ViewAgreement(events, sink);
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
+        TotalOrder(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);
@@ -253,26 +254,86 @@ internal static class HistoryChecker
 
     /// <summary>
     /// Each process delivers the messages of each (sender, group, view) in sending order with no
-    /// gap: seqs 1, 2, 3, ... A suffix may be missing (the sender crashed), a middle one may not.
+    /// gap, per primitive: the Sends of a sender in the order it sent them, and likewise its
+    /// OrderedSends (an OrderedSend waits for its place in the total order, so a later Send of the
+    /// same sender may overtake it). A suffix may be missing (the sender crashed), a middle one may
+    /// not. Positions come from the sender's Send events; a delivery without one is NoCreation's.
     /// </summary>
     internal static void FifoPerSender(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
         const string P = nameof(FifoPerSender);
-        var lastSeq = new Dictionary<(NodeId Process, NodeId Sender, GroupId Group, int View), long>();
+        // Position of each message among its sender's messages of the same primitive in its view.
+        var position = new Dictionary<MessageId, (Isis.Core.Groups.MessageKind Primitive, int Index)>();
+        var sentSoFar = new Dictionary<(NodeId Sender, GroupId Group, int View, Isis.Core.Groups.MessageKind Primitive), int>();
+        foreach (HistoryEvent e in events)
+        {
+            if (e.Kind != HistoryEventKind.Send) continue;
+            ref int n = ref CollectionsMarshal.GetValueRefOrAddDefault(sentSoFar, (e.Message.Sender, e.Message.Group, e.Message.ViewId, e.Primitive), out _);
+            position.TryAdd(e.Message, (e.Primitive, ++n));
+        }
+        var last = new Dictionary<(NodeId Process, NodeId Sender, GroupId Group, int View, Isis.Core.Groups.MessageKind Primitive), (int Index, long Seq)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
             if (e.Kind != HistoryEventKind.Deliver) continue;
             MessageId m = e.Message;
-            ref long last = ref CollectionsMarshal.GetValueRefOrAddDefault(lastSeq, (e.Process, m.Sender, m.Group, m.ViewId), out _);
-            if (m.Seq != last + 1)
+            if (!position.TryGetValue(m, out var pos)) continue;
+            ref var prev = ref CollectionsMarshal.GetValueRefOrAddDefault(last, (e.Process, m.Sender, m.Group, m.ViewId, pos.Primitive), out _);
+            if (pos.Index != prev.Index + 1)
             {
-                sink.Report(P, m.Seq > last + 1
-                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only up to seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: {(m.Seq == last + 2 ? $"seq {last + 1}" : $"seqs {last + 1}..{m.Seq - 1}")} skipped"
-                    : $"{e.Process} delivered {m} at {At(i, e)} after already delivering seq {last} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
+                string what = pos.Primitive == Isis.Core.Groups.MessageKind.Send ? "Send" : "OrderedSend";
+                sink.Report(P, pos.Index > prev.Index + 1
+                    ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only {prev.Index} earlier {what}s from {m.Sender} in v{m.ViewId} of g={m.Group} (last seq {prev.Seq}): {pos.Index - prev.Index - 1} skipped"
+                    : $"{e.Process} delivered {m} at {At(i, e)} after already delivering {what} seq {prev.Seq} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
             }
             // Resynchronize after a gap so one skipped message yields one violation, not thousands.
-            last = Math.Max(last, m.Seq);
+            if (pos.Index > prev.Index) prev = (pos.Index, m.Seq);
+        }
+    }
+
+    /// <summary>
+    /// OrderedSend: every two processes deliver the ordered messages of a view that both deliver
+    /// in the same relative order (one total order, which FifoPerSender makes consistent with
+    /// each sender's order).
+    /// </summary>
+    internal static void TotalOrder(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(TotalOrder);
+        var sequences = new Dictionary<(GroupId Group, int View), Dictionary<NodeId, List<MessageId>>>();
+        foreach (HistoryEvent e in events)
+        {
+            if (e.Kind != HistoryEventKind.Deliver || e.Primitive == Isis.Core.Groups.MessageKind.Send) continue;
+            ref var byProcess = ref CollectionsMarshal.GetValueRefOrAddDefault(sequences, (e.Message.Group, e.Message.ViewId), out _);
+            byProcess ??= new Dictionary<NodeId, List<MessageId>>();
+            ref var list = ref CollectionsMarshal.GetValueRefOrAddDefault(byProcess, e.Process, out _);
+            (list ??= new List<MessageId>()).Add(e.Message);
+        }
+        foreach (var ((group, view), byProcess) in sequences)
+        {
+            var processes = byProcess.Keys.OrderBy(n => n).ToArray();
+            for (int a = 0; a < processes.Length; a++)
+            {
+                var positionAtA = new Dictionary<MessageId, int>();
+                List<MessageId> seqA = byProcess[processes[a]];
+                for (int k = 0; k < seqA.Count; k++) positionAtA.TryAdd(seqA[k], k);
+                for (int b = a + 1; b < processes.Length; b++)
+                {
+                    int lastPosition = -1;
+                    MessageId lastMessage = default;
+                    foreach (MessageId m in byProcess[processes[b]])
+                    {
+                        if (!positionAtA.TryGetValue(m, out int at)) continue;
+                        if (at < lastPosition)
+                        {
+                            sink.Report(P, $"{processes[a]} and {processes[b]} deliver ordered messages of v{view} of g={group} in different orders: " +
+                                $"{processes[b]} delivers {lastMessage} before {m}, {processes[a]} the other way round");
+                            break;
+                        }
+                        lastPosition = at;
+                        lastMessage = m;
+                    }
+                }
+            }
         }
     }
 
@@ -381,6 +442,7 @@ internal static class HistoryChecker
     /// <summary>
     /// The sender delivers its own message at once: the event right after a Send at that process
     /// (ignoring other processes' events and its Expel) is its Deliver of the same message.
+    /// (Send only: an OrderedSend is delivered when its place in the total order is known.)
     /// </summary>
     internal static void SenderDeliversOwn(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
@@ -397,7 +459,7 @@ internal static class HistoryChecker
                 if (e.Kind == HistoryEventKind.Deliver && e.Message == send.Message) continue;
                 sink.Report(P, $"{e.Process} sent {send.Message} at event #{send.Index} but its next event, {At(i, e)}, is {e.Kind} {(e.Kind == HistoryEventKind.Deliver ? e.Message.ToString() : "")}, not its own delivery");
             }
-            if (e.Kind == HistoryEventKind.Send) pending[e.Process] = (e.Message, i);
+            if (e.Kind == HistoryEventKind.Send && e.Primitive == Isis.Core.Groups.MessageKind.Send) pending[e.Process] = (e.Message, i);
         }
         foreach ((NodeId process, var send) in pending)
         {

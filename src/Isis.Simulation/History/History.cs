@@ -1,3 +1,4 @@
+using Isis.Core.Groups;
 using System.Buffers;
 using System.Runtime.InteropServices;
 using System.Text;
@@ -39,17 +40,17 @@ internal sealed class History
     }
 
     /// <summary>Records a Send. The caller records the sender's own Deliver right after it.</summary>
-    public void RecordSend(long time, MessageId message, ulong payloadHash) =>
+    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send) =>
         Add(new HistoryEvent(time, message.Sender, HistoryEventKind.Send)
         {
-            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash,
+            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive,
         });
 
     /// <summary>Records a Deliver; <paramref name="viewId"/> is the view <paramref name="process"/> has installed.</summary>
-    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash) =>
+    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Deliver)
         {
-            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash,
+            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash, Primitive = primitive,
         });
 
     /// <summary>Records a ViewInstall. <paramref name="members"/> (oldest first) is copied.</summary>

@@ -1,3 +1,4 @@
+using Isis.Core.Groups;
 using Isis.Core.Identity;
 
 namespace Isis.Simulation;
@@ -27,6 +28,9 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Send and Deliver: a hash of the payload, so a corrupted or invented payload is caught.</summary>
     public ulong PayloadHash { get; init; }
 
+    /// <summary>Send and Deliver: the primitive (Send or OrderedSend); ordered messages must be delivered in one total order.</summary>
+    public MessageKind Primitive { get; init; }
+
     /// <summary>ViewInstall: the members of the view, oldest first.</summary>
     public NodeId[]? Members { get; init; }
 
@@ -39,6 +43,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && ViewId == other.ViewId
         && Message == other.Message
         && PayloadHash == other.PayloadHash
+        && Primitive == other.Primitive
         && MembersEqual(Members, other.Members);
 
     public override int GetHashCode() =>

@@ -1,3 +1,4 @@
+using Isis.Core.Groups;
 using System.Globalization;
 using System.Text;
 using System.Text.Json;
@@ -26,6 +27,7 @@ internal static class HistoryJson
             json.WriteNumber("mq"u8, e.Message.Seq);
         }
         if (e.PayloadHash != 0 || UsesMessage(e.Kind)) json.WriteString("h"u8, FormatHex(e.PayloadHash));
+        if (e.Primitive != MessageKind.Send) json.WriteNumber("pr"u8, (int)e.Primitive);
         if (e.Members is not null)
         {
             json.WriteStartArray("mb"u8);
@@ -51,6 +53,7 @@ internal static class HistoryJson
         long msgSeq = 0;
         bool hasMessage = false;
         ulong hash = 0;
+        var primitive = MessageKind.Send;
         NodeId[]? members = null;
 
         while (true)
@@ -72,6 +75,7 @@ internal static class HistoryJson
                 case "mq": msgSeq = Int64(ref r, field); hasMessage = true; break;
                 case "h": hash = ParseHex(Text(ref r, field), field); break;
                 case "mb": members = ReadMembers(ref r); break;
+                case "pr": primitive = (MessageKind)Int32(ref r, field); break;
                 default: r.Skip(); break; // forward compatibility: newer writers may add fields
             }
         }
@@ -85,6 +89,7 @@ internal static class HistoryJson
             ViewId = viewId,
             Message = hasMessage ? new MessageId(msgSender, messageGroup ?? group, msgView, msgSeq) : default,
             PayloadHash = hash,
+            Primitive = primitive,
             Members = members,
         };
     }

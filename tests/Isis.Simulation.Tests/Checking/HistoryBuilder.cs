@@ -57,6 +57,23 @@ internal sealed class HistoryBuilder
         return m;
     }
 
+    /// <summary>p issues an OrderedSend in its current view: not delivered at once, but when ordered (<see cref="DeliverOrdered"/>).</summary>
+    public MessageId SendOrdered(NodeId p)
+    {
+        int view = _view[(p, G)];
+        long seq = _seq[(p, G, view)] = _seq.GetValueOrDefault((p, G, view)) + 1;
+        var m = new MessageId(p, G, view, seq);
+        History.RecordSend(Tick(), m, HashOf(m), Isis.Core.Groups.MessageKind.Ordered);
+        return m;
+    }
+
+    /// <summary>q delivers the ordered message m.</summary>
+    public HistoryBuilder DeliverOrdered(NodeId q, MessageId m)
+    {
+        History.RecordDeliver(Tick(), q, _view.GetValueOrDefault((q, m.Group), -1), m, HashOf(m), Isis.Core.Groups.MessageKind.Ordered);
+        return this;
+    }
+
     /// <summary>q delivers m in whatever view q has installed (which may be wrong: that is the point of some tests).</summary>
     public HistoryBuilder Deliver(NodeId q, MessageId m, ulong? hash = null)
     {

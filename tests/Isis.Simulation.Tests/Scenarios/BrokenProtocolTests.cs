@@ -28,6 +28,13 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void Members_that_deliver_ordered_messages_on_arrival_break_total_order()
+    {
+        var runs = RunBroken(ProtocolMutations.DeliverOrderedOnArrival, "reordering", 5);
+        Assert.All(runs, r => Assert.True(r.Result.Violates("TotalOrder"), r.Summary));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();

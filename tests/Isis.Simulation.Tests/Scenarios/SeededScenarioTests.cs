@@ -51,6 +51,8 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
         var events = run.History.Events;
         int processes = run.Simulator.Scenario.Processes;
         int sends = events.Count(e => e.Kind == HistoryEventKind.Send);
+        Assert.Contains(events, e => e.Kind == HistoryEventKind.Deliver && e.Primitive == Isis.Core.Groups.MessageKind.Ordered);
+        Assert.Contains(events, e => e.Kind == HistoryEventKind.Deliver && e.Primitive == Isis.Core.Groups.MessageKind.Send);
         int deliveries = events.Count(e => e.Kind == HistoryEventKind.Deliver);
         Assert.Equal(processes * run.Simulator.Scenario.MessagesPerProcess, sends);
         // Joins happen over the first 300 ms, so early messages reach fewer members; by the end

@@ -59,3 +59,37 @@ public sealed class InProcessGroupTests
         Assert.Equal(1, r.GetStatistics().HandlerMismatches);
     }
 }
+
+public sealed class OrderedSendTests
+{
+    [Fact]
+    public void Three_senders_ordered_messages_arrive_in_one_order_at_every_member()
+    {
+        using var runtimes = new TestRuntimes();
+        var orders = new ConcurrentDictionary<int, ConcurrentQueue<string>>();
+        var groups = new List<Group>();
+        for (int i = 0; i < 3; i++)
+        {
+            var g = new Group(runtimes.Start(), "ordered");
+            int me = i;
+            orders[me] = new ConcurrentQueue<string>();
+            g.Handlers[1] += (Action<string, int>)((from, n) => orders[me].Enqueue($"{from}:{n}"));
+            g.Join();
+            groups.Add(g);
+        }
+        TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
+        const int perSender = 300;
+        Parallel.For(0, 3, i =>
+        {
+            for (int n = 1; n <= perSender; n++) groups[i].OrderedSend(1, "s" + i, n);
+        });
+        TestRuntimes.WaitUntil(() => orders.Values.All(q => q.Count == 3 * perSender), "every member delivers every ordered message");
+        string[] reference = orders[0].ToArray();
+        Assert.Equal(reference, orders[1].ToArray());
+        Assert.Equal(reference, orders[2].ToArray());
+        foreach (var bySender in reference.GroupBy(x => x.Split(':')[0]))
+        {
+            Assert.Equal(Enumerable.Range(1, perSender), bySender.Select(x => int.Parse(x.Split(':')[1])));
+        }
+    }
+}
