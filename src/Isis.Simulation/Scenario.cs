@@ -36,6 +36,12 @@ internal sealed record Scenario
     /// <summary>Fraction of the workload's messages sent with OrderedSend instead of Send. Defaults to 0.5.</summary>
     public double OrderedFraction { get; init; } = 0.5;
 
+    /// <summary>Chance that a send is followed by a Flush (when none is outstanding). Defaults to 0.05.</summary>
+    public double FlushChance { get; init; } = 0.05;
+
+    /// <summary>With <see cref="Crashes"/>: chance that a process crashes right after its Flush returns (the case Flush exists for). Defaults to 0.3.</summary>
+    public double CrashAfterFlushChance { get; init; } = 0.3;
+
     /// <summary>Messages each process incarnation sends at most.</summary>
     public int MessagesPerProcess { get; init; } = 150;
 

@@ -78,6 +78,8 @@ internal sealed class Simulator
         public int Sent;
         public long NextSendAt;
         public bool WantsGroup;
+        public bool FlushOutstanding;
+        public long FlushTokens;
         public bool Alive => Node != null && !Node.IsShutDown;
     }
 
@@ -182,6 +184,7 @@ internal sealed class Simulator
         p.Paused = false;
         p.Backlog.Clear();
         p.Sent = 0;
+        p.FlushOutstanding = false;
         p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), OracleEndpoint, Scenario.Protocol, _now);
         p.WantsGroup = true;
         History.RecordJoinRequested(_now, p.Node.Self, _group);
@@ -205,6 +208,13 @@ internal sealed class Simulator
         // A mix of the primitives, so total order is exercised alongside FIFO.
         node.Send(_group, payload, _now, _random.Chance(Scenario.OrderedFraction) ? MessageKind.Ordered : MessageKind.Send);
         Flush(p);
+        if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
+        {
+            p.FlushOutstanding = true;
+            History.RecordFlushRequested(_now, node.Self, _group, g.View?.Id ?? 0);
+            node.Flush(_group, ++p.FlushTokens, minHolders: 0, _now);
+            Flush(p);
+        }
     }
 
     private void Flush(IProtocolNode node)
@@ -240,6 +250,9 @@ internal sealed class Simulator
             case GroupLeft l:
                 History.RecordLeaveCompleted(_now, process, l.Group);
                 break;
+            case FlushCompleted f:
+                OnFlushCompleted(process, f);
+                break;
             case NodeShutDown:
                 History.RecordCrash(_now, process);
                 break;
@@ -247,6 +260,17 @@ internal sealed class Simulator
                 History.RecordExpel(_now, x.Node);
                 break;
         }
+    }
+
+    private void OnFlushCompleted(NodeId process, FlushCompleted f)
+    {
+        SimProcess? p = Array.Find(_processes, x => x.Node?.Self == process);
+        if (p == null) return;
+        p.FlushOutstanding = false;
+        History.RecordFlushCompleted(_now, process, f.Group, p.Node!.FindGroup(f.Group)?.View?.Id ?? 0);
+        // What Flush is for: the application answers its client and then may crash at once; the
+        // flushed messages must survive.
+        if (Scenario.Crashes && !_healed && _random.Chance(Scenario.CrashAfterFlushChance)) At(_now, () => Crash(p));
     }
 
     internal static ulong PayloadHash(ReadOnlySpan<byte> payload)

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Diagnostics;
@@ -32,6 +33,8 @@ public sealed class Group
     private volatile View? _view;
     private long _queuedSends;
     private long _window;
+    private long _nextFlushToken;
+    private readonly ConcurrentDictionary<long, TaskCompletionSource> _flushes = new();
 
     private enum GroupState { New, Joining, Joined, Leaving, Left }
 
@@ -171,6 +174,48 @@ public sealed class Group
     /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
     public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
 
+    // ---------------------------------------------------------------- Flush
+
+    /// <summary>
+    /// Waits until every Send and OrderedSend this member issued earlier in this group is held by
+    /// all members of the current view (or was settled by a view change), so it survives this
+    /// member's crash. Call it before answering an outside client after cheap updates.
+    /// </summary>
+    /// <exception cref="IsisException">The group is not joined (for example after Leave), or the runtime shut down.</exception>
+    public void Flush() => FlushAsync(0, CancellationToken.None).GetAwaiter().GetResult();
+
+    /// <summary>
+    /// Waits until every Send and OrderedSend this member issued earlier in this group is held by
+    /// at least <paramref name="k"/> members of the current view (this one included), or was
+    /// settled by a view change.
+    /// </summary>
+    /// <param name="k">How many members must hold each message; values above the view size mean all.</param>
+    public void Flush(int k) => FlushAsync(k, CancellationToken.None).GetAwaiter().GetResult();
+
+    /// <summary>The asynchronous form of <see cref="Flush()"/>.</summary>
+    /// <param name="cancellationToken">Stops waiting (the messages are still sent and delivered).</param>
+    public Task FlushAsync(CancellationToken cancellationToken = default) => FlushAsync(0, cancellationToken);
+
+    /// <summary>The asynchronous form of <see cref="Flush(int)"/>.</summary>
+    /// <param name="k">How many members must hold each message; values above the view size mean all.</param>
+    /// <param name="cancellationToken">Stops waiting (the messages are still sent and delivered).</param>
+    public Task FlushAsync(int k, CancellationToken cancellationToken = default)
+    {
+        if (k < 0) throw new ArgumentOutOfRangeException(nameof(k), k, "Flush(k) needs k >= 1 members (or 0 for all).");
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, nameof(Flush));
+        long token = Interlocked.Increment(ref _nextFlushToken);
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        _flushes[token] = done;
+        loop.Post(() => loop.Node.Flush(Id, token, k, loop.Now));
+        return done.Task.WaitAsync(cancellationToken);
+    }
+
+    internal void OnFlushCompleted(long token)
+    {
+        if (_flushes.TryRemove(token, out TaskCompletionSource? done)) done.TrySetResult();
+    }
+
     private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
     {
         EventLoop loop = _runtime.RunningLoop();
@@ -278,6 +323,7 @@ public sealed class Group
     internal void OnLeft()
     {
         lock (_gate) _state = GroupState.Left;
+        foreach (long token in _flushes.Keys) OnFlushCompleted(token);
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
         _delivery?.Complete();
@@ -288,6 +334,10 @@ public sealed class Group
     {
         _joined?.TrySetException(reason);
         _left?.TrySetResult(); // the process is out of every group now
+        foreach (var (token, done) in _flushes)
+        {
+            if (_flushes.TryRemove(token, out _)) done.TrySetException(reason);
+        }
         _windowOpen.Set();
         _delivery?.Complete();
     }

@@ -58,6 +58,9 @@ public sealed class IsisOptions
     /// <summary>Where the runtime logs. Defaults to no logging.</summary>
     public ILoggerFactory? LoggerFactory { get; set; }
 
+    /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
+    internal Transport.TransportFaultOptions? TransportFaults { get; set; }
+
     internal IPEndPoint MembershipServiceEndPoint => new(MembershipServiceAddress, MembershipServicePort);
 
     internal void Validate()

@@ -104,6 +104,20 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Log.Stopped(Logger, Address?.ToString() ?? "?");
     }
 
+    /// <summary>Stops at once without leaving any group, as a crash would: the others detect the failure (tests).</summary>
+    internal void Crash()
+    {
+        lock (_lifecycle)
+        {
+            if (_loop == null || _stopped) return;
+            _stopped = true;
+        }
+        _loop.Dispose();
+        var stopped = ExceptionFactory.ShutDown("the runtime was stopped abruptly.");
+        foreach (Group g in _groups.Values) g.OnRuntimeStopped(stopped);
+        _groups.Clear();
+    }
+
     /// <summary>Same as <see cref="Shutdown"/>.</summary>
     public void Dispose() => Shutdown();
 
@@ -177,6 +191,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 break;
             case GroupLeft l:
                 if (_groups.TryGetValue(l.Group, out g)) g.OnLeft();
+                break;
+            case FlushCompleted f:
+                if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);
                 break;
             case NodeShutDown s:
                 OnShutDownByProtocol(s.Reason);

@@ -42,6 +42,13 @@ internal sealed class GroupMember
     private readonly Queue<StreamMessage> _pendingSends = new();
     private readonly TotalOrder _order = new();
 
+    // Flush: application messages are numbered as they are issued (sent or queued); those sent
+    // and not yet known settled are logged with their view and sequence number.
+    private long _issued;
+    private long _sentCount;
+    private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
+    private readonly List<(long Token, long Target, int MinHolders)> _flushWaiters = new();
+
     private SenderStream[] _streams = [];
 
     // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
@@ -111,6 +118,9 @@ internal sealed class GroupMember
     {
         if (State != MemberState.Leaving) return;
         State = MemberState.Left;
+        // Out of the group: nothing of ours is pending in it any more.
+        foreach (var (token, _, _) in _flushWaiters) _node.Emit(new FlushCompleted(Id, token));
+        _flushWaiters.Clear();
         _node.Emit(new GroupLeft(Id));
     }
 
@@ -143,6 +153,7 @@ internal sealed class GroupMember
         View = view;
         MyRank = rank;
         _order.Reset();
+        _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
         for (int i = 0; i < _streams.Length; i++)
@@ -195,8 +206,60 @@ internal sealed class GroupMember
     public void Send(MessageKind kind, byte[] payload)
     {
         var message = new StreamMessage(kind, payload);
+        if (State is not (MemberState.Active or MemberState.Joining)) return;
+        _issued++;
         if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
-        else if (State is MemberState.Active or MemberState.Joining) _pendingSends.Enqueue(message);
+        else _pendingSends.Enqueue(message);
+    }
+
+    // ---------------------------------------------------------------- Flush
+
+    public void RequestFlush(long token, int minHolders)
+    {
+        _flushWaiters.Add((token, _issued, minHolders));
+        CompleteFlushes();
+    }
+
+    /// <summary>
+    /// Completes every flush whose messages are all settled: sent, and either held by enough
+    /// members of the current view (digests tell who holds what) or sent in an earlier view,
+    /// whose flush settled them. Holding is a prefix property, so checking the last message of a
+    /// flush suffices.
+    /// </summary>
+    private void CompleteFlushes()
+    {
+        if (_flushWaiters.Count == 0) return;
+        if (MyRank >= 0)
+        {
+            long stable = _streams[MyRank].Stable;
+            int settled = 0;
+            while (settled < _sentLog.Count && _sentLog[settled].View == View!.Id && _sentLog[settled].Seq <= stable) settled++;
+            _sentLog.RemoveRange(0, settled);
+        }
+        bool atOnce = (Options.Mutations & ProtocolMutations.FlushReturnsAtOnce) != 0;
+        for (int i = _flushWaiters.Count - 1; i >= 0; i--)
+        {
+            var (token, target, minHolders) = _flushWaiters[i];
+            if (!atOnce && !FlushSettled(target, minHolders)) continue;
+            _flushWaiters.RemoveAt(i);
+            _node.Emit(new FlushCompleted(Id, token));
+        }
+    }
+
+    private bool FlushSettled(long target, int minHolders)
+    {
+        if (target > _sentCount) return false; // some of its messages still wait to be sent
+        int last = _sentLog.FindLastIndex(e => e.Issue <= target);
+        if (last < 0) return true;
+        long seq = _sentLog[last].Seq;
+        int members = View!.Members.Length;
+        int need = minHolders <= 0 ? members : Math.Min(minHolders, members);
+        int holders = 1; // this member
+        for (int m = 0; m < _acks.Length; m++)
+        {
+            if (m != MyRank && _acks[m][MyRank] >= seq) holders++;
+        }
+        return holders >= need;
     }
 
     private void SendNow(StreamMessage message)
@@ -206,7 +269,11 @@ internal sealed class GroupMember
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
         own.Delivered = seq;
-        if (message.IsApplication) _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload));
+        if (message.IsApplication)
+        {
+            _sentLog.Add((++_sentCount, view.Id, seq));
+            _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload));
+        }
         OnStreamDelivered(MyRank, seq, message);
         byte[] packet = DataPacket(MyRank, seq, message);
         foreach (NodeId member in view.Members)
@@ -360,6 +427,7 @@ internal sealed class GroupMember
     /// </summary>
     public void EndOfStep()
     {
+        CompleteFlushes();
         if (MyRank != TotalOrder.SequencerRank || State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
         SendPending();
         if (_order.TryTakeAnnouncement(out byte[] announcement)) SendNow(new StreamMessage(MessageKind.OrderAnnouncement, announcement));

@@ -15,6 +15,9 @@ internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
 
+/// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
+internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
+
 /// <summary>This process has left the group; its leave request completed.</summary>
 internal sealed record GroupLeft(GroupId Group) : NodeEvent;
 

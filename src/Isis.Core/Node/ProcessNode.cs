@@ -103,6 +103,19 @@ internal sealed class ProcessNode : IProtocolNode
         return member;
     }
 
+    /// <summary>
+    /// Asks for a <see cref="FlushCompleted"/> event (with <paramref name="token"/>) once every
+    /// message this member issued so far in the group is held by <paramref name="minHolders"/>
+    /// members of the view (0 = all), or was settled by a view change.
+    /// </summary>
+    public void Flush(GroupId id, long token, int minHolders, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.RequestFlush(token, minHolders);
+        Drain();
+    }
+
     public void Leave(GroupId id, long now)
     {
         _now = now;

@@ -64,4 +64,7 @@ internal enum ProtocolMutations
 
     /// <summary>Members deliver an OrderedSend as soon as it reaches the head of its sender's stream, without waiting for the sequencer.</summary>
     DeliverOrderedOnArrival = 4,
+
+    /// <summary>Flush completes at once instead of waiting until earlier messages are stable.</summary>
+    FlushReturnsAtOnce = 8,
 }

@@ -24,6 +24,7 @@ internal static class HistoryChecker
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
         TotalOrder(events, sink);
+        FlushDurability(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);
@@ -292,17 +293,35 @@ internal static class HistoryChecker
     }
 
     /// <summary>
-    /// OrderedSend: every two processes deliver the ordered messages of a view that both deliver
-    /// in the same relative order (one total order, which FifoPerSender makes consistent with
-    /// each sender's order).
+    /// OrderedSend: every two processes that come through a view (they install the next view, leave
+    /// after its flush, or are still in it at the end) deliver the ordered messages of that view
+    /// that both deliver in the same relative order: one total order, which FifoPerSender makes
+    /// consistent with each sender's order. Like Send, OrderedSend is not uniform: a process that
+    /// fails during the view may have delivered in an order the survivors never learned (SafeSend
+    /// is the uniform primitive).
     /// </summary>
     internal static void TotalOrder(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
         const string P = nameof(TotalOrder);
+        var failed = new HashSet<(NodeId, GroupId, int)>();
+        var current = new Dictionary<(NodeId, GroupId), int>();
+        foreach (HistoryEvent e in events)
+        {
+            if (e.Kind == HistoryEventKind.ViewInstall) current[(e.Process, e.Group)] = e.ViewId;
+            else if (e.Kind == HistoryEventKind.LeaveCompleted) current.Remove((e.Process, e.Group));
+            else if (e.Kind is HistoryEventKind.Crash or HistoryEventKind.Expel)
+            {
+                foreach (var ((process, group), view) in current)
+                {
+                    if (process == e.Process) failed.Add((process, group, view));
+                }
+            }
+        }
         var sequences = new Dictionary<(GroupId Group, int View), Dictionary<NodeId, List<MessageId>>>();
         foreach (HistoryEvent e in events)
         {
             if (e.Kind != HistoryEventKind.Deliver || e.Primitive == Isis.Core.Groups.MessageKind.Send) continue;
+            if (failed.Contains((e.Process, e.Message.Group, e.Message.ViewId))) continue;
             ref var byProcess = ref CollectionsMarshal.GetValueRefOrAddDefault(sequences, (e.Message.Group, e.Message.ViewId), out _);
             byProcess ??= new Dictionary<NodeId, List<MessageId>>();
             ref var list = ref CollectionsMarshal.GetValueRefOrAddDefault(byProcess, e.Process, out _);
@@ -332,6 +351,66 @@ internal static class HistoryChecker
                         lastPosition = at;
                         lastMessage = m;
                     }
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// Flush: once a process's Flush returned, every message it sent before calling Flush is held
+    /// by every member of its view, so it survives the sender's crash: every member that survives
+    /// that message's view (installs the next view) delivered it in that view.
+    /// </summary>
+    internal static void FlushDurability(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(FlushDurability);
+        var open = new Dictionary<(NodeId, GroupId), int>();
+        var cover = new Dictionary<(NodeId, GroupId), int>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.FlushRequested) open[(e.Process, e.Group)] = i;
+            else if (e.Kind == HistoryEventKind.FlushCompleted && open.Remove((e.Process, e.Group), out int request))
+            {
+                cover[(e.Process, e.Group)] = Math.Max(cover.GetValueOrDefault((e.Process, e.Group)), request);
+            }
+        }
+        if (cover.Count == 0) return;
+
+        var flushed = new Dictionary<MessageId, int>(); // message -> index of the flush request covering it
+        var delivered = new HashSet<(NodeId, MessageId)>();
+        var survived = new HashSet<(NodeId, GroupId, int)>();
+        var current = new Dictionary<(NodeId, GroupId), int>();
+        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Send:
+                    if (cover.TryGetValue((e.Process, e.Group), out int request) && i < request) flushed[e.Message] = request;
+                    break;
+                case HistoryEventKind.Deliver:
+                    if (flushed.ContainsKey(e.Message)) delivered.Add((e.Process, e.Message));
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    if (current.TryGetValue((e.Process, e.Group), out int previous)) survived.Add((e.Process, e.Group, previous));
+                    current[(e.Process, e.Group)] = e.ViewId;
+                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                    break;
+                case HistoryEventKind.LeaveCompleted:
+                    current.Remove((e.Process, e.Group));
+                    break;
+            }
+        }
+        foreach (var (m, request) in flushed)
+        {
+            if (!membersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
+            foreach (NodeId q in members)
+            {
+                if (survived.Contains((q, m.Group, m.ViewId)) && !delivered.Contains((q, m)))
+                {
+                    sink.Report(P, $"{m} was flushed by {m.Sender} (Flush requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
                 }
             }
         }

@@ -72,6 +72,12 @@ internal sealed class History
     public void RecordJoinRequested(long time, NodeId process, GroupId group) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.JoinRequested) { Group = group });
 
+    public void RecordFlushRequested(long time, NodeId process, GroupId group, int viewId) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.FlushRequested) { Group = group, ViewId = viewId });
+
+    public void RecordFlushCompleted(long time, NodeId process, GroupId group, int viewId) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.FlushCompleted) { Group = group, ViewId = viewId });
+
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 
     public void RecordEnd(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.End));

@@ -29,4 +29,10 @@ internal enum HistoryEventKind
 
     /// <summary>Process asked to join Group; if it is alive at End it must have installed a view since.</summary>
     JoinRequested,
+
+    /// <summary>Process called Flush in Group (ViewId: its view then). Covers every message it sent before.</summary>
+    FlushRequested,
+
+    /// <summary>Process's Flush in Group returned (ViewId: its view then); pairs with its latest FlushRequested.</summary>
+    FlushCompleted,
 }

@@ -37,6 +37,7 @@ internal sealed class EventLoop : IDisposable
     {
         _sink = sink;
         var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
+        var dataTransportOptions = transportOptions with { Faults = options.TransportFaults };
         ProtocolOptions protocol = options.ToProtocolOptions();
 
         if (options.MembershipService != MembershipServiceMode.Client)
@@ -48,7 +49,7 @@ internal sealed class EventLoop : IDisposable
             }
         }
 
-        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p) => Post(false, s, p), transportOptions);
+        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p) => Post(false, s, p), dataTransportOptions);
         // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
         uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
         ulong serviceEndpoint = EndpointConversions.FromIPEndPoint(options.MembershipServiceEndPoint);

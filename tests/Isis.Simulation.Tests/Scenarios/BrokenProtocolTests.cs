@@ -35,6 +35,32 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void A_flush_that_returns_at_once_loses_flushed_messages_when_the_sender_crashes()
+    {
+        // Lossy three-member runs where a sender sometimes crashes right after its Flush returns:
+        // if nobody else got its last messages yet, a Flush that did not wait loses them.
+        var runs = Enumerable.Range(0, 40)
+            .Select(seed => SimulationRun.Execute((ulong)seed, "crash", s => s with
+            {
+                Processes = 3,
+                Protocol = s.Protocol with { Mutations = ProtocolMutations.FlushReturnsAtOnce },
+                Faults = s.Faults with { LossRate = 0.3 },
+                FlushChance = 0.1,
+                CrashAfterFlushChance = 0.3,
+            }))
+            .ToList();
+        Assert.Contains(runs, r => r.Result.Violates("FlushDurability"));
+        // The same runs with the real Flush keep every flushed message.
+        Assert.All(Enumerable.Range(0, 40).Select(seed => SimulationRun.Execute((ulong)seed, "crash", s => s with
+        {
+            Processes = 3,
+            Faults = s.Faults with { LossRate = 0.3 },
+            FlushChance = 0.1,
+            CrashAfterFlushChance = 0.3,
+        })), r => Assert.True(r.Passed, r.Report));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();
