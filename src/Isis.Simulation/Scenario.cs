@@ -42,6 +42,9 @@ internal sealed record Scenario
     /// <summary>With <see cref="Crashes"/>: chance that a process crashes right after its Flush returns (the case Flush exists for). Defaults to 0.3.</summary>
     public double CrashAfterFlushChance { get; init; } = 0.3;
 
+    /// <summary>Chance that a send is a Query(ALL) instead (half of them OrderedQuery). Defaults to 0.05.</summary>
+    public double QueryChance { get; init; } = 0.05;
+
     /// <summary>Messages each process incarnation sends at most.</summary>
     public int MessagesPerProcess { get; init; } = 150;
 

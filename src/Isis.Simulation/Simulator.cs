@@ -80,6 +80,7 @@ internal sealed class Simulator
         public bool WantsGroup;
         public bool FlushOutstanding;
         public long FlushTokens;
+        public long QueryIds;
         public bool Alive => Node != null && !Node.IsShutDown;
     }
 
@@ -205,8 +206,18 @@ internal sealed class Simulator
         BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
         BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
         BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
-        // A mix of the primitives, so total order is exercised alongside FIFO.
-        node.Send(_group, payload, _now, _random.Chance(Scenario.OrderedFraction) ? MessageKind.Ordered : MessageKind.Send);
+        // A mix of the primitives, so total order and queries are exercised alongside FIFO.
+        bool ordered = _random.Chance(Scenario.OrderedFraction);
+        if (_random.Chance(Scenario.QueryChance))
+        {
+            History.RecordQueryIssued(_now, node.Self, _group);
+            node.Query(_group, ++p.QueryIds, ordered ? MessageKind.QueryOrdered : MessageKind.QuerySend, payload,
+                QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now);
+        }
+        else
+        {
+            node.Send(_group, payload, _now, ordered ? MessageKind.Ordered : MessageKind.Send);
+        }
         Flush(p);
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
         {
@@ -239,10 +250,14 @@ internal sealed class Simulator
         switch (e)
         {
             case MessageSent s:
-                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind);
+                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind.Primitive());
                 break;
             case MessageDelivered d:
-                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind);
+                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind.Primitive());
+                if (d.Kind.IsQuery()) AnswerQuery(process, d);
+                break;
+            case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
+                History.RecordQueryCompleted(_now, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
                 break;
             case ViewInstalled v:
                 History.RecordViewInstall(_now, process, v.Group, v.View.Id, v.View.Members);
@@ -260,6 +275,22 @@ internal sealed class Simulator
                 History.RecordExpel(_now, x.Node);
                 break;
         }
+    }
+
+    /// <summary>The application's query handler: every member answers at once with a small reply.</summary>
+    private void AnswerQuery(NodeId process, MessageDelivered d)
+    {
+        SimProcess? p = Array.Find(_processes, x => x.Node?.Self == process);
+        if (p?.Node == null || p.Node.IsShutDown) return;
+        long queryId = MessageKinds.QueryIdOf(d.Payload.Span);
+        // Replies are queued behind the current step, as an application's handler would run after it.
+        ProcessNode node = p.Node;
+        At(_now, () =>
+        {
+            if (p.Node != node || node.IsShutDown) return;
+            node.Reply(_group, d.Sender, queryId, ReplyKind.Values, BitConverter.GetBytes(process.Endpoint), _now);
+            Flush(p);
+        });
     }
 
     private void OnFlushCompleted(NodeId process, FlushCompleted f)

@@ -41,6 +41,11 @@ internal sealed class GroupMember
     private readonly ProcessNode _node;
     private readonly Queue<StreamMessage> _pendingSends = new();
     private readonly TotalOrder _order = new();
+    private readonly QueryTracker _queries;
+
+    // Replies we sent and the requester has not acknowledged: retransmitted while it is in the view.
+    private readonly Dictionary<(NodeId Requester, long Query), byte[]> _outgoingReplies = new();
+    private long _nextReplyRetryAt;
 
     // Flush: application messages are numbered as they are issued (sent or queued); those sent
     // and not yet known settled are logged with their view and sequence number.
@@ -71,6 +76,7 @@ internal sealed class GroupMember
         Id = id;
         Name = name;
         State = MemberState.Joining;
+        _queries = new QueryTracker(id, node.Emit, node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
     }
 
     public GroupId Id { get; }
@@ -118,6 +124,7 @@ internal sealed class GroupMember
     {
         if (State != MemberState.Leaving) return;
         State = MemberState.Left;
+        _queries.AbandonAll();
         // Out of the group: nothing of ours is pending in it any more.
         foreach (var (token, _, _) in _flushWaiters) _node.Emit(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
@@ -171,6 +178,8 @@ internal sealed class GroupMember
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
         _node.Emit(new ViewInstalled(Id, view));
+        _queries.OnViewInstalled(view);
+        foreach (var key in _outgoingReplies.Keys.Where(k => !view.Contains(k.Requester)).ToList()) _outgoingReplies.Remove(key);
         AckInstall(view.Id);
 
         // Sends issued while joining or wedged go out in this view; order announcements of the old
@@ -210,6 +219,56 @@ internal sealed class GroupMember
         _issued++;
         if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
         else _pendingSends.Enqueue(message);
+    }
+
+    // ---------------------------------------------------------------- Query
+
+    /// <summary>
+    /// Issues a query: the request is multicast with the chosen ordering (a query id in front of
+    /// the payload) and replies are collected until <paramref name="needed"/> (a count,
+    /// <see cref="QueryTracker.All"/> or <see cref="QueryTracker.Majority"/>) is met.
+    /// </summary>
+    public void Query(long queryId, MessageKind kind, byte[] payload, int needed, long deadline, QueryTimeoutAction action)
+    {
+        if (State is not (MemberState.Active or MemberState.Joining)) return;
+        _queries.Add(queryId, needed, deadline, action);
+        var request = new byte[8 + payload.Length];
+        System.Buffers.Binary.BinaryPrimitives.WriteInt64LittleEndian(request, queryId);
+        payload.CopyTo(request, 8);
+        Send(kind, request);
+    }
+
+    /// <summary>Answers a query: sent to the requester and retransmitted until it acknowledges or leaves the view.</summary>
+    public void Reply(NodeId requester, long queryId, ReplyKind kind, byte[] payload)
+    {
+        if (View == null || State == MemberState.Left) return;
+        byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Reply, Self, Id, View.Id, queryId))
+            .Node(requester).U8((byte)kind).Tail(payload).Finish();
+        if (requester != Self) _outgoingReplies[(requester, queryId)] = packet;
+        _node.SendTo(requester.Endpoint, packet);
+    }
+
+    private void OnReplyTraffic(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        NodeId target = r.Node();
+        if (h.Kind == PacketKind.ReplyAck)
+        {
+            if (!r.Complete) { _node.Counters.DroppedMalformed++; return; }
+            if (target == Self) _outgoingReplies.Remove((h.Sender, h.Number));
+            else _node.Counters.DroppedNotForMe++;
+            return;
+        }
+        var kind = (ReplyKind)r.U8();
+        byte[] payload = r.Tail();
+        if (!r.Ok || !Enum.IsDefined(kind)) { _node.Counters.DroppedMalformed++; return; }
+        if (target != Self) { _node.Counters.DroppedNotForMe++; return; }
+        // Always acknowledge, so the replier stops even if this reply is a duplicate or too late.
+        if (h.Sender != Self)
+        {
+            _node.SendTo(h.Sender.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.ReplyAck, Self, Id, View?.Id ?? 0, h.Number)).Node(h.Sender).Finish());
+        }
+        if (!_queries.OnReply(h.Sender, h.Number, kind, payload)) _node.Counters.Duplicates++;
     }
 
     // ---------------------------------------------------------------- Flush
@@ -295,6 +354,13 @@ internal sealed class GroupMember
     /// </summary>
     public void OnGroupPacket(in PacketHeader h, ReadOnlySpan<byte> body, long now)
     {
+        // Replies may cross a view change (the replier installed the next view first), so they are
+        // matched by query id and the requester's delivery view, not by the packet's view.
+        if (h.Kind is PacketKind.Reply or PacketKind.ReplyAck)
+        {
+            OnReplyTraffic(h, body);
+            return;
+        }
         if (State is MemberState.Joining or MemberState.Left || View == null || h.View != View.Id)
         {
             _node.Counters.DroppedWrongView++;
@@ -378,14 +444,14 @@ internal sealed class GroupMember
     {
         switch (message.Kind)
         {
-            case MessageKind.Send:
-                _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Send, message.Payload));
+            case MessageKind.Send or MessageKind.QuerySend:
+                Deliver(rank, seq, message);
                 break;
-            case MessageKind.Ordered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
-                _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, message.Payload)); // deliberate bug
+            case MessageKind.Ordered or MessageKind.QueryOrdered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
+                Deliver(rank, seq, message); // deliberate bug
                 break;
-            case MessageKind.Ordered:
-                _order.Add(rank, seq, message.Payload, announce: MyRank == TotalOrder.SequencerRank);
+            case MessageKind.Ordered or MessageKind.QueryOrdered:
+                _order.Add(rank, seq, message, announce: MyRank == TotalOrder.SequencerRank);
                 DeliverOrdered();
                 break;
             case MessageKind.OrderAnnouncement:
@@ -401,10 +467,14 @@ internal sealed class GroupMember
 
     private void DeliverOrdered()
     {
-        while (_order.TryTakeNext(out int rank, out long seq, out byte[] payload))
-        {
-            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, payload));
-        }
+        while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);
+    }
+
+    /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
+    private void Deliver(int rank, long seq, StreamMessage message)
+    {
+        _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload));
+        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload), View);
     }
 
     /// <summary>
@@ -415,10 +485,7 @@ internal sealed class GroupMember
     /// </summary>
     private void DeliverUnorderedAtViewEnd()
     {
-        foreach (var (rank, seq, payload) in _order.DrainAtViewEnd())
-        {
-            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, MessageKind.Ordered, payload));
-        }
+        foreach (var (rank, seq, message) in _order.DrainAtViewEnd()) Deliver(rank, seq, message);
     }
 
     /// <summary>
@@ -572,6 +639,12 @@ internal sealed class GroupMember
         if (View == null || State == MemberState.Left) return;
 
         Coordinator?.Tick(now);
+        _queries.Tick(now);
+        if (_outgoingReplies.Count > 0 && now >= _nextReplyRetryAt)
+        {
+            _nextReplyRetryAt = now + Options.RetryInterval;
+            foreach (var ((requester, _), packet) in _outgoingReplies) _node.SendTo(requester.Endpoint, packet);
+        }
 
         // A wedged member advertises nothing beyond its flush report: otherwise others could
         // garbage-collect messages that the coordinator, holding older reports, still needs.

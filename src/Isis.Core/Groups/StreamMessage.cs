@@ -11,10 +11,31 @@ internal enum MessageKind : byte
 
     /// <summary>The sequencer's announcement of the next positions in the total order (a list of (rank, seq)).</summary>
     OrderAnnouncement = 2,
+
+    /// <summary>A Query request with Send's ordering; the payload starts with the 8-byte query id.</summary>
+    QuerySend = 3,
+
+    /// <summary>A Query request with OrderedSend's ordering (OrderedQuery); the payload starts with the 8-byte query id.</summary>
+    QueryOrdered = 4,
+}
+
+internal static class MessageKinds
+{
+    /// <summary>Whether messages of this kind wait for the total order.</summary>
+    public static bool IsOrdered(this MessageKind kind) => kind is MessageKind.Ordered or MessageKind.QueryOrdered;
+
+    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered;
+
+    /// <summary>The ordering primitive a kind is checked under (queries count as their ordering).</summary>
+    public static MessageKind Primitive(this MessageKind kind) => kind.IsOrdered() ? MessageKind.Ordered : MessageKind.Send;
+
+    /// <summary>The query id at the start of a query request's payload.</summary>
+    public static long QueryIdOf(ReadOnlySpan<byte> payload) =>
+        payload.Length >= 8 ? System.Buffers.Binary.BinaryPrimitives.ReadInt64LittleEndian(payload) : 0;
 }
 
 /// <summary>One message of a sender's stream: its kind and its payload (opaque to the core).</summary>
 internal readonly record struct StreamMessage(MessageKind Kind, byte[] Payload)
 {
-    public bool IsApplication => Kind is MessageKind.Send or MessageKind.Ordered;
+    public bool IsApplication => Kind != MessageKind.OrderAnnouncement;
 }

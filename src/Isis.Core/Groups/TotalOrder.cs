@@ -20,14 +20,14 @@ internal sealed class TotalOrder
 {
     public const int SequencerRank = 0;
 
-    private readonly Dictionary<(int Rank, long Seq), byte[]> _waiting = new();
+    private readonly Dictionary<(int Rank, long Seq), StreamMessage> _waiting = new();
     private readonly Queue<(int Rank, long Seq)> _positions = new();
     private readonly List<(int Rank, long Seq)> _toAnnounce = new();
 
     /// <summary>An ordered message reached the head of its stream; the sequencer also gives it the next position.</summary>
-    public void Add(int rank, long seq, byte[] payload, bool announce)
+    public void Add(int rank, long seq, StreamMessage message, bool announce)
     {
-        _waiting[(rank, seq)] = payload;
+        _waiting[(rank, seq)] = message;
         if (announce) _toAnnounce.Add((rank, seq));
     }
 
@@ -51,15 +51,15 @@ internal sealed class TotalOrder
     }
 
     /// <summary>The next ordered message, if its position is announced and its message is here.</summary>
-    public bool TryTakeNext(out int rank, out long seq, out byte[] payload)
+    public bool TryTakeNext(out int rank, out long seq, out StreamMessage message)
     {
-        if (_positions.TryPeek(out var head) && _waiting.Remove(head, out byte[]? p))
+        if (_positions.TryPeek(out var head) && _waiting.Remove(head, out message))
         {
             _positions.Dequeue();
-            (rank, seq, payload) = (head.Rank, head.Seq, p);
+            (rank, seq) = (head.Rank, head.Seq);
             return true;
         }
-        (rank, seq, payload) = (0, 0, []);
+        (rank, seq, message) = (0, 0, default);
         return false;
     }
 
@@ -87,11 +87,11 @@ internal sealed class TotalOrder
     /// survivor holds is skipped: no member can have delivered past it), then the unannounced ones
     /// by (rank, seq). Deterministic, so identical at every survivor.
     /// </summary>
-    public IEnumerable<(int Rank, long Seq, byte[] Payload)> DrainAtViewEnd()
+    public IEnumerable<(int Rank, long Seq, StreamMessage Message)> DrainAtViewEnd()
     {
         while (_positions.TryDequeue(out var head))
         {
-            if (_waiting.Remove(head, out byte[]? payload)) yield return (head.Rank, head.Seq, payload);
+            if (_waiting.Remove(head, out StreamMessage message)) yield return (head.Rank, head.Seq, message);
         }
         foreach (var key in _waiting.Keys.OrderBy(k => k.Rank).ThenBy(k => k.Seq).ToList())
         {

@@ -140,6 +140,16 @@ internal sealed class OracleNode : IProtocolNode
                 Heard(h.Sender);
                 OnFlushDone(h.Sender, h.Group, h.View, h.Number);
                 return;
+            case PacketKind.Suspect:
+            {
+                NodeId suspect = r.Node();
+                if (!r.Complete) break;
+                Heard(h.Sender);
+                // A member reports another as too slow (a query timed out on it): as with missed
+                // heartbeats, the service decides, and expelled is expelled.
+                if (suspect != h.Sender && _processes.ContainsKey(suspect)) Expel(suspect);
+                return;
+            }
             case PacketKind.InstallAck:
                 if (!r.Complete) break;
                 Heard(h.Sender);

@@ -18,6 +18,13 @@ internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
 internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 
+/// <summary>
+/// A query this member issued ended: enough replies, a timeout, or an abort reply. Replies come
+/// from distinct members of <paramref name="DeliveryViewId"/>; <paramref name="Missing"/> lists the
+/// members of that view still in the group that did not answer.
+/// </summary>
+internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : NodeEvent;
+
 /// <summary>This process has left the group; its leave request completed.</summary>
 internal sealed record GroupLeft(GroupId Group) : NodeEvent;
 

@@ -116,6 +116,28 @@ internal sealed class ProcessNode : IProtocolNode
         Drain();
     }
 
+    /// <summary>Issues a query in a group (see <see cref="GroupMember.Query"/>); a <see cref="QueryCompleted"/> event ends it.</summary>
+    public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.Query(queryId, kind, payload, needed, now + timeout, action);
+        Drain();
+    }
+
+    /// <summary>Answers a query delivered here.</summary>
+    public void Reply(GroupId id, NodeId requester, long queryId, ReplyKind kind, byte[] payload, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.Reply(requester, queryId, kind, payload);
+        Drain();
+    }
+
+    /// <summary>Asks the membership service to expel <paramref name="node"/> (a query found it too slow).</summary>
+    internal void Suspect(NodeId node) =>
+        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, 0)).Node(node).Finish());
+
     public void Leave(GroupId id, long now)
     {
         _now = now;

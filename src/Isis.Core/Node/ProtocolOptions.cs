@@ -67,4 +67,7 @@ internal enum ProtocolMutations
 
     /// <summary>Flush completes at once instead of waiting until earlier messages are stable.</summary>
     FlushReturnsAtOnce = 8,
+
+    /// <summary>A Query(ALL) completes with the first reply instead of waiting for every member.</summary>
+    QueryCompletesOnFirstReply = 16,
 }

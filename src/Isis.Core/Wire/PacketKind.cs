@@ -17,6 +17,7 @@ internal enum PacketKind : byte
     FlushDone = 9,          // coordinator -> oracle; View = current view; Number = attempt
     InstallView = 10,       // oracle -> member; View = the new view id
     InstallAck = 11,        // member -> oracle
+    Suspect = 12,           // member -> oracle: expel this incarnation (a query timed out on it)
 
     // Member <-> member, within one view of one group.
     Data = 20,              // Number = sequence number of the message in its sender's stream
@@ -26,4 +27,6 @@ internal enum PacketKind : byte
     FlushReport = 24,       // survivor -> coordinator: what I hold, with my unstable messages
     FlushCommit = 25,       // coordinator -> survivor: the cut, with the messages you lack
     CommitAck = 26,         // survivor -> coordinator
+    Reply = 27,             // replier -> requester; Number = query id; may cross a view change
+    ReplyAck = 28,          // requester -> replier; Number = query id
 }

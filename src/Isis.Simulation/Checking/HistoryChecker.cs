@@ -25,6 +25,7 @@ internal static class HistoryChecker
         FifoPerSender(events, sink);
         TotalOrder(events, sink);
         FlushDurability(events, sink);
+        QueryReplies(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);
@@ -412,6 +413,90 @@ internal static class HistoryChecker
                 {
                     sink.Report(P, $"{m} was flushed by {m.Sender} (Flush requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
                 }
+            }
+        }
+    }
+
+    /// <summary>
+    /// Query(ALL): replies come from distinct members of the view in which the request was
+    /// delivered; every member of that view still in the requester's view when the query completed
+    /// replied (failed or departed members are not waited for, and nobody is skipped). With a Heal,
+    /// every Query issued by a process that stays in the group to the end completes.
+    /// </summary>
+    internal static void QueryReplies(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(QueryReplies);
+        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
+        var current = new Dictionary<(NodeId, GroupId), NodeId[]>();
+        var currentView = new Dictionary<(NodeId, GroupId), int>();
+        var outstanding = new Dictionary<(NodeId, GroupId), int>(); // queries issued since the process last asked to join
+        bool healed = false;
+        var gone = new HashSet<NodeId>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Heal:
+                    healed = true;
+                    break;
+                case HistoryEventKind.Crash or HistoryEventKind.Expel:
+                    gone.Add(e.Process);
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                    current[(e.Process, e.Group)] = e.Members ?? [];
+                    currentView[(e.Process, e.Group)] = e.ViewId;
+                    break;
+                case HistoryEventKind.JoinRequested or HistoryEventKind.LeaveCompleted:
+                    outstanding.Remove((e.Process, e.Group));
+                    if (e.Kind == HistoryEventKind.LeaveCompleted) current.Remove((e.Process, e.Group));
+                    break;
+                case HistoryEventKind.QueryIssued:
+                    outstanding[(e.Process, e.Group)] = outstanding.GetValueOrDefault((e.Process, e.Group)) + 1;
+                    break;
+                case HistoryEventKind.QueryCompleted:
+                {
+                    outstanding[(e.Process, e.Group)] = outstanding.GetValueOrDefault((e.Process, e.Group)) - 1;
+                    NodeId[] repliers = e.Members ?? [];
+                    if (repliers.Distinct().Count() != repliers.Length)
+                    {
+                        sink.Report(P, $"{e.Process}'s query completed at {At(i, e)} with two replies from one member: {List(repliers)}");
+                    }
+                    if (!membersOf.TryGetValue((e.Group, e.ViewId), out NodeId[]? view))
+                    {
+                        sink.Report(P, $"{e.Process}'s query completed at {At(i, e)} naming delivery view v{e.ViewId}, which nobody installed");
+                        break;
+                    }
+                    foreach (NodeId r in repliers.Where(r => Array.IndexOf(view, r) < 0))
+                    {
+                        sink.Report(P, $"{e.Process}'s query completed at {At(i, e)} with a reply from {r}, not a member of its delivery view v{e.ViewId} {List(view)}");
+                    }
+                    // Members that stayed in every view from the delivery view to now must have replied;
+                    // one that left or failed in between was rightly not waited for, even if it came back.
+                    int nowView = currentView.GetValueOrDefault((e.Process, e.Group));
+                    foreach (NodeId m in view.Where(m => Array.IndexOf(repliers, m) < 0))
+                    {
+                        bool stayed = true;
+                        for (int v = e.ViewId + 1; v <= nowView && stayed; v++)
+                        {
+                            stayed = membersOf.TryGetValue((e.Group, v), out NodeId[]? later) && Array.IndexOf(later, m) >= 0;
+                        }
+                        if (stayed && nowView >= e.ViewId)
+                        {
+                            sink.Report(P, $"{e.Process}'s query (delivery view v{e.ViewId}) completed at {At(i, e)} without a reply from {m}, which stayed in its view");
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if (!healed) return;
+        foreach (var ((process, group), count) in outstanding)
+        {
+            if (count > 0 && !gone.Contains(process) && current.ContainsKey((process, group)))
+            {
+                sink.Report(P, $"{process} issued {count} queries in g={group} that never completed, though it stayed in the group to the end");
             }
         }
     }

@@ -78,6 +78,12 @@ internal sealed class History
     public void RecordFlushCompleted(long time, NodeId process, GroupId group, int viewId) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.FlushCompleted) { Group = group, ViewId = viewId });
 
+    public void RecordQueryIssued(long time, NodeId process, GroupId group) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.QueryIssued) { Group = group });
+
+    public void RecordQueryCompleted(long time, NodeId process, GroupId group, int deliveryView, ReadOnlySpan<NodeId> repliers) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.QueryCompleted) { Group = group, ViewId = deliveryView, Members = repliers.ToArray() });
+
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 
     public void RecordEnd(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.End));

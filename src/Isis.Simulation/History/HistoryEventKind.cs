@@ -35,4 +35,10 @@ internal enum HistoryEventKind
 
     /// <summary>Process's Flush in Group returned (ViewId: its view then); pairs with its latest FlushRequested.</summary>
     FlushCompleted,
+
+    /// <summary>Process issued a Query with ALL in Group; if it is alive and in the group at End, a QueryCompleted must follow.</summary>
+    QueryIssued,
+
+    /// <summary>A Query of Process in Group ended normally: ViewId is the request's delivery view, Members the repliers.</summary>
+    QueryCompleted,
 }

@@ -67,6 +67,14 @@ internal sealed class HistoryBuilder
         return m;
     }
 
+    public HistoryBuilder QueryIssued(NodeId p) { History.RecordQueryIssued(Tick(), p, G); return this; }
+
+    public HistoryBuilder QueryCompleted(NodeId p, int deliveryView, params NodeId[] repliers)
+    {
+        History.RecordQueryCompleted(Tick(), p, G, deliveryView, repliers);
+        return this;
+    }
+
     /// <summary>q delivers the ordered message m.</summary>
     public HistoryBuilder DeliverOrdered(NodeId q, MessageId m)
     {

@@ -61,6 +61,13 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void A_query_that_stops_waiting_after_the_first_reply_is_caught()
+    {
+        var runs = RunBroken(ProtocolMutations.QueryCompletesOnFirstReply, "steady", 5);
+        Assert.All(runs, r => Assert.True(r.Result.Violates("QueryReplies"), r.Summary));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();

@@ -1,0 +1,153 @@
+using Isis.Core.Identity;
+using Isis.Core.Node;
+
+namespace Isis.Core.Groups;
+
+/// <summary>What a reply carries.</summary>
+internal enum ReplyKind : byte
+{
+    Values = 0,
+    Null = 1,
+    Abort = 2,
+}
+
+/// <summary>What a slow member means once a query's timeout passes.</summary>
+internal enum QueryTimeoutAction : byte
+{
+    /// <summary>Give up: the query fails, naming the members that did not answer.</summary>
+    Abort = 0,
+
+    /// <summary>Count every missing answer as a null reply and complete.</summary>
+    NullReply = 1,
+
+    /// <summary>Ask the membership service to expel the slow members; the query completes once the view drops them.</summary>
+    ExpelSlowMembers = 2,
+}
+
+internal enum QueryOutcome
+{
+    Completed,
+    TimedOut,
+    Aborted,
+}
+
+/// <summary>One reply to a query.</summary>
+internal readonly record struct QueryReply(NodeId Replier, ReplyKind Kind, byte[] Payload);
+
+/// <summary>
+/// The requester's side of the queries it issued in one group: which members must answer (the
+/// view in which the request was delivered, minus those that fail or leave), the replies so far,
+/// and the timeout. Replies come from distinct members of the delivery view; waiting for ALL
+/// never waits on a member that is no longer in the view.
+/// </summary>
+internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action<NodeId> suspect, bool completeOnFirstReply = false)
+{
+    public const int All = -1;
+    public const int Majority = -2;
+
+    private readonly Dictionary<long, Pending> _pending = new();
+
+    private sealed class Pending
+    {
+        public required long Id;
+        public required int Needed;
+        public required long Deadline;
+        public required QueryTimeoutAction Action;
+        public int ViewId = -1;
+        public int ViewSize;
+        public HashSet<NodeId>? Expected;
+        public readonly Dictionary<NodeId, QueryReply> Replies = new();
+        public bool Suspected;
+    }
+
+    public int Count => _pending.Count;
+
+    public void Add(long id, int needed, long deadline, QueryTimeoutAction action) =>
+        _pending[id] = new Pending { Id = id, Needed = needed, Deadline = deadline, Action = action };
+
+    /// <summary>Our own request was delivered here: its view fixes who may and must answer.</summary>
+    public void OnRequestDelivered(long id, GroupView view)
+    {
+        if (!_pending.TryGetValue(id, out Pending? p) || p.Expected != null) return;
+        p.ViewId = view.Id;
+        p.ViewSize = view.Members.Length;
+        p.Expected = new HashSet<NodeId>(view.Members);
+        // Replies that raced ahead of our own delivery count only if they come from that view.
+        foreach (NodeId early in p.Replies.Keys.Where(n => !p.Expected.Contains(n)).ToList()) p.Replies.Remove(early);
+        Check(p);
+    }
+
+    /// <returns>False if the reply is for no query of ours, or a duplicate.</returns>
+    public bool OnReply(NodeId from, long id, ReplyKind kind, byte[] payload)
+    {
+        if (!_pending.TryGetValue(id, out Pending? p)) return false;
+        if (p.Expected != null && !p.Expected.Contains(from)) return false;
+        if (!p.Replies.TryAdd(from, new QueryReply(from, kind, payload))) return false;
+        if (kind == ReplyKind.Abort) Complete(p, QueryOutcome.Aborted);
+        else Check(p);
+        return true;
+    }
+
+    /// <summary>Members that left the view (failed or left) are no longer waited for.</summary>
+    public void OnViewInstalled(GroupView view)
+    {
+        foreach (Pending p in _pending.Values.ToList())
+        {
+            if (p.Expected == null) continue;
+            p.Expected.RemoveWhere(n => !view.Contains(n) && !p.Replies.ContainsKey(n));
+            Check(p);
+        }
+    }
+
+    public void Tick(long now)
+    {
+        foreach (Pending p in _pending.Values.ToList())
+        {
+            if (now < p.Deadline) continue;
+            switch (p.Action)
+            {
+                case QueryTimeoutAction.Abort:
+                    Complete(p, QueryOutcome.TimedOut);
+                    break;
+                case QueryTimeoutAction.NullReply:
+                    foreach (NodeId n in Missing(p)) p.Replies[n] = new QueryReply(n, ReplyKind.Null, []);
+                    Complete(p, QueryOutcome.Completed);
+                    break;
+                case QueryTimeoutAction.ExpelSlowMembers when !p.Suspected && p.Expected != null:
+                    p.Suspected = true;
+                    foreach (NodeId n in Missing(p)) suspect(n);
+                    break;
+            }
+        }
+    }
+
+    /// <summary>The process leaves the group or stops: every open query ends with what it has.</summary>
+    public void AbandonAll()
+    {
+        foreach (Pending p in _pending.Values.ToList()) Complete(p, QueryOutcome.TimedOut);
+    }
+
+    private IEnumerable<NodeId> Missing(Pending p) =>
+        p.Expected == null ? [] : p.Expected.Where(n => !p.Replies.ContainsKey(n)).OrderBy(n => n).ToList();
+
+    private void Check(Pending p)
+    {
+        if (p.Expected == null) return;
+        int values = p.Replies.Values.Count(r => r.Kind == ReplyKind.Values);
+        bool everyoneAnswered = p.Expected.All(p.Replies.ContainsKey);
+        bool enough = p.Needed switch
+        {
+            All => everyoneAnswered,
+            Majority => values >= p.ViewSize / 2 + 1,
+            _ => values >= p.Needed,
+        };
+        if (completeOnFirstReply && values > 0) enough = true; // deliberate bug (ProtocolMutations)
+        if (enough || everyoneAnswered) Complete(p, QueryOutcome.Completed);
+    }
+
+    private void Complete(Pending p, QueryOutcome outcome)
+    {
+        _pending.Remove(p.Id);
+        emit(new QueryCompleted(group, p.Id, outcome, p.ViewId, p.Replies.Values.ToList(), Missing(p).ToArray()));
+    }
+}
