@@ -184,7 +184,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         switch (e)
         {
             case MessageDelivered d:
-                if (_groups.TryGetValue(d.Group, out Group? g)) g.OnDelivered(d.Sender, d.Payload);
+                if (_groups.TryGetValue(d.Group, out Group? g)) g.OnDelivered(d.Sender, d.Kind, d.Payload);
                 break;
             case ViewInstalled v:
                 if (_groups.TryGetValue(v.Group, out g)) g.OnViewInstalled(v.View);
@@ -194,6 +194,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 break;
             case FlushCompleted f:
                 if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);
+                break;
+            case QueryCompleted q:
+                if (_groups.TryGetValue(q.Group, out g)) g.OnQueryCompleted(q);
                 break;
             case NodeShutDown s:
                 OnShutDownByProtocol(s.Reason);
