@@ -33,8 +33,11 @@ internal sealed record Scenario
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
-    /// <summary>Fraction of the workload's messages sent with OrderedSend instead of Send. Defaults to 0.5.</summary>
-    public double OrderedFraction { get; init; } = 0.5;
+    /// <summary>Fraction of the workload's messages sent with OrderedSend. Defaults to 0.35.</summary>
+    public double OrderedFraction { get; init; } = 0.35;
+
+    /// <summary>Fraction of the workload's messages sent with SafeSend (phi 1, 2, 3 or all at random). Defaults to 0.3.</summary>
+    public double SafeFraction { get; init; } = 0.3;
 
     /// <summary>Chance that a send is followed by a Flush (when none is outstanding). Defaults to 0.05.</summary>
     public double FlushChance { get; init; } = 0.05;

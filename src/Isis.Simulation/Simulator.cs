@@ -207,16 +207,19 @@ internal sealed class Simulator
         BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
         BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
         // A mix of the primitives, so total order and queries are exercised alongside FIFO.
-        bool ordered = _random.Chance(Scenario.OrderedFraction);
+        double pick = _random.NextDouble();
+        bool safe = pick < Scenario.SafeFraction;
+        bool ordered = !safe && pick < Scenario.SafeFraction + Scenario.OrderedFraction;
+        int phi = safe ? _random.Next(4) : 0; // 0 = every member
         if (_random.Chance(Scenario.QueryChance))
         {
             History.RecordQueryIssued(_now, node.Self, _group);
-            node.Query(_group, ++p.QueryIds, ordered ? MessageKind.QueryOrdered : MessageKind.QuerySend, payload,
-                QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now);
+            MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : MessageKind.QuerySend;
+            node.Query(_group, ++p.QueryIds, kind, payload, QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now, phi);
         }
         else
         {
-            node.Send(_group, payload, _now, ordered ? MessageKind.Ordered : MessageKind.Send);
+            node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : MessageKind.Send, phi);
         }
         Flush(p);
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
@@ -250,11 +253,14 @@ internal sealed class Simulator
         switch (e)
         {
             case MessageSent s:
-                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind.Primitive());
+                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
                 break;
             case MessageDelivered d:
-                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind.Primitive());
+                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
                 if (d.Kind.IsQuery()) AnswerQuery(process, d);
+                break;
+            case SafeAccepted a:
+                History.RecordSafeAccepted(_now, process, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
                 break;
             case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
                 History.RecordQueryCompleted(_now, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());

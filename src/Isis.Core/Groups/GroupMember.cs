@@ -40,7 +40,11 @@ internal sealed class GroupMember
 
     private readonly ProcessNode _node;
     private readonly Queue<StreamMessage> _pendingSends = new();
-    private readonly TotalOrder _order = new();
+    private readonly TotalOrder _order;
+
+    // Our own SafeSends of this view not yet delivered here: sent again in the next view if the
+    // view ends before their acceptors all held them (then nobody delivered them).
+    private readonly SortedDictionary<long, StreamMessage> _ownSafe = new();
     private readonly QueryTracker _queries;
 
     // Replies we sent and the requester has not acknowledged: retransmitted while it is in the view.
@@ -77,6 +81,7 @@ internal sealed class GroupMember
         Name = name;
         State = MemberState.Joining;
         _queries = new QueryTracker(id, node.Emit, node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
+        _order = new TotalOrder { OneAcceptorShort = (node.Options.Mutations & ProtocolMutations.SafeDeliversOneAcceptorShort) != 0 };
     }
 
     public GroupId Id { get; }
@@ -157,9 +162,13 @@ internal sealed class GroupMember
 
         if (View != null) DeliverUnorderedAtViewEnd();
 
+        // Our SafeSends that the old view could not deliver go out again, first, in this one.
+        var resend = _ownSafe.Values.ToList();
+        _ownSafe.Clear();
+
         View = view;
         MyRank = rank;
-        _order.Reset();
+        _order.Reset(view.Members.Length);
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
@@ -182,14 +191,11 @@ internal sealed class GroupMember
         foreach (var key in _outgoingReplies.Keys.Where(k => !view.Contains(k.Requester)).ToList()) _outgoingReplies.Remove(key);
         AckInstall(view.Id);
 
-        // Sends issued while joining or wedged go out in this view; order announcements of the old
-        // view refer to its messages and are void now.
-        if (_pendingSends.Any(m => m.Kind == MessageKind.OrderAnnouncement))
-        {
-            var keep = _pendingSends.Where(m => m.Kind != MessageKind.OrderAnnouncement).ToList();
-            _pendingSends.Clear();
-            foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
-        }
+        // Sends issued while joining or wedged go out in this view; control messages of the old
+        // view refer to its positions and are void now.
+        var keep = resend.Concat(_pendingSends.Where(m => !m.Kind.IsControl())).ToList();
+        _pendingSends.Clear();
+        foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
         SendPending();
     }
 
@@ -203,6 +209,7 @@ internal sealed class GroupMember
     {
         if (View == null || State == MemberState.Left) return;
         for (int rank = 0; rank < _streams.Length; rank++) DeliverReady(rank);
+        DeliverOrdered();
         SendPending();
     }
 
@@ -212,11 +219,11 @@ internal sealed class GroupMember
     // ---------------------------------------------------------------- Send
 
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
-    public void Send(MessageKind kind, byte[] payload)
+    public void Send(MessageKind kind, byte[] payload, int phi = 0)
     {
-        var message = new StreamMessage(kind, payload);
+        var message = new StreamMessage(kind, payload, phi);
         if (State is not (MemberState.Active or MemberState.Joining)) return;
-        _issued++;
+        if (!kind.IsSafe()) _issued++; // SafeSend is durable on delivery; Flush covers the cheap primitives
         if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
         else _pendingSends.Enqueue(message);
     }
@@ -228,14 +235,14 @@ internal sealed class GroupMember
     /// the payload) and replies are collected until <paramref name="needed"/> (a count,
     /// <see cref="QueryTracker.All"/> or <see cref="QueryTracker.Majority"/>) is met.
     /// </summary>
-    public void Query(long queryId, MessageKind kind, byte[] payload, int needed, long deadline, QueryTimeoutAction action)
+    public void Query(long queryId, MessageKind kind, byte[] payload, int needed, long deadline, QueryTimeoutAction action, int phi = 0)
     {
         if (State is not (MemberState.Active or MemberState.Joining)) return;
         _queries.Add(queryId, needed, deadline, action);
         var request = new byte[8 + payload.Length];
         System.Buffers.Binary.BinaryPrimitives.WriteInt64LittleEndian(request, queryId);
         payload.CopyTo(request, 8);
-        Send(kind, request);
+        Send(kind, request, phi);
     }
 
     /// <summary>Answers a query: sent to the requester and retransmitted until it acknowledges or leaves the view.</summary>
@@ -328,10 +335,11 @@ internal sealed class GroupMember
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
         own.Delivered = seq;
+        if (message.Kind.IsSafe()) _ownSafe[seq] = message;
         if (message.IsApplication)
         {
-            _sentLog.Add((++_sentCount, view.Id, seq));
-            _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload));
+            if (!message.Kind.IsSafe()) _sentLog.Add((++_sentCount, view.Id, seq));
+            _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload, message.Phi));
         }
         OnStreamDelivered(MyRank, seq, message);
         byte[] packet = DataPacket(MyRank, seq, message);
@@ -344,7 +352,7 @@ internal sealed class GroupMember
 
     private byte[] DataPacket(int originRank, long seq, StreamMessage message) =>
         _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq))
-            .I32(originRank).U8((byte)message.Kind).Tail(message.Payload).Finish();
+            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).Tail(message.Payload).Finish();
 
     // ---------------------------------------------------------------- receive path
 
@@ -402,9 +410,10 @@ internal sealed class GroupMember
     {
         int origin = r.I32();
         var kind = (MessageKind)r.U8();
+        int phi = r.I32();
         byte[] payload = r.Tail();
-        if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind)) { r.Fail(); return; }
-        var message = new StreamMessage(kind, payload);
+        if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); return; }
+        var message = new StreamMessage(kind, payload, phi);
         if (origin == MyRank) { _node.Counters.Duplicates++; return; }
         // Flow control keeps every sender far closer than this to what receivers hold.
         if (seq > _streams[origin].Contiguous + MaxAhead) { r.Fail(); return; }
@@ -450,8 +459,16 @@ internal sealed class GroupMember
             case MessageKind.Ordered or MessageKind.QueryOrdered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
                 Deliver(rank, seq, message); // deliberate bug
                 break;
-            case MessageKind.Ordered or MessageKind.QueryOrdered:
+            case MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe:
                 _order.Add(rank, seq, message, announce: MyRank == TotalOrder.SequencerRank);
+                DeliverOrdered();
+                break;
+            case MessageKind.SafeAccept:
+                if (!_order.TryAddAcceptance(rank, message.Payload))
+                {
+                    _node.Counters.DroppedMalformed++;
+                    break;
+                }
                 DeliverOrdered();
                 break;
             case MessageKind.OrderAnnouncement:
@@ -467,13 +484,19 @@ internal sealed class GroupMember
 
     private void DeliverOrdered()
     {
+        foreach (var (rank, seq, phi) in _order.AdvanceMyAcceptance())
+        {
+            if (MyRank < _order.Acceptors(phi)) _node.Emit(new SafeAccepted(Id, View!.Id, View.Members[rank], seq));
+        }
+        if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
         while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);
     }
 
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
-    private void Deliver(int rank, long seq, StreamMessage message)
+    private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
     {
-        _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload));
+        _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd));
+        if (rank == MyRank) _ownSafe.Remove(seq);
         if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload), View);
     }
 
@@ -485,7 +508,7 @@ internal sealed class GroupMember
     /// </summary>
     private void DeliverUnorderedAtViewEnd()
     {
-        foreach (var (rank, seq, message) in _order.DrainAtViewEnd()) Deliver(rank, seq, message);
+        foreach (var (rank, seq, message) in _order.DrainAtViewEnd()) Deliver(rank, seq, message, atViewEnd: true);
     }
 
     /// <summary>
@@ -495,9 +518,14 @@ internal sealed class GroupMember
     public void EndOfStep()
     {
         CompleteFlushes();
-        if (MyRank != TotalOrder.SequencerRank || State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
+        if (State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
         SendPending();
-        if (_order.TryTakeAnnouncement(out byte[] announcement)) SendNow(new StreamMessage(MessageKind.OrderAnnouncement, announcement));
+        if (MyRank == TotalOrder.SequencerRank && _order.TryTakeAnnouncement(out byte[] announcement))
+        {
+            SendNow(new StreamMessage(MessageKind.OrderAnnouncement, announcement));
+        }
+        // Acceptors acknowledge what they now hold, once per step.
+        if (_order.TryTakeAcceptance(MyRank, out byte[] acceptance)) SendNow(new StreamMessage(MessageKind.SafeAccept, acceptance));
     }
 
     private void OnDigest(int from, ref WireReader r, long now)

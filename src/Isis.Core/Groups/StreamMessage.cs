@@ -17,25 +17,43 @@ internal enum MessageKind : byte
 
     /// <summary>A Query request with OrderedSend's ordering (OrderedQuery); the payload starts with the 8-byte query id.</summary>
     QueryOrdered = 4,
+
+    /// <summary>An application SafeSend: in the total order, delivered once its acceptors (the first phi members) all hold it.</summary>
+    Safe = 5,
+
+    /// <summary>A Query request with SafeSend's ordering and durability (SafeQuery); the payload starts with the 8-byte query id.</summary>
+    QuerySafe = 6,
+
+    /// <summary>An acceptor's acknowledgement: it holds every position of the total order up to the 8-byte number in the payload.</summary>
+    SafeAccept = 7,
 }
 
 internal static class MessageKinds
 {
     /// <summary>Whether messages of this kind wait for the total order.</summary>
-    public static bool IsOrdered(this MessageKind kind) => kind is MessageKind.Ordered or MessageKind.QueryOrdered;
+    public static bool IsOrdered(this MessageKind kind) => kind is MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe;
 
-    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered;
+    public static bool IsSafe(this MessageKind kind) => kind is MessageKind.Safe or MessageKind.QuerySafe;
+
+    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe;
+
+    /// <summary>Protocol messages the application never sees.</summary>
+    public static bool IsControl(this MessageKind kind) => kind is MessageKind.OrderAnnouncement or MessageKind.SafeAccept;
 
     /// <summary>The ordering primitive a kind is checked under (queries count as their ordering).</summary>
-    public static MessageKind Primitive(this MessageKind kind) => kind.IsOrdered() ? MessageKind.Ordered : MessageKind.Send;
+    public static MessageKind Primitive(this MessageKind kind) =>
+        kind.IsSafe() ? MessageKind.Safe : kind.IsOrdered() ? MessageKind.Ordered : MessageKind.Send;
 
     /// <summary>The query id at the start of a query request's payload.</summary>
     public static long QueryIdOf(ReadOnlySpan<byte> payload) =>
         payload.Length >= 8 ? System.Buffers.Binary.BinaryPrimitives.ReadInt64LittleEndian(payload) : 0;
 }
 
-/// <summary>One message of a sender's stream: its kind and its payload (opaque to the core).</summary>
-internal readonly record struct StreamMessage(MessageKind Kind, byte[] Payload)
+/// <summary>
+/// One message of a sender's stream: its kind, its payload (opaque to the core) and, for SafeSend,
+/// its acceptor count phi (0 = every member of the view).
+/// </summary>
+internal readonly record struct StreamMessage(MessageKind Kind, byte[] Payload, int Phi = 0)
 {
-    public bool IsApplication => Kind != MessageKind.OrderAnnouncement;
+    public bool IsApplication => !Kind.IsControl();
 }

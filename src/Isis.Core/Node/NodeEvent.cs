@@ -7,10 +7,11 @@ namespace Isis.Core.Node;
 internal abstract record NodeEvent;
 
 /// <summary>This member sent a message: it got sequence number <paramref name="Seq"/> in view <paramref name="ViewId"/>.</summary>
-internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload) : NodeEvent;
+internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0) : NodeEvent;
 
 /// <summary>Deliver this message to the group's handlers, in the order of the event list.</summary>
-internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload) : NodeEvent;
+/// <remarks><paramref name="AtViewEnd"/>: delivered by the view change's flush rather than on the normal path.</remarks>
+internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload, bool AtViewEnd = false) : NodeEvent;
 
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
@@ -24,6 +25,9 @@ internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 /// members of that view still in the group that did not answer.
 /// </summary>
 internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : NodeEvent;
+
+/// <summary>This member, an acceptor of the SafeSend (<paramref name="Sender"/>, <paramref name="Seq"/>), now holds it and every earlier position.</summary>
+internal sealed record SafeAccepted(GroupId Group, int ViewId, NodeId Sender, long Seq) : NodeEvent;
 
 /// <summary>This process has left the group; its leave request completed.</summary>
 internal sealed record GroupLeft(GroupId Group) : NodeEvent;

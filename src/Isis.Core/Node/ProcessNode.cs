@@ -117,11 +117,11 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>Issues a query in a group (see <see cref="GroupMember.Query"/>); a <see cref="QueryCompleted"/> event ends it.</summary>
-    public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now)
+    public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now, int phi = 0)
     {
         _now = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.Query(queryId, kind, payload, needed, now + timeout, action);
+        member.Query(queryId, kind, payload, needed, now + timeout, action, phi);
         Drain();
     }
 
@@ -147,11 +147,12 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>Multicasts <paramref name="payload"/> to the group (queued if the group is joining or wedged).</summary>
-    public void Send(GroupId id, byte[] payload, long now, MessageKind kind = MessageKind.Send)
+    /// <remarks>For SafeSend, <c>phi</c> is how many acceptors (the first phi members) must hold it before anyone delivers it; 0 = all.</remarks>
+    public void Send(GroupId id, byte[] payload, long now, MessageKind kind = MessageKind.Send, int phi = 0)
     {
         _now = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.Send(kind, payload);
+        member.Send(kind, payload, phi);
         Drain();
     }
 

@@ -70,4 +70,7 @@ internal enum ProtocolMutations
 
     /// <summary>A Query(ALL) completes with the first reply instead of waiting for every member.</summary>
     QueryCompletesOnFirstReply = 16,
+
+    /// <summary>A SafeSend is delivered when all but one of its acceptors hold it.</summary>
+    SafeDeliversOneAcceptorShort = 32,
 }

@@ -10,23 +10,24 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
         w.I32(messages.Count);
         foreach (HeldMessage m in messages)
         {
-            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).Bytes(m.Message.Payload);
+            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).Bytes(m.Message.Payload);
         }
     }
 
     /// <summary>Reads a list written by <see cref="WriteList"/>; ranks are checked against <paramref name="rankCount"/>.</summary>
     public static List<HeldMessage> ReadList(ref WireReader r, int rankCount)
     {
-        int n = r.Count(17);
+        int n = r.Count(21);
         var list = new List<HeldMessage>(n);
         for (int i = 0; i < n && r.Ok; i++)
         {
             int rank = r.I32();
             long seq = r.I64();
             var kind = (MessageKind)r.U8();
+            int phi = r.I32();
             byte[] payload = r.Bytes();
-            if (rank < 0 || rank >= rankCount || seq <= 0 || !Enum.IsDefined(kind)) { r.Fail(); break; }
-            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload)));
+            if (rank < 0 || rank >= rankCount || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); break; }
+            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload, phi)));
         }
         return list;
     }

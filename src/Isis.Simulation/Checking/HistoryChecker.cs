@@ -26,6 +26,8 @@ internal static class HistoryChecker
         TotalOrder(events, sink);
         FlushDurability(events, sink);
         QueryReplies(events, sink);
+        SafeThreshold(events, sink);
+        SafeDurability(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);
@@ -283,7 +285,7 @@ internal static class HistoryChecker
             ref var prev = ref CollectionsMarshal.GetValueRefOrAddDefault(last, (e.Process, m.Sender, m.Group, m.ViewId, pos.Primitive), out _);
             if (pos.Index != prev.Index + 1)
             {
-                string what = pos.Primitive == Isis.Core.Groups.MessageKind.Send ? "Send" : "OrderedSend";
+                string what = pos.Primitive switch { Isis.Core.Groups.MessageKind.Send => "Send", Isis.Core.Groups.MessageKind.Safe => "SafeSend", _ => "OrderedSend" };
                 sink.Report(P, pos.Index > prev.Index + 1
                     ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only {prev.Index} earlier {what}s from {m.Sender} in v{m.ViewId} of g={m.Group} (last seq {prev.Seq}): {pos.Index - prev.Index - 1} skipped"
                     : $"{e.Process} delivered {m} at {At(i, e)} after already delivering {what} seq {prev.Seq} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
@@ -322,7 +324,9 @@ internal static class HistoryChecker
         foreach (HistoryEvent e in events)
         {
             if (e.Kind != HistoryEventKind.Deliver || e.Primitive == Isis.Core.Groups.MessageKind.Send) continue;
-            if (failed.Contains((e.Process, e.Message.Group, e.Message.ViewId))) continue;
+            // SafeSend is uniform: a process that fails later must still have delivered safe messages
+            // in the survivors' order, so only its OrderedSends are exempt.
+            if (e.Primitive != Isis.Core.Groups.MessageKind.Safe && failed.Contains((e.Process, e.Message.Group, e.Message.ViewId))) continue;
             ref var byProcess = ref CollectionsMarshal.GetValueRefOrAddDefault(sequences, (e.Message.Group, e.Message.ViewId), out _);
             byProcess ??= new Dictionary<NodeId, List<MessageId>>();
             ref var list = ref CollectionsMarshal.GetValueRefOrAddDefault(byProcess, e.Process, out _);
@@ -388,7 +392,7 @@ internal static class HistoryChecker
             HistoryEvent e = events[i];
             switch (e.Kind)
             {
-                case HistoryEventKind.Send:
+                case HistoryEventKind.Send when e.Primitive != Isis.Core.Groups.MessageKind.Safe: // Flush covers the cheap primitives
                     if (cover.TryGetValue((e.Process, e.Group), out int request) && i < request) flushed[e.Message] = request;
                     break;
                 case HistoryEventKind.Deliver:
@@ -497,6 +501,101 @@ internal static class HistoryChecker
             if (count > 0 && !gone.Contains(process) && current.ContainsKey((process, group)))
             {
                 sink.Report(P, $"{process} issued {count} queries in g={group} that never completed, though it stayed in the group to the end");
+            }
+        }
+    }
+
+    private static int Acceptors(int phi, int viewSize) => phi <= 0 ? viewSize : Math.Min(phi, viewSize);
+
+    /// <summary>
+    /// SafeSend: no process delivers a SafeSend on the normal path before all of its acceptors (the
+    /// first phi members of its view; phi 0 means every member) hold it. At the end of a view the
+    /// flush delivers what the survivors hold (survivors cannot know what a crashed acceptor held),
+    /// which SafeDurability checks.
+    /// </summary>
+    internal static void SafeThreshold(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(SafeThreshold);
+        var phiOf = new Dictionary<MessageId, int>();
+        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
+        var accepted = new Dictionary<MessageId, HashSet<NodeId>>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.ViewInstall:
+                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                    break;
+                case HistoryEventKind.Send when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
+                    phiOf[e.Message] = e.Phi;
+                    break;
+                case HistoryEventKind.SafeAccepted:
+                    ref var set = ref CollectionsMarshal.GetValueRefOrAddDefault(accepted, e.Message, out _);
+                    (set ??= new HashSet<NodeId>()).Add(e.Process);
+                    break;
+                case HistoryEventKind.Deliver when e.Primitive == Isis.Core.Groups.MessageKind.Safe && !e.AtViewEnd:
+                {
+                    if (!phiOf.TryGetValue(e.Message, out int phi) || !membersOf.TryGetValue((e.Message.Group, e.Message.ViewId), out NodeId[]? view)) break;
+                    int needed = Acceptors(phi, view.Length);
+                    var holders = accepted.GetValueOrDefault(e.Message);
+                    var missing = view.Take(needed).Where(a => holders == null || !holders.Contains(a)).ToList();
+                    if (missing.Count > 0)
+                    {
+                        sink.Report(P, $"{e.Process} delivered SafeSend {e.Message} (phi {phi}: {needed} acceptors) at {At(i, e)} before acceptors {List(missing.ToArray())} held it");
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// SafeSend: once any process delivers a SafeSend (even one that then crashes), every process
+    /// that comes through its view (installs the next view) delivers it in that view, provided
+    /// fewer than phi of its acceptors failed (at least one acceptor came through the view).
+    /// </summary>
+    internal static void SafeDurability(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(SafeDurability);
+        var deliveredAnywhere = new Dictionary<MessageId, NodeId>();
+        var phiOf = new Dictionary<MessageId, int>();
+        var delivered = new HashSet<(NodeId, MessageId)>();
+        var survived = new HashSet<(NodeId, GroupId, int)>();
+        var current = new Dictionary<(NodeId, GroupId), int>();
+        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
+        foreach (HistoryEvent e in events)
+        {
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Send when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
+                    phiOf[e.Message] = e.Phi;
+                    break;
+                case HistoryEventKind.Deliver when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
+                    deliveredAnywhere.TryAdd(e.Message, e.Process);
+                    delivered.Add((e.Process, e.Message));
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    if (current.TryGetValue((e.Process, e.Group), out int previous)) survived.Add((e.Process, e.Group, previous));
+                    current[(e.Process, e.Group)] = e.ViewId;
+                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                    break;
+                case HistoryEventKind.LeaveCompleted:
+                    current.Remove((e.Process, e.Group));
+                    break;
+            }
+        }
+        foreach (var (m, first) in deliveredAnywhere)
+        {
+            if (!membersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
+            int acceptors = Acceptors(phiOf.GetValueOrDefault(m), members.Length);
+            if (!members.Take(acceptors).Any(a => survived.Contains((a, m.Group, m.ViewId)))) continue; // all its acceptors failed
+            foreach (NodeId q in members)
+            {
+                if (survived.Contains((q, m.Group, m.ViewId)) && !delivered.Contains((q, m)))
+                {
+                    sink.Report(P, $"SafeSend {m} was delivered by {first} but {q} came through v{m.ViewId} of g={m.Group} without delivering it");
+                }
             }
         }
     }

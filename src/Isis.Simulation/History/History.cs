@@ -40,17 +40,20 @@ internal sealed class History
     }
 
     /// <summary>Records a Send. The caller records the sender's own Deliver right after it.</summary>
-    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send) =>
+    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, int phi = 0) =>
         Add(new HistoryEvent(time, message.Sender, HistoryEventKind.Send)
         {
-            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive,
+            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, Phi = phi,
         });
 
+    public void RecordSafeAccepted(long time, NodeId acceptor, MessageId message) =>
+        Add(new HistoryEvent(time, acceptor, HistoryEventKind.SafeAccepted) { Group = message.Group, ViewId = message.ViewId, Message = message });
+
     /// <summary>Records a Deliver; <paramref name="viewId"/> is the view <paramref name="process"/> has installed.</summary>
-    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send) =>
+    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, bool atViewEnd = false) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Deliver)
         {
-            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash, Primitive = primitive,
+            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, AtViewEnd = atViewEnd,
         });
 
     /// <summary>Records a ViewInstall. <paramref name="members"/> (oldest first) is copied.</summary>

@@ -31,6 +31,12 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Send and Deliver: the primitive (Send or OrderedSend); ordered messages must be delivered in one total order.</summary>
     public MessageKind Primitive { get; init; }
 
+    /// <summary>Send of a SafeSend: its acceptor count phi (0 = every member of the view).</summary>
+    public int Phi { get; init; }
+
+    /// <summary>Deliver: delivered by the view change's flush at the end of the view, not on the normal path.</summary>
+    public bool AtViewEnd { get; init; }
+
     /// <summary>ViewInstall: the members of the view, oldest first.</summary>
     public NodeId[]? Members { get; init; }
 
@@ -44,6 +50,8 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && Message == other.Message
         && PayloadHash == other.PayloadHash
         && Primitive == other.Primitive
+        && Phi == other.Phi
+        && AtViewEnd == other.AtViewEnd
         && MembersEqual(Members, other.Members);
 
     public override int GetHashCode() =>

@@ -41,4 +41,7 @@ internal enum HistoryEventKind
 
     /// <summary>A Query of Process in Group ended normally: ViewId is the request's delivery view, Members the repliers.</summary>
     QueryCompleted,
+
+    /// <summary>Process, an acceptor of the SafeSend Message, holds it (and every earlier position of the total order).</summary>
+    SafeAccepted,
 }

@@ -28,6 +28,8 @@ internal static class HistoryJson
         }
         if (e.PayloadHash != 0 || UsesMessage(e.Kind)) json.WriteString("h"u8, FormatHex(e.PayloadHash));
         if (e.Primitive != MessageKind.Send) json.WriteNumber("pr"u8, (int)e.Primitive);
+        if (e.Phi != 0) json.WriteNumber("phi"u8, e.Phi);
+        if (e.AtViewEnd) json.WriteBoolean("ve"u8, true);
         if (e.Members is not null)
         {
             json.WriteStartArray("mb"u8);
@@ -54,6 +56,8 @@ internal static class HistoryJson
         bool hasMessage = false;
         ulong hash = 0;
         var primitive = MessageKind.Send;
+        int phi = 0;
+        bool atViewEnd = false;
         NodeId[]? members = null;
 
         while (true)
@@ -76,6 +80,8 @@ internal static class HistoryJson
                 case "h": hash = ParseHex(Text(ref r, field), field); break;
                 case "mb": members = ReadMembers(ref r); break;
                 case "pr": primitive = (MessageKind)Int32(ref r, field); break;
+                case "phi": phi = Int32(ref r, field); break;
+                case "ve": atViewEnd = r.TokenType == JsonTokenType.True; break;
                 default: r.Skip(); break; // forward compatibility: newer writers may add fields
             }
         }
@@ -90,6 +96,8 @@ internal static class HistoryJson
             Message = hasMessage ? new MessageId(msgSender, messageGroup ?? group, msgView, msgSeq) : default,
             PayloadHash = hash,
             Primitive = primitive,
+            Phi = phi,
+            AtViewEnd = atViewEnd,
             Members = members,
         };
     }

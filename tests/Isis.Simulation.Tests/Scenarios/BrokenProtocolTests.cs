@@ -68,6 +68,13 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void A_SafeSend_delivered_when_all_but_one_acceptor_hold_it_is_caught()
+    {
+        var runs = RunBroken(ProtocolMutations.SafeDeliversOneAcceptorShort, "lossy", 5);
+        Assert.All(runs, r => Assert.True(r.Result.Violates("SafeThreshold"), r.Summary));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();
