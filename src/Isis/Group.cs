@@ -39,6 +39,8 @@ public sealed class Group
     private long _window;
     private long _nextFlushToken;
     private long _nextQueryId;
+    private int _safeThreshold; // 0 = every member of the view
+    private readonly ConcurrentQueue<TaskCompletionSource> _safeSends = new();
     private readonly ConcurrentDictionary<long, TaskCompletionSource<IReadOnlyList<QueryReply>>> _queries = new();
 
     // The query whose request the delivery thread is handling now (null otherwise): what Reply answers.
@@ -182,6 +184,86 @@ public sealed class Group
     /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
     /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
     public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
+
+    // ---------------------------------------------------------------- SafeSend
+
+    /// <summary>
+    /// Sets phi, the number of acceptors (the first phi members of the view) that must hold a
+    /// SafeSend before any member delivers it. Defaults to every member. A SafeSend delivered
+    /// anywhere is delivered by every member that survives into the next view, even if its sender
+    /// and up to phi-1 acceptors crash.
+    /// </summary>
+    /// <param name="phi">At least 1, and at most the number of members when the SafeSend is issued.</param>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="phi"/> is below 1, or above the current view's size.</exception>
+    public void SetSafeSendThreshold(int phi)
+    {
+        if (phi < 1) throw new ArgumentOutOfRangeException(nameof(phi), phi, "The SafeSend threshold is a number of acceptors: at least 1.");
+        if (_view is { } v && phi > v.Members.Length) throw ExceptionFactory.ThresholdAboveGroupSize(Name, phi, v.Members.Length);
+        _safeThreshold = phi;
+    }
+
+    /// <summary>
+    /// Multicasts a durable message: in the same total order as OrderedSend, and no member delivers
+    /// it until its acceptors (see <see cref="SetSafeSendThreshold"/>) all hold it. Returns once it
+    /// is delivered here, so it is durable when this call returns.
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, the message is too large, or the threshold exceeds the group's size.</exception>
+    public void SafeSend(int opcode, params object?[] args) => SafeSendAsync(opcode, args).GetAwaiter().GetResult();
+
+    /// <summary>The asynchronous form of <see cref="SafeSend"/>: completes when the message is delivered here.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <remarks>To stop waiting, use <c>WaitAsync(cancellationToken)</c> on the task; the message is still delivered.</remarks>
+    public Task SafeSendAsync(int opcode, params object?[] args)
+    {
+        CheckThreshold();
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        // Our SafeSends are delivered here in the order we issue them (FIFO, resends included), so
+        // a queue pairs each delivery with its caller. Enqueue under the same order as the posts.
+        lock (_safeSends)
+        {
+            _safeSends.Enqueue(done);
+            Multicast(MessageKind.Safe, nameof(SafeSend), opcode, args, _safeThreshold);
+        }
+        return done.Task;
+    }
+
+    /// <summary>As <see cref="Query(int, object[])"/>, with the request delivered as a SafeSend.</summary>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="requestAndReplyLists">Optionally a <see cref="Isis.QueryTimeout"/>, then the request code, its arguments, an <see cref="EOLMarker"/>, and one <c>List&lt;T&gt;</c> per reply value.</param>
+    public int SafeQuery(int nreplies, params object?[] requestAndReplyLists)
+    {
+        CheckThreshold();
+        return QueryIsis2(MessageKind.QuerySafe, nameof(SafeQuery), nreplies, requestAndReplyLists);
+    }
+
+    /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with the request delivered as a SafeSend.</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    public async Task<IReadOnlyList<TReply>> SafeQueryAsync<TReply>(int nreplies, int opcode, params object?[] args)
+    {
+        CheckThreshold();
+        return (await QueryCore(MessageKind.QuerySafe, nameof(SafeQueryAsync), nreplies, QueryTimeout, opcode, args).ConfigureAwait(false))
+            .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
+    }
+
+    private void CheckThreshold()
+    {
+        if (_safeThreshold > 0 && _view is { } v && _safeThreshold > v.Members.Length)
+        {
+            throw ExceptionFactory.ThresholdAboveGroupSize(Name, _safeThreshold, v.Members.Length);
+        }
+    }
+
+    /// <summary>One of our SafeSends was delivered here (event loop).</summary>
+    internal void OnOwnSafeDelivered()
+    {
+        if (_safeSends.TryDequeue(out TaskCompletionSource? done)) done.TrySetResult();
+    }
 
     // ---------------------------------------------------------------- Flush
 
@@ -374,7 +456,7 @@ public sealed class Group
         loop.Post(() =>
         {
             Interlocked.Decrement(ref _queuedSends);
-            loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now);
+            loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now, kind == MessageKind.QuerySafe ? _safeThreshold : 0);
         });
         return done.Task;
     }
@@ -423,7 +505,7 @@ public sealed class Group
         }
     }
 
-    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args, int phi = 0)
     {
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, operation);
@@ -434,7 +516,7 @@ public sealed class Group
         loop.Post(() =>
         {
             Interlocked.Decrement(ref _queuedSends);
-            loop.Node.Send(Id, payload, loop.Now, kind);
+            loop.Node.Send(Id, payload, loop.Now, kind, phi);
         });
     }
 
@@ -572,6 +654,7 @@ public sealed class Group
         {
             if (_queries.TryRemove(id, out _)) done.TrySetException(reason);
         }
+        while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(reason);
         _windowOpen.Set();
         _delivery?.Complete();
     }

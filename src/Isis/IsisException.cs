@@ -54,6 +54,10 @@ internal static class ExceptionFactory
         new($"{operation} would wait for group '{group}''s delivery thread, which is running this handler: it would deadlock. " +
             $"Use the async form (for example {operation}Async) and do not wait on it inside the handler, or call it from another thread.");
 
+    public static IsisException ThresholdAboveGroupSize(string group, int phi, int members) =>
+        new($"The SafeSend threshold of group '{group}' is {phi} acceptors but the view has only {members} members, so no SafeSend could ever be delivered. " +
+            "Lower it with SetSafeSendThreshold, or wait until enough members have joined.");
+
     public static IsisException MessageTooLarge(int size, int limit) =>
         new($"The message is {size} bytes, above the limit of {limit} bytes. Send less data per message or raise IsisOptions.MaxMessageSize.");
 }

@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Diagnostics;
@@ -184,7 +185,11 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         switch (e)
         {
             case MessageDelivered d:
-                if (_groups.TryGetValue(d.Group, out Group? g)) g.OnDelivered(d.Sender, d.Kind, d.Payload);
+                if (_groups.TryGetValue(d.Group, out Group? g))
+                {
+                    g.OnDelivered(d.Sender, d.Kind, d.Payload);
+                    if (d.Kind == MessageKind.Safe && d.Sender == loop.Node.Self) g.OnOwnSafeDelivered();
+                }
                 break;
             case ViewInstalled v:
                 if (_groups.TryGetValue(v.Group, out g)) g.OnViewInstalled(v.View);
