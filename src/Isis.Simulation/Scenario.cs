@@ -24,6 +24,13 @@ internal sealed record Scenario
     /// <summary>Crash the coordinator of a view change while its flush runs.</summary>
     public bool CoordinatorCrashes { get; init; }
 
+    /// <summary>
+    /// Crash members that hold a role in the total order while traffic flows: the sequencer (rank
+    /// 0 of the current view) or one of the first three ranks (the acceptors of SafeSends with
+    /// phi up to 3), chosen at random, every few hundred milliseconds.
+    /// </summary>
+    public bool RoleCrashes { get; init; }
+
     /// <summary>Cut a minority of processes off from everyone else for a while.</summary>
     public bool Partitions { get; init; }
 
@@ -63,7 +70,7 @@ internal sealed record Scenario
     public static readonly string[] Families =
     [
         "steady", "lossy", "duplicating", "reordering", "partition", "crash", "coordinator-crash",
-        "pause", "leave-rejoin", "chaos", "large",
+        "pause", "leave-rejoin", "chaos", "large", "sequencer-crash",
     ];
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
@@ -83,6 +90,7 @@ internal sealed record Scenario
             "partition" => new Scenario { Name = family, Processes = processes, Partitions = true, Faults = new NetworkFaults { LossRate = 0.02 } },
             "crash" => new Scenario { Name = family, Processes = processes, Crashes = true, Faults = new NetworkFaults { LossRate = 0.05 } },
             "coordinator-crash" => new Scenario { Name = family, Processes = processes, CoordinatorCrashes = true, LeaveAndRejoin = true, Faults = new NetworkFaults { LossRate = 0.05 } },
+            "sequencer-crash" => new Scenario { Name = family, Processes = Math.Max(4, processes), RoleCrashes = true, Faults = new NetworkFaults { LossRate = 0.05, MaxDelay = 1_000 } },
             "pause" => new Scenario { Name = family, Processes = processes, Pauses = true },
             "leave-rejoin" => new Scenario { Name = family, Processes = processes, LeaveAndRejoin = true, Faults = new NetworkFaults { LossRate = 0.05, MaxDelay = 1_000 } },
             "chaos" => new Scenario

@@ -160,6 +160,7 @@ internal sealed class Simulator
             RunWorkload(p);
         }
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
+        if (Scenario.RoleCrashes && !_healed) MaybeCrashRoleHolder();
     }
 
     private void Deliver(SimulatedNetwork.Envelope env)
@@ -434,6 +435,21 @@ internal sealed class Simulator
         SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == coordinator);
         if (p == null) return;
         _lastCoordinatorCrash = _now;
+        Crash(p);
+    }
+
+    private long _lastRoleCrash;
+
+    /// <summary>Crashes the sequencer or an acceptor of the current view while messages are in flight.</summary>
+    private void MaybeCrashRoleHolder()
+    {
+        if (_now - _lastRoleCrash < 300_000 || !_random.Chance(0.01)) return;
+        var view = _processes.Where(x => x.Alive).Select(x => x.Node!.FindGroup(_group)?.View).Where(v => v != null).MaxBy(v => v!.Id);
+        if (view == null || view.Members.Length < 3) return;
+        NodeId target = view.Members[_random.Chance(0.5) ? 0 : _random.Next(Math.Min(3, view.Members.Length))];
+        SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == target);
+        if (p == null) return;
+        _lastRoleCrash = _now;
         Crash(p);
     }
 

@@ -13,7 +13,7 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
 {
     public const int SeedsPerBatch = 40;
 
-    public static IEnumerable<object[]> Batches() => Enumerable.Range(0, 25).Select(b => new object[] { b });
+    public static IEnumerable<object[]> Batches() => Enumerable.Range(0, 30).Select(b => new object[] { b });
 
     [Theory]
     [MemberData(nameof(Batches))]
@@ -67,6 +67,7 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
     [InlineData("coordinator-crash")]
     [InlineData("partition")]
     [InlineData("pause")]
+    [InlineData("sequencer-crash")]
     public void Fault_families_really_inject_their_faults(string family)
     {
         // Guard against a scenario that silently stops testing anything: over a few seeds, the
