@@ -40,6 +40,10 @@ public sealed class Group
     private long _nextFlushToken;
     private long _nextQueryId;
     private int _safeThreshold; // 0 = every member of the view
+    private SafeSendDurability _durability = SafeSendDurability.Memory;
+    private string? _logDirectory;
+    private TimeSpan _replayAfter;
+    private List<(int Phi, byte[] Payload)>? _replay;
     private readonly ConcurrentQueue<TaskCompletionSource> _safeSends = new();
     private readonly ConcurrentDictionary<long, TaskCompletionSource<IReadOnlyList<QueryReply>>> _queries = new();
 
@@ -128,11 +132,13 @@ public sealed class Group
             if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
             _runtime.Register(this);
+            if (_durability == SafeSendDurability.Disk) OpenSafeSendLog();
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _delivery = new DeliveryThread(Name);
         }
-        loop.Post(() => loop.Node.Join(Name, loop.Now));
+        bool disk = _durability == SafeSendDurability.Disk;
+        loop.Post(() => loop.Node.Join(Name, loop.Now, disk));
         return joined.Task.WaitAsync(cancellationToken);
     }
 
@@ -203,6 +209,85 @@ public sealed class Group
     }
 
     /// <summary>
+    /// Chooses where this member, as a SafeSend acceptor, keeps what it acknowledges. Call before
+    /// <see cref="Join"/>. With <see cref="SafeSendDurability.Disk"/>, acknowledged SafeSends
+    /// survive a crash of every member, and are delivered again when the group is formed anew.
+    /// </summary>
+    /// <param name="durability">Memory (the default) or Disk.</param>
+    /// <param name="directory">For Disk: a directory of this member's own (each member needs its own); created if missing.</param>
+    /// <param name="replayAfter">
+    /// For Disk: how long a member that founds the group again waits before replaying its log, so
+    /// that the other restarted members can join and receive the replay (members joining later get
+    /// the group's state by state transfer, not by the replay). Defaults to 2 seconds.
+    /// </param>
+    /// <exception cref="InvalidOperationException">The group is already joined.</exception>
+    /// <exception cref="ArgumentException">Disk without a directory.</exception>
+    public void SetSafeSendDurability(SafeSendDurability durability, string? directory = null, TimeSpan? replayAfter = null)
+    {
+        lock (_gate)
+        {
+            if (_state != GroupState.New) throw new InvalidOperationException($"Set the SafeSend durability of group '{Name}' before Join().");
+            if (durability == SafeSendDurability.Disk && string.IsNullOrWhiteSpace(directory))
+            {
+                throw new ArgumentException("Disk durability needs a directory of this member's own, for example Path.Combine(dataRoot, memberName).", nameof(directory));
+            }
+            _durability = durability;
+            _logDirectory = directory;
+            _replayAfter = replayAfter ?? TimeSpan.FromSeconds(2);
+        }
+    }
+
+    /// <summary>This member's acceptor log, with disk durability (written by the event loop).</summary>
+    internal SafeSendLog? SafeSendLog { get; private set; }
+
+    private string LogPath(string suffix) =>
+        Path.Combine(_logDirectory!, string.Concat(Name.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_')) + suffix);
+
+    /// <summary>
+    /// Before joining with disk durability: what the last incarnation logged becomes the replay
+    /// source (kept until replayed), and a fresh log starts.
+    /// </summary>
+    private void OpenSafeSendLog()
+    {
+        Directory.CreateDirectory(_logDirectory!);
+        string log = LogPath(".safelog"), replay = LogPath(".safelog.replay");
+        if (File.Exists(log))
+        {
+            // An unfinished earlier replay stays the source; otherwise the last log becomes it.
+            if (!File.Exists(replay)) File.Move(log, replay);
+            else File.Delete(log);
+        }
+        _replay = SafeSendLog.Read(replay);
+        SafeSendLog = new SafeSendLog(log);
+    }
+
+    /// <summary>
+    /// On the first view: if this member founds the group (view 1, alone), the group's history
+    /// restarts from its log; otherwise the running group already has it.
+    /// </summary>
+    private void MaybeReplay(View first)
+    {
+        List<(int Phi, byte[] Payload)>? replay = _replay;
+        _replay = null;
+        if (replay == null) return;
+        string source = LogPath(".safelog.replay");
+        if (first.ViewId != 1 || first.Members.Length != 1 || replay.Count == 0)
+        {
+            File.Delete(source);
+            return;
+        }
+        // Off the event loop: sending waits on flow control like any caller.
+        _ = Task.Run(async () =>
+        {
+            await Task.Delay(_replayAfter).ConfigureAwait(false); // let the other restarted members join first
+            var sent = new List<Task>(replay.Count);
+            foreach (var (_, payload) in replay) sent.Add(SafeSendPayload(payload, nameof(SafeSend)));
+            await Task.WhenAll(sent).ConfigureAwait(false);
+            File.Delete(source); // replayed and acknowledged again: the new log holds them now
+        });
+    }
+
+    /// <summary>
     /// Multicasts a durable message: in the same total order as OrderedSend, and no member delivers
     /// it until its acceptors (see <see cref="SetSafeSendThreshold"/>) all hold it. Returns once it
     /// is delivered here, so it is durable when this call returns.
@@ -219,13 +304,18 @@ public sealed class Group
     public Task SafeSendAsync(int opcode, params object?[] args)
     {
         CheckThreshold();
+        return SafeSendPayload(ArgumentCodec.Encode(opcode, args ?? [null]), nameof(SafeSend));
+    }
+
+    private Task SafeSendPayload(byte[] payload, string operation)
+    {
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         // Our SafeSends are delivered here in the order we issue them (FIFO, resends included), so
         // a queue pairs each delivery with its caller. Enqueue under the same order as the posts.
         lock (_safeSends)
         {
             _safeSends.Enqueue(done);
-            Multicast(MessageKind.Safe, nameof(SafeSend), opcode, args, _safeThreshold);
+            MulticastPayload(MessageKind.Safe, operation, payload, _safeThreshold);
         }
         return done.Task;
     }
@@ -505,11 +595,13 @@ public sealed class Group
         }
     }
 
-    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args, int phi = 0)
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args, int phi = 0) =>
+        MulticastPayload(kind, operation, ArgumentCodec.Encode(opcode, args ?? [null]), phi);
+
+    private void MulticastPayload(MessageKind kind, string operation, byte[] payload, int phi)
     {
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, operation);
-        byte[] payload = ArgumentCodec.Encode(opcode, args ?? [null]);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
         WaitForWindow();
         Interlocked.Increment(ref _queuedSends);
@@ -547,11 +639,13 @@ public sealed class Group
     internal void OnViewInstalled(GroupView core)
     {
         var view = new View(core, _runtime.Address!, Name);
+        bool first = _view == null;
         _view = view;
         lock (_gate)
         {
             if (_state == GroupState.Joining) _state = GroupState.Joined;
         }
+        if (first) MaybeReplay(view);
         Log.ViewInstalled(_runtime.Logger, Name, view.ToString());
         _delivery!.Enqueue(() =>
         {
@@ -635,6 +729,7 @@ public sealed class Group
     internal void OnLeft()
     {
         lock (_gate) _state = GroupState.Left;
+        SafeSendLog?.Dispose();
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
@@ -657,6 +752,7 @@ public sealed class Group
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(reason);
         _windowOpen.Set();
         _delivery?.Complete();
+        SafeSendLog?.Dispose();
     }
 }
 

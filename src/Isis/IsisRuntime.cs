@@ -209,6 +209,20 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         }
     }
 
+    void IEventSink.MakeDurable(List<DurableRecord> records)
+    {
+        var touched = new HashSet<SafeSendLog>();
+        foreach (DurableRecord r in records)
+        {
+            if (_groups.TryGetValue(r.Group, out Group? g) && g.SafeSendLog is { } log)
+            {
+                log.Append(r.Phi, r.Payload);
+                touched.Add(log);
+            }
+        }
+        foreach (SafeSendLog log in touched) log.Sync();
+    }
+
     void IEventSink.OnServiceEvent(NodeEvent e)
     {
         EventLoop loop = _loop!;

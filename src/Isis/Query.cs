@@ -1,5 +1,20 @@
 namespace Isis;
 
+/// <summary>Where SafeSend acceptors keep the messages they acknowledge.</summary>
+public enum SafeSendDurability
+{
+    /// <summary>In memory: a SafeSend survives as long as one of its acceptors does.</summary>
+    Memory,
+
+    /// <summary>
+    /// On disk: acceptors append and fsync each SafeSend before acknowledging it, so acknowledged
+    /// SafeSends survive a crash of the whole group. When the group is formed again, its first
+    /// member replays its log: every logged SafeSend is sent again and delivered in log order
+    /// before anything new.
+    /// </summary>
+    Disk,
+}
+
 /// <summary>Marks the end of a query's request arguments in the Isis2 form: <c>g.Query(ALL, CODE, args..., new EOLMarker(), replies)</c>.</summary>
 public sealed class EOLMarker
 {

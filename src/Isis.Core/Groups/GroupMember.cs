@@ -94,6 +94,9 @@ internal sealed class GroupMember
 
     public int MyRank { get; private set; } = -1;
 
+    /// <summary>As an acceptor, log every SafeSend durably (through the driver) before acknowledging it.</summary>
+    public bool LogSafeSendsToDisk { get; set; }
+
     /// <summary>The flush this member coordinates, if the membership service chose it.</summary>
     public FlushCoordinator? Coordinator { get; set; }
 
@@ -484,9 +487,13 @@ internal sealed class GroupMember
 
     private void DeliverOrdered()
     {
-        foreach (var (rank, seq, phi) in _order.AdvanceMyAcceptance())
+        foreach (var (rank, seq, message) in _order.AdvanceMyAcceptance())
         {
-            if (MyRank < _order.Acceptors(phi)) _node.Emit(new SafeAccepted(Id, View!.Id, View.Members[rank], seq));
+            if (MyRank >= _order.Acceptors(message.Phi)) continue;
+            // An acceptor's acknowledgement goes out at the end of this step; with disk durability the
+            // driver makes this record durable before any packet of the step leaves.
+            if (LogSafeSendsToDisk && message.Kind == MessageKind.Safe) _node.Outbox.DurableWrites.Add(new DurableRecord(Id, message.Phi, message.Payload));
+            _node.Emit(new SafeAccepted(Id, View!.Id, View.Members[rank], seq));
         }
         if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
         while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);

@@ -93,16 +93,16 @@ internal sealed class TotalOrder
     /// Returns the newly accepted safe messages (for the history). A delivered position was held by
     /// every acceptor already, so positions before <see cref="_next"/> count as held.
     /// </summary>
-    public IEnumerable<(int Rank, long Seq, int Phi)> AdvanceMyAcceptance()
+    public IEnumerable<(int Rank, long Seq, StreamMessage Message)> AdvanceMyAcceptance()
     {
-        var accepted = new List<(int, long, int)>();
+        var accepted = new List<(int, long, StreamMessage)>();
         while (_myAccepted < _positions.Count)
         {
             int index = (int)_myAccepted;
             var key = _positions[index];
             if (index >= _next && !_waiting.ContainsKey(key)) break;
             _myAccepted++;
-            if (index >= _next && _waiting[key] is { } m && m.Kind.IsSafe()) accepted.Add((key.Rank, key.Seq, m.Phi));
+            if (index >= _next && _waiting[key] is { } m && m.Kind.IsSafe()) accepted.Add((key.Rank, key.Seq, m));
         }
         return accepted;
     }

@@ -3,10 +3,13 @@ namespace Isis.Core.Node;
 /// <summary>A packet the driver must send.</summary>
 internal readonly record struct OutboundPacket(ulong Destination, byte[] Bytes);
 
+/// <summary>A SafeSend this acceptor must make durable (append and fsync) before the step's packets leave.</summary>
+internal readonly record struct DurableRecord(Identity.GroupId Group, int Phi, byte[] Payload);
+
 /// <summary>
 /// Everything one step of a node produced. The driver's contract (docs/architecture.md): after
-/// each input, send <see cref="Packets"/>, hand <see cref="Events"/> to the application in list
-/// order, then call <see cref="Clear"/>.
+/// each input, make <see cref="DurableWrites"/> durable, then send <see cref="Packets"/>, then hand
+/// <see cref="Events"/> to the application in list order, then call <see cref="Clear"/>.
 /// </summary>
 internal sealed class Outbox
 {
@@ -14,11 +17,15 @@ internal sealed class Outbox
 
     public List<NodeEvent> Events { get; } = new();
 
-    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0;
+    /// <summary>Acceptor log records (SafeSend disk durability), to be made durable before <see cref="Packets"/> are sent.</summary>
+    public List<DurableRecord> DurableWrites { get; } = new();
+
+    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && DurableWrites.Count == 0;
 
     public void Clear()
     {
         Packets.Clear();
         Events.Clear();
+        DurableWrites.Clear();
     }
 }

@@ -91,12 +91,12 @@ internal sealed class ProcessNode : IProtocolNode
     // ---------------------------------------------------------------- commands
 
     /// <summary>Asks to join <paramref name="name"/>; a <see cref="ViewInstalled"/> event completes it.</summary>
-    public GroupMember Join(string name, long now)
+    public GroupMember Join(string name, long now, bool logSafeSendsToDisk = false)
     {
         _now = now;
         GroupId id = GroupId.FromName(name);
         if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
-        var member = new GroupMember(this, id, name);
+        var member = new GroupMember(this, id, name) { LogSafeSendsToDisk = logSafeSendsToDisk };
         _groups[id] = member;
         if (!IsShutDown) member.RequestJoin(now);
         Drain();

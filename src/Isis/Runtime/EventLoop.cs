@@ -158,6 +158,8 @@ internal sealed class EventLoop : IDisposable
             foreach (NodeEvent e in service.Outbox.Events) _sink.OnServiceEvent(e);
             service.Outbox.Clear();
         }
+        // The contract's order: durable first, then packets, then the application.
+        if (Node.Outbox.DurableWrites.Count > 0) _sink.MakeDurable(Node.Outbox.DurableWrites);
         foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes);
         _transport.Flush();
         foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
@@ -181,6 +183,9 @@ internal interface IEventSink
     void OnNodeEvent(NodeEvent e);
 
     void OnServiceEvent(NodeEvent e);
+
+    /// <summary>Appends and fsyncs acceptor log records; returns only once they are durable.</summary>
+    void MakeDurable(List<DurableRecord> records);
 
     /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
     void AfterBatch();
