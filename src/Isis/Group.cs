@@ -730,6 +730,8 @@ public sealed class Group
     {
         lock (_gate) _state = GroupState.Left;
         SafeSendLog?.Dispose();
+        var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
+        while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
