@@ -384,9 +384,6 @@ internal static class HistoryChecker
 
         var flushed = new Dictionary<MessageId, int>(); // message -> index of the flush request covering it
         var delivered = new HashSet<(NodeId, MessageId)>();
-        var survived = new HashSet<(NodeId, GroupId, int)>();
-        var current = new Dictionary<(NodeId, GroupId), int>();
-        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -398,25 +395,14 @@ internal static class HistoryChecker
                 case HistoryEventKind.Deliver:
                     if (flushed.ContainsKey(e.Message)) delivered.Add((e.Process, e.Message));
                     break;
-                case HistoryEventKind.ViewInstall:
-                    if (current.TryGetValue((e.Process, e.Group), out int previous)) survived.Add((e.Process, e.Group, previous));
-                    current[(e.Process, e.Group)] = e.ViewId;
-                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
-                    break;
-                case HistoryEventKind.LeaveCompleted:
-                    current.Remove((e.Process, e.Group));
-                    break;
             }
         }
+        var views = ViewHistory.Of(events);
         foreach (var (m, request) in flushed)
         {
-            if (!membersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
-            foreach (NodeId q in members)
+            foreach (NodeId q in views.SurvivorsWithout(m, delivered))
             {
-                if (survived.Contains((q, m.Group, m.ViewId)) && !delivered.Contains((q, m)))
-                {
-                    sink.Report(P, $"{m} was flushed by {m.Sender} (Flush requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
-                }
+                sink.Report(P, $"{m} was flushed by {m.Sender} (Flush requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
             }
         }
     }
@@ -505,6 +491,45 @@ internal static class HistoryChecker
         }
     }
 
+    /// <summary>
+    /// Who installed which view, and who came through it (installed the next view of the group
+    /// afterwards, without leaving in between): what the durability properties judge by.
+    /// </summary>
+    private sealed class ViewHistory
+    {
+        private readonly HashSet<(NodeId, GroupId, int)> _survived = new();
+
+        public Dictionary<(GroupId, int), NodeId[]> MembersOf { get; } = new();
+
+        public static ViewHistory Of(ReadOnlySpan<HistoryEvent> events)
+        {
+            var h = new ViewHistory();
+            var current = new Dictionary<(NodeId, GroupId), int>();
+            foreach (HistoryEvent e in events)
+            {
+                if (e.Kind == HistoryEventKind.ViewInstall)
+                {
+                    if (current.TryGetValue((e.Process, e.Group), out int previous)) h._survived.Add((e.Process, e.Group, previous));
+                    current[(e.Process, e.Group)] = e.ViewId;
+                    h.MembersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                }
+                else if (e.Kind == HistoryEventKind.LeaveCompleted)
+                {
+                    current.Remove((e.Process, e.Group));
+                }
+            }
+            return h;
+        }
+
+        public bool Survived(NodeId process, MessageId m) => _survived.Contains((process, m.Group, m.ViewId));
+
+        /// <summary>Members of the message's view that came through it without delivering it.</summary>
+        public IEnumerable<NodeId> SurvivorsWithout(MessageId m, HashSet<(NodeId, MessageId)> delivered) =>
+            MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)
+                ? members.Where(q => Survived(q, m) && !delivered.Contains((q, m)))
+                : [];
+    }
+
     private static int Acceptors(int phi, int viewSize) => phi <= 0 ? viewSize : Math.Min(phi, viewSize);
 
     /// <summary>
@@ -561,9 +586,6 @@ internal static class HistoryChecker
         var deliveredAnywhere = new Dictionary<MessageId, NodeId>();
         var phiOf = new Dictionary<MessageId, int>();
         var delivered = new HashSet<(NodeId, MessageId)>();
-        var survived = new HashSet<(NodeId, GroupId, int)>();
-        var current = new Dictionary<(NodeId, GroupId), int>();
-        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
         foreach (HistoryEvent e in events)
         {
             switch (e.Kind)
@@ -575,27 +597,17 @@ internal static class HistoryChecker
                     deliveredAnywhere.TryAdd(e.Message, e.Process);
                     delivered.Add((e.Process, e.Message));
                     break;
-                case HistoryEventKind.ViewInstall:
-                    if (current.TryGetValue((e.Process, e.Group), out int previous)) survived.Add((e.Process, e.Group, previous));
-                    current[(e.Process, e.Group)] = e.ViewId;
-                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
-                    break;
-                case HistoryEventKind.LeaveCompleted:
-                    current.Remove((e.Process, e.Group));
-                    break;
             }
         }
+        var views = ViewHistory.Of(events);
         foreach (var (m, first) in deliveredAnywhere)
         {
-            if (!membersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
+            if (!views.MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
             int acceptors = Acceptors(phiOf.GetValueOrDefault(m), members.Length);
-            if (!members.Take(acceptors).Any(a => survived.Contains((a, m.Group, m.ViewId)))) continue; // all its acceptors failed
-            foreach (NodeId q in members)
+            if (!members.Take(acceptors).Any(a => views.Survived(a, m))) continue; // all its acceptors failed
+            foreach (NodeId q in views.SurvivorsWithout(m, delivered))
             {
-                if (survived.Contains((q, m.Group, m.ViewId)) && !delivered.Contains((q, m)))
-                {
-                    sink.Report(P, $"SafeSend {m} was delivered by {first} but {q} came through v{m.ViewId} of g={m.Group} without delivering it");
-                }
+                sink.Report(P, $"SafeSend {m} was delivered by {first} but {q} came through v{m.ViewId} of g={m.Group} without delivering it");
             }
         }
     }
