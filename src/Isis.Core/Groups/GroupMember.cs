@@ -54,6 +54,7 @@ internal sealed class GroupMember
     // Flush: application messages are numbered as they are issued (sent or queued); those sent
     // and not yet known settled are logged with their view and sequence number.
     private long _issued;
+    private long _nextFlushPokeAt;
     private long _sentCount;
     private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
     private readonly List<(long Token, long Target, int MinHolders)> _flushWaiters = new();
@@ -287,6 +288,7 @@ internal sealed class GroupMember
     {
         _flushWaiters.Add((token, _issued, minHolders));
         CompleteFlushes();
+        _nextFlushPokeAt = 0; // ask the others for their digests now (see Tick)
     }
 
     /// <summary>
@@ -387,7 +389,10 @@ internal sealed class GroupMember
         switch (h.Kind)
         {
             case PacketKind.Data: OnData(from, h.Number, ref r, now); break;
-            case PacketKind.Digest: OnDigest(from, ref r, now); break;
+            case PacketKind.Digest:
+                OnDigest(from, ref r, now);
+                if (r.Ok && h.Number == 1 && !_wedged) SendDigest(now, only: h.Sender); // a Flush is waiting on us
+                break;
             case PacketKind.Nak: OnNak(from, ref r); break;
             case PacketKind.Wedge:
                 if (r.Complete) OnWedge(from, h.Number); else r.Fail();
@@ -675,6 +680,13 @@ internal sealed class GroupMember
 
         Coordinator?.Tick(now);
         _queries.Tick(now);
+        // While a Flush waits, ask every member for its digest at once, and again each NAK interval
+        // (a reply may be lost, or may have raced ahead of our last data).
+        if (_flushWaiters.Count > 0 && now >= _nextFlushPokeAt && !_wedged && MyRank >= 0)
+        {
+            _nextFlushPokeAt = now + Options.NakInterval;
+            SendDigest(now, askForReplies: true);
+        }
         if (_outgoingReplies.Count > 0 && now >= _nextReplyRetryAt)
         {
             _nextReplyRetryAt = now + Options.RetryInterval;
@@ -699,17 +711,21 @@ internal sealed class GroupMember
         }
     }
 
-    private void SendDigest(long now)
+    /// <param name="now">The current time.</param>
+    /// <param name="askForReplies">A Flush is waiting: every member answers at once with its own digest
+    /// (instead of at its next digest round), so Flush costs a round trip, not a digest period.</param>
+    /// <param name="only">Send to this member only (an answer to such a request).</param>
+    private void SendDigest(long now, bool askForReplies = false, NodeId? only = null)
     {
         _digestDirty = false;
         _lastDigestSentAt = now;
         var vector = new long[_streams.Length];
         for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
         _acks[MyRank] = vector;
-        byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, 0)).Longs(vector).Finish();
+        byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish();
         foreach (NodeId member in View.Members)
         {
-            if (member != Self) _node.SendTo(member.Endpoint, packet);
+            if (member != Self && (only == null || member == only)) _node.SendTo(member.Endpoint, packet);
         }
         CollectStableMessages();
     }
