@@ -2,26 +2,84 @@ using System.Globalization;
 
 namespace Isis.Bench;
 
+/// <summary>The multicast primitive a latency or throughput phase exercises.</summary>
+internal enum Primitive
+{
+    /// <summary>Send: FIFO, delivered locally at once.</summary>
+    Send,
+    /// <summary>OrderedSend: total order set by the oldest member.</summary>
+    Ordered,
+    /// <summary>SafeSend with phi = 1.</summary>
+    Safe1,
+    /// <summary>SafeSend with phi = 3.</summary>
+    Safe3,
+    /// <summary>SafeSend with phi = every member.</summary>
+    SafeAll,
+    /// <summary>QueryAsync(Group.ALL): request as a Send, every member replies.</summary>
+    Query,
+}
+
+internal static class Primitives
+{
+    public static readonly Primitive[] All = Enum.GetValues<Primitive>();
+
+    public static string Name(this Primitive p) => p.ToString().ToLowerInvariant();
+
+    /// <summary>The SafeSend threshold a primitive uses (0 = not a SafeSend; int.MaxValue = all members).</summary>
+    public static int Phi(this Primitive p, int members) => p switch
+    {
+        Primitive.Safe1 => 1,
+        Primitive.Safe3 => 3,
+        Primitive.SafeAll => members,
+        _ => 0,
+    };
+
+    public static bool IsSafe(this Primitive p) => p is Primitive.Safe1 or Primitive.Safe3 or Primitive.SafeAll;
+
+    public static Primitive Parse(string s) =>
+        All.FirstOrDefault(p => p.Name() == s.Trim().ToLowerInvariant(), (Primitive)(-1)) is var p && p >= 0
+            ? p
+            : throw new ArgumentException($"unknown primitive '{s}' (send, ordered, safe1, safe3, safeall, query)");
+}
+
 /// <summary>Command-line settings, shared by the parent and the members it starts.</summary>
 internal sealed record BenchOptions
 {
     public const string Usage =
-        "usage: Isis.Bench [--quick] [--out FILE.json|FILE.csv] [--warmup N] [--samples N] [--messages N] [--payload BYTES] [--timeout SECONDS]\n" +
-        "  --quick      small counts for CI smoke tests (checks that the harness runs, never a timing)\n" +
-        "  --out        where to write the results (JSON, or CSV if the name ends in .csv)\n" +
-        "  --warmup     latency round trips not recorded (default 2000; quick 100)\n" +
-        "  --samples    latency round trips recorded at each receiver (default 20000; quick 1000)\n" +
-        "  --messages   messages in the throughput blast (default 300000; quick 20000)\n" +
-        "  --payload    bytes of application data per message (default 100)\n" +
-        "  --timeout    hard limit on the whole run; members are killed after it (default 300; quick 60)";
+        "usage: Isis.Bench [--quick] [--matrix] [--members 3|5] [--primitive P[,P...]] [--response-delay K[,K...]] [--rounds N]\n" +
+        "                  [--out FILE.json|FILE.csv] [--warmup N] [--samples N] [--messages N] [--payload BYTES] [--timeout SECONDS]\n" +
+        "  --quick          small counts for CI smoke tests (checks that the harness runs, never a timing);\n" +
+        "                   covers send, ordered, safe3 and query plus a short response-delay phase\n" +
+        "  --matrix         every primitive for 3 and 5 members, plus the response-delay phase for K = 1, 10, 100;\n" +
+        "                   one combined result file\n" +
+        "  --members        group size, 3 or 5 (default 3); member 0 sends, the others receive\n" +
+        "  --primitive      send|ordered|safe1|safe3|safeall|query, or a comma list run one after the other in\n" +
+        "                   the same group (default send); safeN is SafeSend with SetSafeSendThreshold(N), safeall phi = members\n" +
+        "  --response-delay comma list of burst sizes K: time until the sender may answer an outside user after K\n" +
+        "                   updates, (a) K Sends then Flush() versus (b) K SafeSendAsync (phi = all, and phi = 3 with 5 members)\n" +
+        "  --rounds         recorded rounds per K and mode in the response-delay phase (default 300; quick 20)\n" +
+        "  --out            where to write the results (JSON, or CSV if the name ends in .csv)\n" +
+        "  --warmup         latency round trips not recorded (default 2000; quick 100)\n" +
+        "  --samples        latency round trips recorded (default 20000; quick 1000)\n" +
+        "  --messages       messages in each throughput blast (default 300000 for send/ordered, a third of it for\n" +
+        "                   safe and query; quick 20000)\n" +
+        "  --payload        bytes of application data per message (default 100)\n" +
+        "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)";
 
     public bool Quick { get; init; }
+    public bool Matrix { get; init; }
     public string? Out { get; init; }
     public int Warmup { get; init; } = 2_000;
     public int Samples { get; init; } = 20_000;
     public int Messages { get; init; } = 300_000;
+    public bool MessagesGiven { get; init; }
+    public int? SlowMessages { get; init; }
     public int Payload { get; init; } = 100;
-    public int TimeoutSeconds { get; init; } = 300;
+    public int TimeoutSeconds { get; init; } = 600;
+    public int Members { get; init; } = 3;
+    public Primitive[] PrimitiveList { get; init; } = [Primitive.Send];
+    public int[] ResponseDelayBursts { get; init; } = [];
+    public int Rounds { get; init; } = 300;
 
     // Member-only settings, filled in by the parent.
     public int Index { get; init; } = -1;
@@ -29,18 +87,30 @@ internal sealed record BenchOptions
     public string? ResultPath { get; init; }
     public int ParentPid { get; init; }
 
-    public const int Members = 3;
+    /// <summary>Messages in the throughput blast of one primitive: SafeSend and Query are slower, so they get a third unless --messages was given.</summary>
+    public int MessagesFor(Primitive p) =>
+        p is Primitive.Send or Primitive.Ordered ? Messages : SlowMessages ?? (MessagesGiven ? Messages : Math.Max(1, Messages / 3));
 
     public static BenchOptions Parse(ReadOnlySpan<string> args)
     {
         bool quick = args.Contains("--quick");
         var o = quick
-            ? new BenchOptions { Quick = true, Warmup = 100, Samples = 1_000, Messages = 20_000, TimeoutSeconds = 60 }
+            ? new BenchOptions
+            {
+                Quick = true, Warmup = 100, Samples = 1_000, Messages = 20_000, TimeoutSeconds = 60, Rounds = 20,
+                PrimitiveList = [Primitive.Send, Primitive.Ordered, Primitive.Safe3, Primitive.Query],
+                ResponseDelayBursts = [1, 10],
+            }
             : new BenchOptions();
         for (int i = 0; i < args.Length; i++)
         {
             string name = args[i];
             if (name == "--quick") continue;
+            if (name == "--matrix")
+            {
+                o = o with { Matrix = true };
+                continue;
+            }
             if (i + 1 >= args.Length) throw new ArgumentException($"{name} needs a value");
             string value = args[++i];
             o = name switch
@@ -48,9 +118,14 @@ internal sealed record BenchOptions
                 "--out" => o with { Out = value },
                 "--warmup" => o with { Warmup = Int(name, value, 0) },
                 "--samples" => o with { Samples = Int(name, value, 1) },
-                "--messages" => o with { Messages = Int(name, value, 1) },
-                "--payload" => o with { Payload = Int(name, value, 16) },
+                "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
+                "--payload" => o with { Payload = Int(name, value, 24) },
                 "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
+                "--members" => o with { Members = Int(name, value, 3) is var m && m is 3 or 5 ? m : throw new ArgumentException($"--members must be 3 or 5; got {m}") },
+                "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
+                "--response-delay" => o with { ResponseDelayBursts = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(k => Int(name, k, 1))] },
+                "--rounds" => o with { Rounds = Int(name, value, 1) },
+                "--slow-messages" => o with { SlowMessages = Int(name, value, 1) },
                 "--index" => o with { Index = Int(name, value, 0) },
                 "--service-port" => o with { ServicePort = Int(name, value, 1) },
                 "--result" => o with { ResultPath = value },
@@ -58,15 +133,26 @@ internal sealed record BenchOptions
                 _ => throw new ArgumentException($"unknown option {name}"),
             };
         }
+        if (o.Matrix)
+        {
+            o = o with { PrimitiveList = Primitives.All, ResponseDelayBursts = o.ResponseDelayBursts.Length > 0 ? o.ResponseDelayBursts : [1, 10, 100] };
+        }
+        if (o.PrimitiveList.Length == 0) throw new ArgumentException("--primitive needs at least one primitive");
         return o;
     }
+
+    /// <summary>The group sizes of a run: 3 and 5 with --matrix, else --members.</summary>
+    public int[] GroupSizes => Matrix ? [3, 5] : [Members];
 
     /// <summary>The arguments that make a member process with these settings.</summary>
     public IEnumerable<string> MemberArguments(int index, int servicePort, string resultPath, int parentPid) =>
     [
         "member", "--index", Str(index), "--service-port", Str(servicePort), "--result", resultPath, "--parent-pid", Str(parentPid),
-        "--warmup", Str(Warmup), "--samples", Str(Samples), "--messages", Str(Messages), "--payload", Str(Payload),
-        "--timeout", Str(TimeoutSeconds),
+        "--warmup", Str(Warmup), "--samples", Str(Samples), "--payload", Str(Payload),
+        "--messages", Str(Messages), "--slow-messages", Str(MessagesFor(Primitive.Query)),
+        "--timeout", Str(TimeoutSeconds), "--members", Str(Members), "--rounds", Str(Rounds),
+        "--primitive", string.Join(',', PrimitiveList.Select(p => p.Name())),
+        .. (ResponseDelayBursts.Length > 0 ? new[] { "--response-delay", string.Join(',', ResponseDelayBursts.Select(Str)) } : []),
     ];
 
     private static string Str(int v) => v.ToString(CultureInfo.InvariantCulture);

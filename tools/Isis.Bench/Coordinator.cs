@@ -8,7 +8,7 @@ using System.Text.Json;
 namespace Isis.Bench;
 
 /// <summary>
-/// The parent process: hosts the membership service on a free loopback port, starts the three
+/// The parent process: for each group size, hosts the membership service on a free loopback port, starts the
 /// members, waits for them (bounded), kills whatever is left, and summarizes their result files.
 /// </summary>
 internal static class Coordinator
@@ -16,21 +16,50 @@ internal static class Coordinator
     public static int Run(BenchOptions o)
     {
         var wall = Stopwatch.StartNew();
+        var report = new BenchReport
+        {
+            Machine = Environment.MachineName,
+            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
+            ProcessorCount = Environment.ProcessorCount,
+            Quick = o.Quick,
+            LoadAverageAtStart = LoadAverage(),
+            PayloadBytes = o.Payload,
+            Warmup = o.Warmup,
+            Samples = o.Samples,
+        };
+        Console.WriteLine($"Isis.Bench: load average {report.LoadAverageAtStart}" + (o.Quick ? " (quick mode: smoke test, timings not meaningful)" : ""));
+        foreach (int size in o.GroupSizes)
+        {
+            if (RunGroup(o with { Members = size }, report) != 0) return 1;
+        }
+        report.WallSeconds = wall.Elapsed.TotalSeconds;
+        report.LoadAverageAtEnd = LoadAverage();
+        Print(report);
+        if (o.Out != null) Write(report, o.Out);
+        return 0;
+    }
+
+    /// <summary>One group of <c>o.Members</c> processes running every primitive of the list, then the response-delay phase.</summary>
+    private static int RunGroup(BenchOptions o, BenchReport report)
+    {
+        var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
         int servicePort = FreeUdpPort();
-        Console.WriteLine($"Isis.Bench: {BenchOptions.Members} members on 127.0.0.1, membership service on port {servicePort}" +
-                          (o.Quick ? " (quick mode: smoke test, timings not meaningful)" : ""));
-        Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded rounds; throughput: {o.Messages} messages of {o.Payload} B");
+        Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1, membership service on port {servicePort}; " +
+                          $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
+                          (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
+        Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded rounds; throughput: {o.Messages} messages of {o.Payload} B " +
+                          $"({o.MessagesFor(Primitive.Query)} for safe and query)");
 
         using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort));
         service.Start();
 
         var children = new List<Process>();
-        var results = new string[BenchOptions.Members];
-        int exitCode = 1;
+        var results = new string[o.Members];
+        bool ok = false;
         try
         {
-            for (int i = 0; i < BenchOptions.Members; i++)
+            for (int i = 0; i < o.Members; i++)
             {
                 results[i] = Path.Combine(work, $"member{i}.json");
                 children.Add(StartMember(o, i, servicePort, results[i]));
@@ -57,11 +86,9 @@ internal static class Coordinator
             if (failed.Count > 0) return 1;
 
             MemberResult[] members = results.Select(path => JsonSerializer.Deserialize<MemberResult>(File.ReadAllText(path), ResultJson.Options)!).ToArray();
-            BenchReport report = Summarize(o, members, wall.Elapsed.TotalSeconds);
-            Print(report);
-            if (o.Out != null) Write(report, o.Out);
-            exitCode = 0;
-            return exitCode;
+            Summarize(o, members, report);
+            ok = true;
+            return 0;
         }
         finally
         {
@@ -78,8 +105,24 @@ internal static class Coordinator
                 child.Dispose();
             }
             service.Shutdown();
-            if (exitCode == 0) Directory.Delete(work, recursive: true);
+            if (ok) Directory.Delete(work, recursive: true);
             else Console.Error.WriteLine($"Isis.Bench: member result files kept in {work}");
+        }
+    }
+
+    private static string LoadAverage()
+    {
+        try
+        {
+            return string.Join(' ', File.ReadAllText("/proc/loadavg").Split(' ').Take(3));
+        }
+        catch (IOException)
+        {
+            return "unknown";
+        }
+        catch (UnauthorizedAccessException)
+        {
+            return "unknown";
         }
     }
 
@@ -134,57 +177,80 @@ internal static class Coordinator
         return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 
-    private static BenchReport Summarize(BenchOptions o, MemberResult[] m, double wallSeconds)
+    private static void Summarize(BenchOptions o, MemberResult[] m, BenchReport report)
     {
-        var report = new BenchReport
-        {
-            Machine = Environment.MachineName,
-            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
-            ProcessorCount = Environment.ProcessorCount,
-            Quick = o.Quick,
-            Members = BenchOptions.Members,
-            PayloadBytes = o.Payload,
-            Warmup = o.Warmup,
-            MessagesPerBlast = o.Messages,
-            WallSeconds = wallSeconds,
-        };
         MemberResult[] receivers = m.Where(r => r.Index != 0).ToArray();
-        report.Latency.Add(LatencySummary.Of("send->deliver, all receivers", receivers.SelectMany(r => r.LatencyTicks)));
-        foreach (MemberResult r in receivers) report.Latency.Add(LatencySummary.Of($"send->deliver, member {r.Index}", r.LatencyTicks));
-        report.Latency.Add(LatencySummary.Of("round trip (send -> both acks delivered at sender)", m[0].RoundTripTicks));
-
-        report.Throughput = m[0].Throughput.OrderBy(t => t.Member).ToList();
-        report.SenderSendCallsPerSecond = m[0].SendCallsSeconds > 0 ? o.Messages / m[0].SendCallsSeconds : 0;
-        foreach (MemberResult r in receivers)
+        for (int phase = 0; phase < o.PrimitiveList.Length; phase++)
         {
-            if (r.AfterLatency is { } a && r.Final is { } f && f.DatagramsReceived > a.DatagramsReceived)
-                report.PacketsPerDatagramAtReceivers.Add((f.PacketsReceived - a.PacketsReceived) / (double)(f.DatagramsReceived - a.DatagramsReceived));
+            Primitive p = o.PrimitiveList[phase];
+            PhaseResult sender = m[0].Phases[phase];
+            int n = o.MessagesFor(p);
+            var run = new PrimitiveRun { Members = o.Members, Primitive = p.Name(), Phi = p.Phi(o.Members), MessagesPerBlast = n };
+            run.Latency.Add(LatencySummary.Of("send->deliver, all receivers", receivers.SelectMany(r => r.Phases[phase].LatencyTicks)));
+            foreach (MemberResult r in receivers) run.Latency.Add(LatencySummary.Of($"send->deliver, member {r.Index}", r.Phases[phase].LatencyTicks));
+            run.Latency.Add(LatencySummary.Of("send->deliver, sender (local)", sender.LatencyTicks));
+            if (p.IsSafe()) run.Latency.Add(LatencySummary.Of("SafeSendAsync -> task completed at sender", sender.CompletionTicks));
+            run.Latency.Add(LatencySummary.Of(p == Primitive.Query
+                ? "round trip (QueryAsync(ALL) -> all replies)"
+                : "round trip (send -> every receiver's ack delivered at sender)", sender.RoundTripTicks));
+
+            run.Throughput = receivers.Select(r => r.Phases[phase].Throughput[0]).Prepend(sender.Throughput[0]).OrderBy(t => t.Member).ToList();
+            run.SenderCallsPerSecond = sender.SendCallsSeconds > 0 ? n / sender.SendCallsSeconds : 0;
+            run.SenderCompletedPerSecond = sender.CompletedSeconds > 0 ? n / sender.CompletedSeconds : 0;
+            foreach (MemberResult r in receivers)
+            {
+                if (r.Phases[phase] is { BlastStart: { } a, BlastEnd: { } f } && f.DatagramsReceived > a.DatagramsReceived)
+                    run.PacketsPerDatagramAtReceivers.Add((f.PacketsReceived - a.PacketsReceived) / (double)(f.DatagramsReceived - a.DatagramsReceived));
+            }
+            report.Runs.Add(run);
         }
-        report.Counters = m.Select(r => new MemberCounters { Member = r.Index, AfterLatency = r.AfterLatency, Final = r.Final }).ToList();
-        return report;
+        foreach (ResponseDelayRaw d in m[0].ResponseDelay)
+        {
+            report.ResponseDelay.Add(new ResponseDelaySummary
+            {
+                Members = o.Members,
+                K = d.K,
+                Mode = d.Mode,
+                Delay = LatencySummary.Of($"{d.Mode}, K={d.K}", d.Ticks),
+            });
+        }
+        report.Counters.AddRange(m.Select(r => new MemberCounters { Members = o.Members, Member = r.Index, Final = r.Final }));
     }
 
     private static void Print(BenchReport r)
     {
         static string F(double v) => v.ToString("F1", CultureInfo.InvariantCulture).PadLeft(9);
-        Console.WriteLine();
-        Console.WriteLine($"Send latency ({r.PayloadBytes} B, one at a time), microseconds");
-        Console.WriteLine($"  {"measure",-52} {"samples",8} {"p50",9} {"p90",9} {"p99",9} {"p99.9",9} {"max",9}");
-        foreach (LatencySummary l in r.Latency)
-            Console.WriteLine($"  {l.Name,-52} {l.Samples,8} {F(l.P50)} {F(l.P90)} {F(l.P99)} {F(l.P999)} {F(l.Max)}");
-        Console.WriteLine();
-        Console.WriteLine($"Send throughput, one sender, {r.MessagesPerBlast} messages of {r.PayloadBytes} B");
-        foreach (ThroughputResult t in r.Throughput)
+        foreach (PrimitiveRun run in r.Runs)
         {
-            string role = t.Member == 0 ? "sender (local delivery)" : "receiver";
-            Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-                $"  member {t.Member} {role,-24} {t.Deliveries,9} deliveries in {t.Seconds,7:F3} s = {t.DeliveriesPerSecond,10:N0} deliveries/s"));
+            Console.WriteLine();
+            Console.WriteLine($"{run.Primitive}{(run.Phi > 0 ? $" (phi {run.Phi})" : "")}, {run.Members} members, latency ({r.PayloadBytes} B, one at a time), microseconds");
+            Console.WriteLine($"  {"measure",-62} {"samples",8} {"p50",9} {"p90",9} {"p99",9} {"p99.9",9} {"max",9}");
+            foreach (LatencySummary l in run.Latency)
+                Console.WriteLine($"  {l.Name,-62} {l.Samples,8} {F(l.P50)} {F(l.P90)} {F(l.P99)} {F(l.P999)} {F(l.Max)}");
+            Console.WriteLine($"  throughput, one sender, {run.MessagesPerBlast} messages of {r.PayloadBytes} B");
+            foreach (ThroughputResult t in run.Throughput)
+            {
+                string role = t.Member == 0 ? "sender (local delivery)" : "receiver";
+                Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+                    $"    member {t.Member} {role,-24} {t.Deliveries,9} deliveries in {t.Seconds,7:F3} s = {t.DeliveriesPerSecond,10:N0} deliveries/s"));
+            }
+            string completed = run.SenderCompletedPerSecond > 0
+                ? string.Create(CultureInfo.InvariantCulture, $"; completed at the sender: {run.SenderCompletedPerSecond:N0}/s")
+                : "";
+            Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"    sender's calls: {run.SenderCallsPerSecond:N0}/s (they block on flow control)") + completed);
+            if (run.PacketsPerDatagramAtReceivers.Count > 0)
+                Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+                    $"    packets per datagram at receivers: {string.Join(", ", run.PacketsPerDatagramAtReceivers.Select(x => x.ToString("F1", CultureInfo.InvariantCulture)))}"));
         }
-        Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"  sender's Send calls: {r.SenderSendCallsPerSecond:N0}/s (they block on flow control)"));
-        if (r.PacketsPerDatagramAtReceivers.Count > 0)
-            Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-                $"  packets per datagram at receivers: {string.Join(", ", r.PacketsPerDatagramAtReceivers.Select(x => x.ToString("F1", CultureInfo.InvariantCulture)))}"));
-        Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"  wall time {r.WallSeconds:F1} s"));
+        if (r.ResponseDelay.Count > 0)
+        {
+            Console.WriteLine();
+            Console.WriteLine("Response delay: time until the application may answer an outside user after K updates, microseconds");
+            Console.WriteLine($"  {"members",7} {"K",5} {"mode",-18} {"rounds",7} {"p50",9} {"p90",9} {"p99",9} {"max",9}");
+            foreach (ResponseDelaySummary d in r.ResponseDelay)
+                Console.WriteLine($"  {d.Members,7} {d.K,5} {d.Mode,-18} {d.Delay.Samples,7} {F(d.Delay.P50)} {F(d.Delay.P90)} {F(d.Delay.P99)} {F(d.Delay.Max)}");
+        }
+        Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"wall time {r.WallSeconds:F1} s; load average {r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end"));
     }
 
     private static void Write(BenchReport report, string path)

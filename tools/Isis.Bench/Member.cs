@@ -4,32 +4,37 @@ using System.Text.Json;
 namespace Isis.Bench;
 
 /// <summary>
-/// One member process. Member 0 is the sender; members 1 and 2 are receivers. Timestamps are
+/// One member process. Member 0 is the sender; the others are receivers. Timestamps are
 /// <see cref="Stopwatch.GetTimestamp"/> values, which on Linux read CLOCK_MONOTONIC and so compare
 /// across processes on one machine: a receiver subtracts the send timestamp carried in the message
 /// from its own delivery timestamp.
 /// </summary>
 /// <remarks>
-/// Phases, driven by the sender:
+/// Phases, driven by the sender, for each primitive in turn (phase i is the i-th of --primitive):
 /// <list type="number">
-/// <item>Join; receivers announce READY once their view holds all three members.</item>
-/// <item>Latency: the sender Sends PING(round, timestamp, padding) and waits until both receivers
-/// answered ACK(round) before the next round; receivers record delivery - send in their handler.</item>
-/// <item>Throughput: the sender Sends DATA(payload) as fast as flow control lets it; each receiver
-/// timestamps its first and last delivery and, having all of them, Sends DONE.</item>
-/// <item>The sender Sends FINISH; everyone writes its result file and shuts down.</item>
+/// <item>Join; receivers announce READY once their view holds all members.</item>
+/// <item>Latency: the sender multicasts PING(phase, round, timestamp, padding) with the primitive
+/// and waits until every receiver answered ACK(round) (a Send) before the next round; every member
+/// records delivery - send in its handler. Query: QueryAsync(ALL, QPING...) instead, every member
+/// Replies, and the round ends when the task completes.</item>
+/// <item>Throughput: the sender multicasts DATA(phase, payload) as fast as flow control lets it
+/// (Query: QDATA with at most 1,000 queries in flight); each receiver timestamps its first and last
+/// delivery and, having all of them, Sends DONE.</item>
 /// </list>
+/// Then, with --response-delay, the sender times bursts of K Sends + Flush against K SafeSends;
+/// finally it Sends FINISH and everyone writes its result file and shuts down.
 /// </remarks>
 internal static class Member
 {
     private const string GroupName = "isis-bench";
-    private const int Ready = 1, Ping = 2, Ack = 3, Data = 4, Done = 5, Finish = 6;
+    private const int Ready = 1, Ping = 2, Ack = 3, Data = 4, Done = 5, Finish = 6, QPing = 7, QData = 8, Update = 9;
+    private const int QueriesInFlight = 1_000;
     private static readonly TimeSpan RoundTimeout = TimeSpan.FromSeconds(5);
 
     public static int Run(BenchOptions o)
     {
-        if (o.Index is < 0 or >= BenchOptions.Members || o.ServicePort == 0 || o.ResultPath == null)
-            throw new ArgumentException("member needs --index 0..2, --service-port and --result");
+        if (o.Index < 0 || o.Index >= o.Members || o.ServicePort == 0 || o.ResultPath == null)
+            throw new ArgumentException($"member needs --index 0..{o.Members - 1}, --service-port and --result");
         var deadline = Stopwatch.StartNew();
         StartWatchdog(o, deadline);
 
@@ -42,13 +47,13 @@ internal static class Member
         runtime.Start();
         var state = new State(o);
         var g = new Group(runtime, GroupName);
-        Register(g, state, o);
+        Register(g, runtime, state, o);
         g.Join();
 
-        WaitFor(() => g.GetView()?.Members.Length == BenchOptions.Members, "a view with all three members", o, deadline);
+        WaitFor(() => g.GetView()?.Members.Length == o.Members, $"a view with all {o.Members} members", o, deadline);
         var result = new MemberResult { Index = o.Index };
-        if (o.Index == 0) RunSender(g, runtime, state, o, deadline, result);
-        else RunReceiver(g, runtime, state, o, deadline, result);
+        if (o.Index == 0) RunSender(g, state, o, deadline, result);
+        else RunReceiver(g, state, o, deadline, result);
 
         result.Final = Stats(runtime);
         File.WriteAllText(o.ResultPath, JsonSerializer.Serialize(result, ResultJson.Options));
@@ -56,106 +61,264 @@ internal static class Member
         return 0;
     }
 
-    /// <summary>Everything the handlers share with the main thread.</summary>
-    private sealed class State(BenchOptions o)
+    /// <summary>Everything the handlers share with the main thread (handlers run on one delivery thread).</summary>
+    private sealed class State
     {
-        public readonly CountdownEvent ReadyReceivers = new(BenchOptions.Members - 1);
-        public readonly long[] Latency = new long[o.Samples];
-        public int LatencyCount;
+        public State(BenchOptions o)
+        {
+            int n = o.PrimitiveList.Length;
+            ReadyReceivers = new CountdownEvent(o.Members - 1);
+            DoneReceivers = new CountdownEvent(o.Members - 1);
+            Latency = [.. Enumerable.Range(0, n).Select(_ => new long[o.Samples])];
+            LatencyCount = new int[n];
+            DataCount = new long[n];
+            FirstData = new long[n];
+            LastData = new long[n];
+            BlastStart = new StatsSnapshot?[n];
+            BlastEnd = new StatsSnapshot?[n];
+        }
+
+        public readonly CountdownEvent ReadyReceivers;
+        public readonly long[][] Latency;
+        public readonly int[] LatencyCount;
+        public int CurrentPhase = -1;
         public long CurrentRound = -1;
         public int Acks;
         public readonly ManualResetEventSlim RoundDone = new(false);
-        public readonly ManualResetEventSlim LatencyPhaseOver = new(false);
-        public long DataCount;
-        public long FirstData;
-        public long LastData;
-        public readonly CountdownEvent DoneReceivers = new(BenchOptions.Members - 1);
+        public readonly long[] DataCount;
+        public readonly long[] FirstData;
+        public readonly long[] LastData;
+        public readonly StatsSnapshot?[] BlastStart;
+        public readonly StatsSnapshot?[] BlastEnd;
+        public readonly CountdownEvent DoneReceivers;
         public readonly Dictionary<int, (long Count, long First, long Last)> Reported = new();
         public readonly ManualResetEventSlim Finished = new(false);
     }
 
-    private static void Register(Group g, State s, BenchOptions o)
+    private static void Register(Group g, IsisRuntime runtime, State s, BenchOptions o)
     {
         g.Handlers[Ready] += (Action<int>)(index =>
         {
             if (o.Index == 0 && index != 0) s.ReadyReceivers.Signal();
         });
-        g.Handlers[Ping] += (Action<long, long, byte[]>)((round, sentAt, _) =>
+        void OnPing(int phase, long round, long sentAt, bool query)
         {
             long now = Stopwatch.GetTimestamp();
-            if (o.Index == 0) return;
-            if (round >= o.Warmup) s.Latency[s.LatencyCount++] = now - sentAt;
-            g.Send(Ack, o.Index, round);
-            if (round == o.Warmup + o.Samples - 1) s.LatencyPhaseOver.Set();
-        });
-        g.Handlers[Ack] += (Action<int, long>)((_, round) =>
+            if (round >= o.Warmup && s.LatencyCount[phase] < o.Samples) s.Latency[phase][s.LatencyCount[phase]++] = now - sentAt;
+            if (query) g.Reply(o.Index);
+            else if (o.Index != 0) g.Send(Ack, o.Index, phase, round);
+        }
+        g.Handlers[Ping] += (Action<int, long, long, byte[]>)((phase, round, sentAt, _) => OnPing(phase, round, sentAt, query: false));
+        g.Handlers[QPing] += (Action<int, long, long, byte[]>)((phase, round, sentAt, _) => OnPing(phase, round, sentAt, query: true));
+        g.Handlers[Ack] += (Action<int, int, long>)((_, phase, round) =>
         {
-            if (o.Index != 0 || round != Volatile.Read(ref s.CurrentRound)) return;
-            if (++s.Acks == BenchOptions.Members - 1) s.RoundDone.Set();
+            if (o.Index != 0 || phase != Volatile.Read(ref s.CurrentPhase) || round != Volatile.Read(ref s.CurrentRound)) return;
+            if (++s.Acks == o.Members - 1) s.RoundDone.Set();
         });
-        g.Handlers[Data] += (Action<byte[]>)(_ =>
+        void OnData(int phase, bool query)
         {
             long now = Stopwatch.GetTimestamp();
-            if (s.DataCount++ == 0) s.FirstData = now;
-            s.LastData = now;
-            if (o.Index != 0 && s.DataCount == o.Messages) g.Send(Done, o.Index, s.DataCount, s.FirstData, s.LastData);
-        });
+            if (s.DataCount[phase]++ == 0)
+            {
+                s.FirstData[phase] = now;
+                if (o.Index != 0) s.BlastStart[phase] = Stats(runtime);
+            }
+            s.LastData[phase] = now;
+            if (query) g.Reply(o.Index);
+            if (o.Index != 0 && s.DataCount[phase] == o.MessagesFor(o.PrimitiveList[phase]))
+            {
+                s.BlastEnd[phase] = Stats(runtime);
+                g.Send(Done, o.Index, s.DataCount[phase], s.FirstData[phase], s.LastData[phase]);
+            }
+        }
+        g.Handlers[Data] += (Action<int, byte[]>)((phase, _) => OnData(phase, query: false));
+        g.Handlers[QData] += (Action<int, byte[]>)((phase, _) => OnData(phase, query: true));
         g.Handlers[Done] += (Action<int, long, long, long>)((index, count, first, last) =>
         {
             if (o.Index != 0) return;
             lock (s.Reported) s.Reported[index] = (count, first, last);
             s.DoneReceivers.Signal();
         });
+        g.Handlers[Update] += (Action<int>)(_ => { });
         g.Handlers[Finish] += (Action)(() => s.Finished.Set());
     }
 
-    private static void RunSender(Group g, IsisRuntime runtime, State s, BenchOptions o, Stopwatch deadline, MemberResult result)
+    private static void RunSender(Group g, State s, BenchOptions o, Stopwatch deadline, MemberResult result)
     {
-        WaitFor(() => s.ReadyReceivers.IsSet, "READY from both receivers", o, deadline, s.ReadyReceivers.WaitHandle);
-
-        // Latency: one message at a time, each acknowledged by both receivers before the next.
-        var pad = new byte[Math.Max(0, o.Payload - 16)];
-        var roundTrips = new long[o.Samples];
-        for (long round = 0; round < o.Warmup + o.Samples; round++)
-        {
-            s.Acks = 0;
-            s.RoundDone.Reset();
-            Volatile.Write(ref s.CurrentRound, round);
-            long sentAt = Stopwatch.GetTimestamp();
-            g.Send(Ping, round, sentAt, pad);
-            if (!s.RoundDone.Wait(RoundTimeout))
-                throw new TimeoutException($"round {round}: both receivers did not acknowledge within {RoundTimeout.TotalSeconds} s");
-            if (round >= o.Warmup) roundTrips[round - o.Warmup] = Stopwatch.GetTimestamp() - sentAt;
-            CheckDeadline(o, deadline);
-        }
-        result.RoundTripTicks = roundTrips;
-        result.AfterLatency = Stats(runtime);
-
-        // Throughput: one sender, as fast as Send lets it (it blocks when the unstable window is full).
+        WaitFor(() => s.ReadyReceivers.IsSet, "READY from every receiver", o, deadline, s.ReadyReceivers.WaitHandle);
+        var pad = new byte[Math.Max(0, o.Payload - 24)];
         var payload = new byte[o.Payload];
-        long start = Stopwatch.GetTimestamp();
-        for (int i = 0; i < o.Messages; i++) g.Send(Data, payload);
-        result.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
-        WaitFor(() => s.DoneReceivers.IsSet, "DONE from both receivers", o, deadline, s.DoneReceivers.WaitHandle);
-        lock (s.Reported)
+        for (int phase = 0; phase < o.PrimitiveList.Length; phase++)
         {
-            result.Throughput = s.Reported.OrderBy(r => r.Key)
-                .Select(r => Rate(r.Key, r.Value.Count, r.Value.First, r.Value.Last))
-                .Prepend(Rate(0, s.DataCount, s.FirstData, s.LastData))
-                .ToList();
+            Primitive p = o.PrimitiveList[phase];
+            var r = new PhaseResult { Primitive = p.Name() };
+            if (p.IsSafe()) g.SetSafeSendThreshold(p.Phi(o.Members));
+            Volatile.Write(ref s.CurrentPhase, phase);
+
+            // Latency: one operation at a time, each acknowledged by every receiver before the next.
+            var roundTrips = new long[o.Samples];
+            var completions = p.IsSafe() || p == Primitive.Query ? new long[o.Samples] : null;
+            for (long round = 0; round < o.Warmup + o.Samples; round++)
+            {
+                s.Acks = 0;
+                s.RoundDone.Reset();
+                Volatile.Write(ref s.CurrentRound, round);
+                long sentAt = Stopwatch.GetTimestamp();
+                long completed = 0;
+                switch (p)
+                {
+                    case Primitive.Send:
+                        g.Send(Ping, phase, round, sentAt, pad);
+                        break;
+                    case Primitive.Ordered:
+                        g.OrderedSend(Ping, phase, round, sentAt, pad);
+                        break;
+                    case Primitive.Query:
+                        Task<IReadOnlyList<int>> q = g.QueryAsync<int>(Group.ALL, QPing, phase, round, sentAt, pad);
+                        if (!q.Wait(RoundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: the query did not complete within {RoundTimeout.TotalSeconds} s");
+                        completed = Stopwatch.GetTimestamp();
+                        if (q.Result.Count != o.Members) throw new InvalidOperationException($"query round {round}: {q.Result.Count} replies, expected {o.Members}");
+                        s.RoundDone.Set();
+                        break;
+                    default:
+                        Task t = g.SafeSendAsync(Ping, phase, round, sentAt, pad);
+                        if (!t.Wait(RoundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: not delivered here within {RoundTimeout.TotalSeconds} s");
+                        completed = Stopwatch.GetTimestamp();
+                        break;
+                }
+                if (!s.RoundDone.Wait(RoundTimeout))
+                    throw new TimeoutException($"{p.Name()} round {round}: the receivers did not acknowledge within {RoundTimeout.TotalSeconds} s");
+                long end = p == Primitive.Query ? completed : Stopwatch.GetTimestamp();
+                if (round >= o.Warmup)
+                {
+                    roundTrips[round - o.Warmup] = end - sentAt;
+                    if (completions != null) completions[round - o.Warmup] = completed - sentAt;
+                }
+                CheckDeadline(o, deadline);
+            }
+            r.RoundTripTicks = roundTrips;
+            r.CompletionTicks = completions ?? [];
+
+            // Throughput: one sender, as fast as the primitive lets it (calls block when the unstable window is full).
+            int n = o.MessagesFor(p);
+            s.DoneReceivers.Reset();
+            lock (s.Reported) s.Reported.Clear();
+            long start = Stopwatch.GetTimestamp();
+            long lastCompleted = 0;
+            switch (p)
+            {
+                case Primitive.Send:
+                    for (int i = 0; i < n; i++) g.Send(Data, phase, payload);
+                    break;
+                case Primitive.Ordered:
+                    for (int i = 0; i < n; i++) g.OrderedSend(Data, phase, payload);
+                    break;
+                case Primitive.Query:
+                {
+                    using var inFlight = new SemaphoreSlim(QueriesInFlight);
+                    using var all = new CountdownEvent(n);
+                    int failures = 0;
+                    for (int i = 0; i < n; i++)
+                    {
+                        inFlight.Wait();
+                        g.QueryAsync<int>(Group.ALL, QData, phase, payload).ContinueWith(t =>
+                        {
+                            if (!t.IsCompletedSuccessfully || t.Result.Count != o.Members) Interlocked.Increment(ref failures);
+                            inFlight.Release();
+                            all.Signal();
+                        }, TaskContinuationOptions.ExecuteSynchronously);
+                    }
+                    r.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
+                    WaitFor(() => all.IsSet, "the blast's queries", o, deadline, all.WaitHandle);
+                    lastCompleted = Stopwatch.GetTimestamp();
+                    if (failures > 0) throw new InvalidOperationException($"{failures} queries of the blast failed or lacked replies");
+                    break;
+                }
+                default:
+                {
+                    var tasks = new Task[n];
+                    for (int i = 0; i < n; i++) tasks[i] = g.SafeSendAsync(Data, phase, payload);
+                    r.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
+                    if (!Task.WaitAll(tasks, TimeSpan.FromSeconds(Math.Max(1, o.TimeoutSeconds - deadline.Elapsed.TotalSeconds))))
+                        throw new TimeoutException("the blast's SafeSends did not complete");
+                    lastCompleted = Stopwatch.GetTimestamp();
+                    break;
+                }
+            }
+            if (r.SendCallsSeconds == 0) r.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
+            if (lastCompleted != 0) r.CompletedSeconds = (lastCompleted - start) / (double)Stopwatch.Frequency;
+            WaitFor(() => s.DoneReceivers.IsSet, "DONE from every receiver", o, deadline, s.DoneReceivers.WaitHandle);
+            lock (s.Reported)
+            {
+                r.Throughput = s.Reported.OrderBy(x => x.Key)
+                    .Select(x => Rate(x.Key, x.Value.Count, x.Value.First, x.Value.Last))
+                    .Prepend(Rate(0, s.DataCount[phase], s.FirstData[phase], s.LastData[phase]))
+                    .ToList();
+            }
+            r.LatencyTicks = s.Latency[phase][..s.LatencyCount[phase]];
+            result.Phases.Add(r);
+            Console.WriteLine($"member 0: {p.Name()} done at {deadline.Elapsed.TotalSeconds:F1} s");
         }
-        result.SendStartTicks = start;
+
+        if (o.ResponseDelayBursts.Length > 0) RunResponseDelay(g, o, deadline, result);
         g.Send(Finish);
     }
 
-    private static void RunReceiver(Group g, IsisRuntime runtime, State s, BenchOptions o, Stopwatch deadline, MemberResult result)
+    /// <summary>
+    /// Isis2 Figure 8: after K updates, when may the application answer an outside user?
+    /// (a) K Sends then Flush(): from the first Send until Flush returns (every member holds them);
+    /// (b) K SafeSendAsync: from the first call until the last task completed (delivered here, durable).
+    /// </summary>
+    private static void RunResponseDelay(Group g, BenchOptions o, Stopwatch deadline, MemberResult result)
+    {
+        var modes = new List<(string Name, int Phi)> { ("send+flush", 0) };
+        if (o.Members > 3) modes.Add(("safesend phi=3", 3));
+        modes.Add(("safesend phi=all", o.Members));
+        int warmup = Math.Max(3, o.Rounds / 10);
+        foreach (int k in o.ResponseDelayBursts)
+        {
+            foreach (var (name, phi) in modes)
+            {
+                if (phi > 0) g.SetSafeSendThreshold(phi);
+                var ticks = new long[o.Rounds];
+                var tasks = new Task[k];
+                for (int round = 0; round < warmup + o.Rounds; round++)
+                {
+                    long start = Stopwatch.GetTimestamp();
+                    if (phi == 0)
+                    {
+                        for (int i = 0; i < k; i++) g.Send(Update, i);
+                        g.Flush();
+                    }
+                    else
+                    {
+                        for (int i = 0; i < k; i++) tasks[i] = g.SafeSendAsync(Update, i);
+                        if (!Task.WaitAll(tasks, RoundTimeout)) throw new TimeoutException($"{name} K={k}: not complete within {RoundTimeout.TotalSeconds} s");
+                    }
+                    if (round >= warmup) ticks[round - warmup] = Stopwatch.GetTimestamp() - start;
+                    CheckDeadline(o, deadline);
+                }
+                result.ResponseDelay.Add(new ResponseDelayRaw { K = k, Mode = name, Ticks = ticks });
+            }
+        }
+        Console.WriteLine($"member 0: response delay done at {deadline.Elapsed.TotalSeconds:F1} s");
+    }
+
+    private static void RunReceiver(Group g, State s, BenchOptions o, Stopwatch deadline, MemberResult result)
     {
         g.Send(Ready, o.Index);
-        WaitFor(() => s.LatencyPhaseOver.IsSet, "the end of the latency phase", o, deadline, s.LatencyPhaseOver.WaitHandle);
-        result.LatencyTicks = s.Latency[..s.LatencyCount];
-        result.AfterLatency = Stats(runtime);
         WaitFor(() => s.Finished.IsSet, "FINISH from the sender", o, deadline, s.Finished.WaitHandle);
-        result.Throughput = [Rate(o.Index, s.DataCount, s.FirstData, s.LastData)];
+        for (int phase = 0; phase < o.PrimitiveList.Length; phase++)
+        {
+            result.Phases.Add(new PhaseResult
+            {
+                Primitive = o.PrimitiveList[phase].Name(),
+                LatencyTicks = s.Latency[phase][..s.LatencyCount[phase]],
+                Throughput = [Rate(o.Index, s.DataCount[phase], s.FirstData[phase], s.LastData[phase])],
+                BlastStart = s.BlastStart[phase],
+                BlastEnd = s.BlastEnd[phase],
+            });
+        }
     }
 
     private static ThroughputResult Rate(int index, long count, long first, long last)

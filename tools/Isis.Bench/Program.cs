@@ -1,9 +1,10 @@
 using Isis.Bench;
 
-// Multi-process Send latency and throughput on this machine, 127.0.0.1 only (docs/performance.md).
-//   dotnet run -c Release --project tools/Isis.Bench -- --out bench.json
+// Multi-process latency and throughput per primitive (send, ordered, safe1/3/all, query) on this machine, 127.0.0.1 only (docs/performance.md).
+//   dotnet run -c Release --project tools/Isis.Bench -- --members 5 --primitive safe3 --out bench.json
+//   dotnet run -c Release --project tools/Isis.Bench -- --matrix --out matrix.csv     (every primitive, 3 and 5 members, response delay)
 //   dotnet run -c Release --project tools/Isis.Bench -- --quick --out /tmp/bench.json   (CI smoke, < 20 s)
-// The parent hosts the membership service and starts three members by re-launching itself:
+// The parent hosts the membership service and starts 3 or 5 members by re-launching itself:
 //   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
 try
 {

@@ -10,22 +10,48 @@ internal sealed class MemberResult
 {
     public int Index { get; set; }
 
-    /// <summary>Receivers: delivery - send, in Stopwatch ticks, one per recorded round.</summary>
+    /// <summary>One entry per primitive run in this group, in the order they ran.</summary>
+    public List<PhaseResult> Phases { get; set; } = [];
+
+    /// <summary>Sender only: the response-delay rounds.</summary>
+    public List<ResponseDelayRaw> ResponseDelay { get; set; } = [];
+
+    public StatsSnapshot? Final { get; set; }
+}
+
+/// <summary>One member's measurements of one primitive.</summary>
+internal sealed class PhaseResult
+{
+    public string Primitive { get; set; } = "";
+
+    /// <summary>Send timestamp to this member's handler, in Stopwatch ticks, one per recorded round (the sender records its local delivery).</summary>
     public long[] LatencyTicks { get; set; } = [];
 
-    /// <summary>Sender: Send until both acknowledgements were delivered back, in Stopwatch ticks.</summary>
+    /// <summary>Sender: call until every receiver's ACK was delivered back (Query: until the QueryAsync task completed with all replies).</summary>
     public long[] RoundTripTicks { get; set; } = [];
+
+    /// <summary>Sender, SafeSend and Query: call until the returned task completed.</summary>
+    public long[] CompletionTicks { get; set; } = [];
 
     public List<ThroughputResult> Throughput { get; set; } = [];
 
-    /// <summary>Sender: how long the Send calls of the blast took (they block on flow control).</summary>
+    /// <summary>Sender: how long the calls of the blast took (they block on flow control).</summary>
     public double SendCallsSeconds { get; set; }
 
-    public long SendStartTicks { get; set; }
+    /// <summary>Sender, SafeSend and Query: from the first call until the last task completed.</summary>
+    public double CompletedSeconds { get; set; }
 
-    public StatsSnapshot? AfterLatency { get; set; }
+    /// <summary>Receivers: counters at the first and the last delivery of the blast.</summary>
+    public StatsSnapshot? BlastStart { get; set; }
 
-    public StatsSnapshot? Final { get; set; }
+    public StatsSnapshot? BlastEnd { get; set; }
+}
+
+internal sealed class ResponseDelayRaw
+{
+    public int K { get; set; }
+    public string Mode { get; set; } = "";
+    public long[] Ticks { get; set; } = [];
 }
 
 internal sealed class ThroughputResult
@@ -48,8 +74,8 @@ internal sealed class StatsSnapshot
 
 internal sealed class MemberCounters
 {
+    public int Members { get; set; }
     public int Member { get; set; }
-    public StatsSnapshot? AfterLatency { get; set; }
     public StatsSnapshot? Final { get; set; }
 }
 
@@ -85,6 +111,32 @@ internal sealed class LatencySummary
     }
 }
 
+/// <summary>One primitive at one group size.</summary>
+internal sealed class PrimitiveRun
+{
+    public int Members { get; set; }
+    public string Primitive { get; set; } = "";
+    /// <summary>SafeSend threshold (0 for the others).</summary>
+    public int Phi { get; set; }
+    public int MessagesPerBlast { get; set; }
+    public List<LatencySummary> Latency { get; set; } = [];
+    public List<ThroughputResult> Throughput { get; set; } = [];
+    public double SenderCallsPerSecond { get; set; }
+    /// <summary>SafeSend and Query: operations completed at the sender per second (first call to last completion).</summary>
+    public double SenderCompletedPerSecond { get; set; }
+    /// <summary>Throughput phase, per receiver: packets per datagram received (batching).</summary>
+    public List<double> PacketsPerDatagramAtReceivers { get; set; } = [];
+}
+
+/// <summary>Time until the application may answer an outside user after a burst of K updates.</summary>
+internal sealed class ResponseDelaySummary
+{
+    public int Members { get; set; }
+    public int K { get; set; }
+    public string Mode { get; set; } = "";
+    public LatencySummary Delay { get; set; } = new();
+}
+
 /// <summary>The whole run: what --out receives.</summary>
 internal sealed class BenchReport
 {
@@ -92,27 +144,34 @@ internal sealed class BenchReport
     public string Runtime { get; set; } = "";
     public int ProcessorCount { get; set; }
     public bool Quick { get; set; }
-    public int Members { get; set; }
+    public string LoadAverageAtStart { get; set; } = "";
+    public string LoadAverageAtEnd { get; set; } = "";
     public int PayloadBytes { get; set; }
     public int Warmup { get; set; }
-    public int MessagesPerBlast { get; set; }
+    public int Samples { get; set; }
     public double WallSeconds { get; set; }
-    public List<LatencySummary> Latency { get; set; } = [];
-    public List<ThroughputResult> Throughput { get; set; } = [];
-    public double SenderSendCallsPerSecond { get; set; }
-
-    /// <summary>Throughput phase, per receiver: data packets per datagram received (batching).</summary>
-    public List<double> PacketsPerDatagramAtReceivers { get; set; } = [];
-    /// <summary>Each member's transport and protocol counters after the latency phase and at the end.</summary>
+    public List<PrimitiveRun> Runs { get; set; } = [];
+    public List<ResponseDelaySummary> ResponseDelay { get; set; } = [];
+    /// <summary>Each member's transport and protocol counters at the end of its group's run.</summary>
     public List<MemberCounters> Counters { get; set; } = [];
 
     public string ToCsv()
     {
-        var sb = new StringBuilder("kind,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,deliveries_per_s\n");
-        foreach (LatencySummary l in Latency)
-            sb.AppendLine(Inv($"latency,\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
-        foreach (ThroughputResult t in Throughput)
-            sb.AppendLine(Inv($"throughput,member{t.Member},{t.Deliveries},,,,,,,{t.DeliveriesPerSecond:F0}"));
+        var sb = new StringBuilder("kind,members,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s\n");
+        foreach (PrimitiveRun r in Runs)
+        {
+            foreach (LatencySummary l in r.Latency)
+                sb.AppendLine(Inv($"latency,{r.Members},{r.Primitive},\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+            foreach (ThroughputResult t in r.Throughput)
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.Primitive},member{t.Member} deliveries,{t.Deliveries},,,,,,,{t.DeliveriesPerSecond:F0}"));
+            if (r.SenderCompletedPerSecond > 0)
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.Primitive},sender completed,{r.MessagesPerBlast},,,,,,,{r.SenderCompletedPerSecond:F0}"));
+        }
+        foreach (ResponseDelaySummary d in ResponseDelay)
+        {
+            LatencySummary l = d.Delay;
+            sb.AppendLine(Inv($"response_delay,{d.Members},{d.Mode},K={d.K},{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+        }
         return sb.ToString();
     }
 

@@ -6,7 +6,8 @@ namespace Isis.Tests.Benchmarks;
 
 /// <summary>
 /// CI smoke test of the multi-process harness (tools/Isis.Bench): it starts, forms its 3-member
-/// group, runs both phases and writes its result file. Asserts counts only, never a timing.
+/// group, runs the latency and throughput phases of send, ordered, safe3 and query plus the
+/// response-delay phase, and writes its result file. Asserts counts only, never a timing.
 /// Runs alone: its four processes would otherwise starve the in-process runtime tests.
 /// </summary>
 [Collection(nameof(BenchHarnessCollection))]
@@ -30,12 +31,27 @@ public sealed class BenchHarnessSmokeTests
 
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             JsonElement root = result.RootElement;
-            JsonElement[] latency = [.. root.GetProperty("Latency").EnumerateArray()];
-            Assert.NotEmpty(latency);
-            Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"no latency samples for {l.GetProperty("Name")}"));
-            JsonElement[] throughput = [.. root.GetProperty("Throughput").EnumerateArray()];
-            Assert.Equal(3, throughput.Length);
-            Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"member {t.GetProperty("Member")} delivered nothing"));
+            JsonElement[] runs = [.. root.GetProperty("Runs").EnumerateArray()];
+            // --quick covers Send plus at least one ordered and one safe primitive, and the Query round trip.
+            string[] primitives = [.. runs.Select(r => r.GetProperty("Primitive").GetString()!)];
+            Assert.Contains("send", primitives);
+            Assert.Contains("ordered", primitives);
+            Assert.Contains("safe3", primitives);
+            Assert.Contains("query", primitives);
+            foreach (JsonElement run in runs)
+            {
+                string name = run.GetProperty("Primitive").GetString()!;
+                JsonElement[] latency = [.. run.GetProperty("Latency").EnumerateArray()];
+                Assert.NotEmpty(latency);
+                Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"{name}: no latency samples for {l.GetProperty("Name")}"));
+                JsonElement[] throughput = [.. run.GetProperty("Throughput").EnumerateArray()];
+                Assert.Equal(run.GetProperty("Members").GetInt32(), throughput.Length);
+                Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"{name}: member {t.GetProperty("Member")} delivered nothing"));
+            }
+            JsonElement[] delay = [.. root.GetProperty("ResponseDelay").EnumerateArray()];
+            Assert.Contains(delay, d => d.GetProperty("Mode").GetString() == "send+flush");
+            Assert.Contains(delay, d => d.GetProperty("Mode").GetString()!.StartsWith("safesend", StringComparison.Ordinal));
+            Assert.All(delay, d => Assert.True(d.GetProperty("Delay").GetProperty("Samples").GetInt32() > 0, $"no response-delay rounds for {d.GetProperty("Mode")}"));
         }
         finally
         {

@@ -1,0 +1,175 @@
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+using BenchmarkDotNet.Attributes;
+
+namespace Isis.Benchmarks;
+
+/// <summary>The multicast primitive a <see cref="LoopbackPrimitiveBenchmarks"/> case measures.</summary>
+public enum LoopbackPrimitive
+{
+    /// <summary>Send: FIFO, delivered at the sender at once.</summary>
+    Send,
+    /// <summary>OrderedSend: total order set by the oldest member.</summary>
+    OrderedSend,
+    /// <summary>SafeSendAsync with SetSafeSendThreshold(1).</summary>
+    SafeSendPhi1,
+    /// <summary>SafeSendAsync with SetSafeSendThreshold(3) (group sizes of at least 3 only).</summary>
+    SafeSendPhi3,
+    /// <summary>SafeSendAsync with the default threshold: every member.</summary>
+    SafeSendPhiAll,
+    /// <summary>QueryAsync&lt;int&gt;(Group.ALL, ...): every member Replies.</summary>
+    QueryAll,
+}
+
+/// <summary>
+/// Every primitive across 3 or 5 real runtimes on loopback UDP (one process, one event loop and
+/// socket per runtime, a private membership service hosted by runtime 0; runtime 0 sends). One
+/// operation is measured until every member's handler ran it (Query: until the QueryAsync task
+/// completed with every member's reply); the burst case issues 1,000 operations and waits for the
+/// same, reported per operation. tools/Isis.Bench measures the same with one process per member.
+/// </summary>
+public class LoopbackPrimitiveBenchmarks
+{
+    private const int Opcode = 1;
+    private const int Burst = 1_000;
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(30);
+
+    private long[] _delivered = [];
+    private IsisRuntime[] _runtimes = [];
+    private Group[] _groups = [];
+    private long _sent;
+    private readonly Task[] _burstTasks = new Task[Burst];
+
+    /// <summary>Number of members (runtimes) in the group.</summary>
+    [Params(3, 5)]
+    public int Members { get; set; }
+
+    /// <summary>The primitive under test.</summary>
+    [ParamsAllValues]
+    public LoopbackPrimitive Primitive { get; set; }
+
+    [GlobalSetup]
+    public void Setup()
+    {
+        if (Primitive == LoopbackPrimitive.SafeSendPhi3 && Members < 3) throw new InvalidOperationException("phi 3 needs at least 3 members");
+        int port = FreeUdpPort();
+        _delivered = new long[Members];
+        _runtimes = new IsisRuntime[Members];
+        _groups = new Group[Members];
+        for (int i = 0; i < Members; i++)
+        {
+            _runtimes[i] = new IsisRuntime(new IsisOptions
+            {
+                MembershipServicePort = port,
+                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
+            });
+            _runtimes[i].Start();
+            int me = i;
+            Group g = new(_runtimes[i], "bench-primitives");
+            _groups[i] = g;
+            if (Primitive == LoopbackPrimitive.QueryAll)
+            {
+                g.Handlers[Opcode] += (Action<int>)(_ =>
+                {
+                    Interlocked.Increment(ref _delivered[me]);
+                    g.Reply(me);
+                });
+            }
+            else
+            {
+                g.Handlers[Opcode] += (Action<int>)(_ => Interlocked.Increment(ref _delivered[me]));
+            }
+        }
+        // Join in parallel: each Join waits for a view change, and five in a row add up.
+        Task.WaitAll([.. _groups.Select(g => g.JoinAsync())], Limit);
+        WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == Members), $"a {Members}-member view");
+        switch (Primitive)
+        {
+            case LoopbackPrimitive.SafeSendPhi1: _groups[0].SetSafeSendThreshold(1); break;
+            case LoopbackPrimitive.SafeSendPhi3: _groups[0].SetSafeSendThreshold(3); break;
+        }
+    }
+
+    [Benchmark(Description = "one operation, until every member delivered (Query: all replies)")]
+    public void One()
+    {
+        long target = ++_sent;
+        Group g = _groups[0];
+        switch (Primitive)
+        {
+            case LoopbackPrimitive.Send:
+                g.Send(Opcode, 42);
+                break;
+            case LoopbackPrimitive.OrderedSend:
+                g.OrderedSend(Opcode, 42);
+                break;
+            case LoopbackPrimitive.QueryAll:
+                IReadOnlyList<int> replies = g.QueryAsync<int>(Group.ALL, Opcode, 42).WaitAsync(Limit).GetAwaiter().GetResult();
+                if (replies.Count != Members) throw new InvalidOperationException($"{replies.Count} replies, expected {Members}");
+                return;
+            default:
+                g.SafeSendAsync(Opcode, 42).WaitAsync(Limit).GetAwaiter().GetResult();
+                break;
+        }
+        WaitUntil(() => AllDelivered(target), "delivery");
+    }
+
+    [Benchmark(OperationsPerInvoke = Burst, Description = "burst of 1000, per operation")]
+    public void BurstOf1000()
+    {
+        Group g = _groups[0];
+        switch (Primitive)
+        {
+            case LoopbackPrimitive.Send:
+                for (int i = 0; i < Burst; i++) g.Send(Opcode, i);
+                break;
+            case LoopbackPrimitive.OrderedSend:
+                for (int i = 0; i < Burst; i++) g.OrderedSend(Opcode, i);
+                break;
+            case LoopbackPrimitive.QueryAll:
+                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.QueryAsync<int>(Group.ALL, Opcode, i);
+                if (!Task.WaitAll(_burstTasks, Limit)) throw new TimeoutException("the burst's queries did not complete");
+                break;
+            default:
+                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.SafeSendAsync(Opcode, i);
+                if (!Task.WaitAll(_burstTasks, Limit)) throw new TimeoutException("the burst's SafeSends did not complete");
+                break;
+        }
+        long target = _sent += Burst;
+        WaitUntil(() => AllDelivered(target), "delivery of the burst");
+    }
+
+    private bool AllDelivered(long target)
+    {
+        for (int i = 0; i < _delivered.Length; i++)
+        {
+            if (Interlocked.Read(ref _delivered[i]) < target) return false;
+        }
+        return true;
+    }
+
+    [GlobalCleanup]
+    public void Cleanup()
+    {
+        foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
+    }
+
+    private static void WaitUntil(Func<bool> condition, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        var spin = new SpinWait();
+        while (!condition())
+        {
+            if (clock.Elapsed > Limit) throw new TimeoutException($"no {what} within {Limit.TotalSeconds} s");
+            spin.SpinOnce(sleep1Threshold: -1);
+        }
+    }
+
+    private static int FreeUdpPort()
+    {
+        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        return ((IPEndPoint)s.LocalEndPoint!).Port;
+    }
+}
