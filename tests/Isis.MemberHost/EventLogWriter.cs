@@ -1,3 +1,4 @@
+using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Simulation;
@@ -53,10 +54,18 @@ internal sealed class EventLogWriter : IDisposable
             switch (e)
             {
                 case MessageSent s:
-                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind);
+                    // As the simulator records them: queries under their ordering primitive, and the
+                    // acceptor count of a SafeSend (the checker's SafeThreshold and SafeDurability need it).
+                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
                     break;
                 case MessageDelivered d:
-                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind);
+                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
+                    break;
+                case SafeAccepted a:
+                    _batch.RecordSafeAccepted(now, self, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
+                    break;
+                case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
+                    _batch.RecordQueryCompleted(now, self, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
                     break;
                 case ViewInstalled v:
                     _batch.RecordViewInstall(now, self, v.Group, v.View.Id, v.View.Members);
@@ -83,22 +92,32 @@ internal sealed class EventLogWriter : IDisposable
         }
     }
 
+    public void RecordQueryIssued(NodeId self, GroupId group)
+    {
+        lock (_gate)
+        {
+            if (!_disposed) _batch.RecordQueryIssued(Now(), self, group);
+        }
+    }
+
     private void FlushLoop()
     {
         while (!_stop.Wait(TimeSpan.FromMilliseconds(100))) Flush();
     }
 
+    /// <summary>Writes what is pending to the file (the OS holds it even if the process is SIGKILLed right after).</summary>
     public void Flush()
     {
-        History batch;
-        lock (_gate)
-        {
-            if (_batch.Count == 0) return;
-            batch = _batch;
-            _batch = new History();
-        }
+        // The file lock is taken first, so two flushes write their batches in the order they took them.
         lock (_fileGate)
         {
+            History batch;
+            lock (_gate)
+            {
+                if (_batch.Count == 0 || _file.BaseStream is not { CanWrite: true }) return;
+                batch = _batch;
+                _batch = new History();
+            }
             batch.WriteJsonLines(_file); // flushes the writer
         }
     }

@@ -11,10 +11,17 @@ using Isis.MemberHost;
 //   dotnet Isis.MemberHost.dll --service-port P [--group G] [--index I] [--sends N]
 //       [--expect-members K] [--expect-deliveries T] [--host-service] [--event-log PATH]
 //       [--heartbeat-ms H] [--suspicion S] [--opcode-check]
+//       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
 //
-// It joins group G, waits until the view has K members, sends N messages Send(1, I, seq) with
+// It joins group G, waits until the view has K members, sends N messages (1, I, seq) with
 // seq = 1, 2, ..., and checks that every sender's messages are delivered in FIFO order (seq
-// consecutive per sender index). It writes one JSON object per line on stdout:
+// consecutive per sender index). --primitive chooses Send (default), OrderedSend or SafeSendAsync
+// (issued in batches of 64, each batch awaited); --phi sets the SafeSend threshold once the view
+// has K members (0, the default, keeps "every member"). The member records its delivery order
+// (the (sender, seq) pairs in the order its handler ran); with --order-file it appends them to
+// PATH, one "sender seq" line each, every 100 ms, on "dump", on "crash" and on exit, so a killed
+// member leaves a prefix of what it delivered. Request code 2 is a query: each member answers
+// with its index (after 3 s with --slow-replies). It writes one JSON object per line on stdout:
 //
 //   {"event":"ready","address":"127.0.0.1:40001#17","endpoint":"127.0.0.1:40001","port":40001,"incarnation":17,"pid":123}
 //   {"event":"view","id":3,"members":["..."],"rank":1}
@@ -24,15 +31,31 @@ using Isis.MemberHost;
 //   {"event":"stats", ...IsisStatistics fields...}
 //   {"event":"shutdown","reason":"expelled ..."}             the membership protocol stopped it
 //   {"event":"error","message":"..."}
+//   {"event":"order","count":1500,"sha256":"ab12..."}        the delivery order's digest
+//   {"event":"dumped","count":1500}                          the order file holds every delivery so far
+//   {"event":"queryReceived","from":"..."}                   this member's query handler started
+//   {"event":"queryDone","replies":[0,1,2]}                  a query this member issued completed
+//   {"event":"queryFailed","message":"..."}
+//   {"event":"crashing","delivered":700}                     "crash": SIGKILL of itself follows
 //
 // and reads commands on stdin, one per line: "stats", "status" (a progress line now), "view",
-// "send N" (N more messages), "quit". It exits when stdin closes, and after a protocol shutdown.
+// "send N" (N more messages), "order" (digest line), "dump" (write the order file now),
+// "query" (QueryAsync<int>(Group.ALL, 2, ...), answered by "queryDone"), "crash" and
+// "crash-at N" (see below), "quit". It exits when stdin closes, and after a protocol shutdown.
+//
+// "crash" SIGKILLs this process from its own event loop, between two iterations: the event log and
+// the order file are written first, so they hold everything this process did (a SIGKILL from
+// outside can land after a batch's datagrams left but before its events reached the log, and the
+// history checker would then see a delivery of a message that was never sent, or a SafeSend
+// delivered before an acceptor held it). "crash-at N" does the same once N messages are delivered here.
 // With --opcode-check a message that matches no handler (Undeliverable) makes fifoOk false.
 
 var options = HostOptions.Parse(args);
 var output = new JsonLines();
 var tracker = new DeliveryTracker(options.OpcodeCheck);
 EventLogWriter? eventLog = options.EventLog is { } path ? new EventLogWriter(path) : null;
+var order = new OrderRecorder(options.OrderFile);
+const int SafeBatch = 64; // SafeSendAsync calls issued before awaiting them
 
 var runtime = new IsisRuntime(new IsisOptions
 {
@@ -57,6 +80,7 @@ void Exit(int code)
     }
     tracker.EmitProgress(output, force: true);
     eventLog?.Dispose();
+    order.Dispose();
     output.Write(new JsonObject { ["event"] = "exit", ["code"] = code });
     Environment.Exit(code);
 }
@@ -82,10 +106,20 @@ group.ViewHandlers += (ViewHandler)(v =>
     });
     if (v.Members.Length >= options.ExpectMembers) bigEnough.Set();
 });
+long crashAt = long.MaxValue;
+int crashing = 0;
 group.Handlers[1] += (Action<int, int>)((sender, seq) =>
 {
     tracker.OnDeliver(sender, seq);
+    long count = order.Add(sender, seq);
     if (options.ExpectDeliveries > 0 && tracker.Total == options.ExpectDeliveries) tracker.EmitDone(output);
+    if (count == Interlocked.Read(ref crashAt)) Crash();
+});
+group.Handlers[2] += (Action<int>)(token =>
+{
+    output.Write(new JsonObject { ["event"] = "queryReceived", ["token"] = token });
+    if (options.SlowReplies) Thread.Sleep(3000);
+    group.Reply(options.Index);
 });
 group.Undeliverable += (_, e) => tracker.OnUndeliverable(e.Opcode, e.Reason);
 
@@ -111,11 +145,34 @@ var sender = new Thread(() =>
         {
             output.Write(new JsonObject { ["event"] = "error", ["message"] = $"the view never reached {options.ExpectMembers} members" });
         }
+        if (options.Phi > 0) group.SetSafeSendThreshold(options.Phi);
         if (options.Sends > 0) sendRequests.Add(options.Sends);
         int seq = 0;
+        var pending = new List<Task>(SafeBatch);
         foreach (int n in sendRequests.GetConsumingEnumerable())
         {
-            for (int i = 0; i < n; i++) group.Send(1, options.Index, ++seq);
+            for (int i = 0; i < n; i++)
+            {
+                switch (options.Primitive)
+                {
+                    case "send":
+                        group.Send(1, options.Index, ++seq);
+                        break;
+                    case "ordered":
+                        group.OrderedSend(1, options.Index, ++seq);
+                        break;
+                    default:
+                        pending.Add(group.SafeSendAsync(1, options.Index, ++seq));
+                        if (pending.Count == SafeBatch)
+                        {
+                            Task.WaitAll(pending);
+                            pending.Clear();
+                        }
+                        break;
+                }
+            }
+            Task.WaitAll(pending);
+            pending.Clear();
             output.Write(new JsonObject { ["event"] = "sent", ["sent"] = seq });
         }
     }
@@ -154,6 +211,23 @@ var progress = new Thread(() =>
 { IsBackground = true, Name = "progress" };
 progress.Start();
 
+// SIGKILL from the event loop, between iterations: every event of the iterations that ran is in
+// the log (they are handed over after each iteration's datagrams are sent), and nothing of a later
+// one happened.
+void Crash()
+{
+    if (Interlocked.Exchange(ref crashing, 1) != 0) return;
+    void Die()
+    {
+        eventLog?.Flush();
+        order.Flush();
+        output.Write(new JsonObject { ["event"] = "crashing", ["delivered"] = order.Count });
+        NativeMethods.Kill(Environment.ProcessId, NativeMethods.SigKill);
+    }
+    if (runtime.Loop is { } loop && runtime.IsRunning) loop.Post(Die);
+    else Die();
+}
+
 string? line;
 while ((line = Console.In.ReadLine()) != null)
 {
@@ -179,6 +253,40 @@ while ((line = Console.In.ReadLine()) != null)
             break;
         case "send" when words.Length == 2 && int.TryParse(words[1], CultureInfo.InvariantCulture, out int n) && n > 0:
             sendRequests.Add(n);
+            break;
+        case "order":
+            (long count, string sha) = order.Digest();
+            output.Write(new JsonObject { ["event"] = "order", ["count"] = count, ["sha256"] = sha });
+            break;
+        case "dump":
+            order.Flush();
+            output.Write(new JsonObject { ["event"] = "dumped", ["count"] = order.Count });
+            break;
+        case "query":
+            eventLog?.RecordQueryIssued(runtime.Address.Node, GroupId.FromName(options.Group));
+            _ = Task.Run(async () =>
+            {
+                try
+                {
+                    IReadOnlyList<int> replies = await group.QueryAsync<int>(Group.ALL, 2, 0).ConfigureAwait(false);
+                    output.Write(new JsonObject
+                    {
+                        ["event"] = "queryDone",
+                        ["replies"] = new JsonArray(replies.Order().Select(r => (JsonNode)JsonValue.Create(r)).ToArray()),
+                    });
+                }
+                catch (Exception e)
+                {
+                    output.Write(new JsonObject { ["event"] = "queryFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
+                }
+            });
+            break;
+        case "crash":
+            Crash();
+            break;
+        case "crash-at" when words.Length == 2 && long.TryParse(words[1], CultureInfo.InvariantCulture, out long at) && at > 0:
+            Interlocked.Exchange(ref crashAt, at);
+            if (order.Count >= at) Crash();
             break;
         case "quit":
             Exit(0);
@@ -218,6 +326,14 @@ static JsonObject Stats(IsisRuntime runtime)
 
 namespace Isis.MemberHost
 {
+    internal static class NativeMethods
+    {
+        public const int SigKill = 9;
+
+        [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "kill", SetLastError = true)]
+        public static extern int Kill(int pid, int signal);
+    }
+
     internal sealed record HostOptions
     {
         public int ServicePort { get; private set; } = 7345;
@@ -231,6 +347,10 @@ namespace Isis.MemberHost
         public int HeartbeatMs { get; private set; } = 100;
         public int Suspicion { get; private set; } = 5;
         public bool OpcodeCheck { get; private set; }
+        public string Primitive { get; private set; } = "send";
+        public int Phi { get; private set; }
+        public string? OrderFile { get; private set; }
+        public bool SlowReplies { get; private set; }
 
         public static HostOptions Parse(string[] args)
         {
@@ -252,6 +372,13 @@ namespace Isis.MemberHost
                     case "--heartbeat-ms": o.HeartbeatMs = Int(); break;
                     case "--suspicion": o.Suspicion = Int(); break;
                     case "--opcode-check": o.OpcodeCheck = true; break;
+                    case "--primitive":
+                        o.Primitive = Value();
+                        if (o.Primitive is not ("send" or "ordered" or "safe")) throw new ArgumentException("--primitive is send, ordered or safe");
+                        break;
+                    case "--phi": o.Phi = Int(); break;
+                    case "--order-file": o.OrderFile = Value(); break;
+                    case "--slow-replies": o.SlowReplies = true; break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }
@@ -282,6 +409,92 @@ namespace Isis.MemberHost
                     // The test closed our stdout; stdin closing will end us.
                 }
             }
+        }
+    }
+
+    /// <summary>
+    /// The delivery order: every (sender, seq) in the order the handler ran, with a digest (count and
+    /// SHA-256 of the pairs as little-endian int32s) and, given a path, a file of "sender seq" lines
+    /// appended every 100 ms and on <see cref="Flush"/> (a SIGKILL leaves a prefix).
+    /// </summary>
+    internal sealed class OrderRecorder : IDisposable
+    {
+        private readonly object _gate = new();
+        private readonly object _fileGate = new();
+        private readonly List<(int Sender, int Seq)> _order = new();
+        private readonly FileStream? _file;
+        private readonly Thread? _flusher;
+        private readonly ManualResetEventSlim _stop = new(false);
+        private int _written;
+
+        public OrderRecorder(string? path)
+        {
+            if (path == null) return;
+            _file = new FileStream(path, FileMode.Create, FileAccess.Write, FileShare.Read);
+            _flusher = new Thread(() =>
+            {
+                while (!_stop.Wait(TimeSpan.FromMilliseconds(100))) Flush();
+            })
+            { IsBackground = true, Name = "order-file" };
+            _flusher.Start();
+        }
+
+        public long Count
+        {
+            get { lock (_gate) return _order.Count; }
+        }
+
+        /// <summary>Records a delivery; returns the number of deliveries so far.</summary>
+        public long Add(int sender, int seq)
+        {
+            lock (_gate)
+            {
+                _order.Add((sender, seq));
+                return _order.Count;
+            }
+        }
+
+        public (long Count, string Sha256) Digest()
+        {
+            byte[] bytes;
+            lock (_gate)
+            {
+                bytes = new byte[_order.Count * 8];
+                for (int i = 0; i < _order.Count; i++)
+                {
+                    System.Buffers.Binary.BinaryPrimitives.WriteInt32LittleEndian(bytes.AsSpan(i * 8), _order[i].Sender);
+                    System.Buffers.Binary.BinaryPrimitives.WriteInt32LittleEndian(bytes.AsSpan(i * 8 + 4), _order[i].Seq);
+                }
+            }
+            return (bytes.Length / 8, Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(bytes)));
+        }
+
+        /// <summary>Appends the deliveries not yet in the file and hands them to the OS.</summary>
+        public void Flush()
+        {
+            if (_file == null) return;
+            lock (_fileGate)
+            {
+                var text = new StringBuilder();
+                lock (_gate)
+                {
+                    for (; _written < _order.Count; _written++)
+                    {
+                        text.Append(_order[_written].Sender.ToString(CultureInfo.InvariantCulture)).Append(' ')
+                            .Append(_order[_written].Seq.ToString(CultureInfo.InvariantCulture)).Append('\n');
+                    }
+                }
+                if (text.Length == 0 || !_file.CanWrite) return;
+                _file.Write(Encoding.ASCII.GetBytes(text.ToString()));
+                _file.Flush();
+            }
+        }
+
+        public void Dispose()
+        {
+            _stop.Set();
+            Flush();
+            lock (_fileGate) _file?.Dispose();
         }
     }
 

@@ -13,6 +13,9 @@ namespace Isis.Tests.MultiProcess;
 /// send. The merge therefore takes the events in time order, keeps each process's own order, and
 /// holds back a Deliver until the Send of its message has been taken (when some log has that
 /// Send); a held-back event takes the time of the event before it, so times stay non-decreasing.
+/// For the same reason a SafeSend's acceptor logs its SafeAccepted after its acceptance is on the
+/// wire, so a SafeSend delivered on the normal path (not at a view's end) is also held back until
+/// every SafeAccepted of that message that some log has was taken.
 /// Nothing else is reordered, so every other property is checked on the order the processes saw.
 /// </remarks>
 internal static class EventLogMerge
@@ -22,6 +25,7 @@ internal static class EventLogMerge
     public static Result Merge(IReadOnlyList<History> logs)
     {
         var sent = new HashSet<MessageId>();
+        var acceptsLeft = new Dictionary<MessageId, int>();
         int total = 0;
         foreach (History log in logs)
         {
@@ -29,6 +33,7 @@ internal static class EventLogMerge
             foreach (HistoryEvent e in log.Events)
             {
                 if (e.Kind == HistoryEventKind.Send) sent.Add(e.Message);
+                if (e.Kind == HistoryEventKind.SafeAccepted) acceptsLeft[e.Message] = acceptsLeft.GetValueOrDefault(e.Message) + 1;
             }
         }
 
@@ -47,7 +52,9 @@ internal static class EventLogMerge
                 if (next[i] >= logs[i].Count) continue;
                 HistoryEvent head = logs[i][next[i]];
                 if (fallback < 0 || head.Time < logs[fallback][next[fallback]].Time) fallback = i;
-                bool blocked = head.Kind == HistoryEventKind.Deliver && sent.Contains(head.Message) && !taken.Contains(head.Message);
+                bool blocked = head.Kind == HistoryEventKind.Deliver
+                    && ((sent.Contains(head.Message) && !taken.Contains(head.Message))
+                        || (head.Primitive == Isis.Core.Groups.MessageKind.Safe && !head.AtViewEnd && acceptsLeft.GetValueOrDefault(head.Message) > 0));
                 if (!blocked && (pick < 0 || head.Time < logs[pick][next[pick]].Time)) pick = i;
             }
             // Every head blocked means deliveries waiting on each other's sends: a real violation;
@@ -62,6 +69,7 @@ internal static class EventLogMerge
             }
             now = e.Time;
             if (e.Kind == HistoryEventKind.Send) taken.Add(e.Message);
+            if (e.Kind == HistoryEventKind.SafeAccepted) acceptsLeft[e.Message]--;
             merged.Add(e);
         }
         merged.RecordEnd(now == long.MinValue ? 0 : now);
