@@ -284,11 +284,14 @@ internal sealed class GroupMember
 
     // ---------------------------------------------------------------- Flush
 
-    public void RequestFlush(long token, int minHolders)
+    public void RequestFlush(long token, int minHolders, long now)
     {
         _flushWaiters.Add((token, _issued, minHolders));
         CompleteFlushes();
-        _nextFlushPokeAt = 0; // ask the others for their digests now (see Tick)
+        if (_flushWaiters.Count == 0 || _wedged || MyRank < 0) return;
+        // Ask every member for its digest now: the Flush then costs one round trip.
+        _nextFlushPokeAt = now + Options.NakInterval;
+        SendDigest(now, askForReplies: true);
     }
 
     /// <summary>

@@ -112,7 +112,7 @@ internal sealed class ProcessNode : IProtocolNode
     {
         _now = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.RequestFlush(token, minHolders);
+        member.RequestFlush(token, minHolders, now);
         Drain();
     }
 
