@@ -196,6 +196,7 @@ internal sealed class Simulator
 
     private void RunWorkload(SimProcess p)
     {
+        if (!p.Alive) return; // it may have shut itself down in this very tick
         ProcessNode node = p.Node!;
         GroupMember? g = node.FindGroup(_group);
         if (g == null || g.State != MemberState.Active || _now < p.NextSendAt) return;
