@@ -262,8 +262,9 @@ public sealed class Group
     }
 
     /// <summary>
-    /// On the first view: if this member founds the group (view 1, alone), the group's history
-    /// restarts from its log; otherwise the running group already has it.
+    /// On the first view: if this member founds the group (it is alone in its first view: every
+    /// earlier member is gone), the group's history restarts from its log; otherwise the running
+    /// group already has it.
     /// </summary>
     private void MaybeReplay(View first)
     {
@@ -271,7 +272,7 @@ public sealed class Group
         _replay = null;
         if (replay == null) return;
         string source = LogPath(".safelog.replay");
-        if (first.ViewId != 1 || first.Members.Length != 1 || replay.Count == 0)
+        if (first.Members.Length != 1 || replay.Count == 0)
         {
             File.Delete(source);
             return;

@@ -94,6 +94,10 @@ runtime.ShutDown += (_, e) =>
 
 runtime.Start();
 var group = new Group(runtime, options.Group);
+if (options.SafeLog != null)
+{
+    group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog, TimeSpan.FromMilliseconds(options.ReplayAfterMs));
+}
 var bigEnough = new ManualResetEventSlim(false);
 group.ViewHandlers += (ViewHandler)(v =>
 {
@@ -351,6 +355,8 @@ namespace Isis.MemberHost
         public int Phi { get; private set; }
         public string? OrderFile { get; private set; }
         public bool SlowReplies { get; private set; }
+        public string? SafeLog { get; private set; }
+        public int ReplayAfterMs { get; private set; } = 2000;
 
         public static HostOptions Parse(string[] args)
         {
@@ -379,6 +385,8 @@ namespace Isis.MemberHost
                     case "--phi": o.Phi = Int(); break;
                     case "--order-file": o.OrderFile = Value(); break;
                     case "--slow-replies": o.SlowReplies = true; break;
+                    case "--safelog": o.SafeLog = Value(); break;
+                    case "--replay-after-ms": o.ReplayAfterMs = Int(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }
