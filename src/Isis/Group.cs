@@ -308,6 +308,13 @@ public sealed class Group
         return SafeSendPayload(ArgumentCodec.Encode(opcode, args ?? [null]), nameof(SafeSend));
     }
 
+    /// <summary>As <see cref="SafeSendAsync(int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the message is still delivered).</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task SafeSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) =>
+        SafeSendAsync(opcode, args).WaitAsync(cancellationToken);
+
     private Task SafeSendPayload(byte[] payload, string operation)
     {
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -432,6 +439,15 @@ public sealed class Group
     public async Task<IReadOnlyList<TReply>> QueryAsync<TReply>(int nreplies, int opcode, params object?[] args) =>
         (await QueryCore(MessageKind.QuerySend, nameof(QueryAsync), nreplies, QueryTimeout, opcode, args).ConfigureAwait(false))
             .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
+
+    /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<TReply>> QueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        QueryAsync<TReply>(nreplies, opcode, args).WaitAsync(cancellationToken);
 
     /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with a timeout for this call.</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>

@@ -138,3 +138,23 @@ public sealed class QueryTests
         Assert.Contains("handler", Assert.Throws<InvalidOperationException>(() => g.Reply(1)).Message);
     }
 }
+
+public sealed class CancellationTests
+{
+    [Fact]
+    public async Task Async_twins_stop_waiting_when_cancelled()
+    {
+        using var runtimes = new TestRuntimes();
+        var g = new Group(runtimes.Start(), "cancel");
+        using var hold = new ManualResetEventSlim(false);
+        g.Handlers[1] += (Action)(() => { hold.Wait(TimeSpan.FromSeconds(20)); g.Reply(1); });
+        g.Join();
+        using var cts = new CancellationTokenSource();
+        Task<IReadOnlyList<int>> query = g.QueryAsync<int>(Group.ALL, 1, [], cts.Token);
+        cts.Cancel();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => query);
+        hold.Set();
+        await g.SafeSendAsync(2, [], CancellationToken.None).WaitAsync(TimeSpan.FromSeconds(20));
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => g.FlushAsync(new CancellationToken(canceled: true)));
+    }
+}
