@@ -10,7 +10,7 @@ using Microsoft.Extensions.Logging;
 
 namespace Isis;
 
-/// <summary>The Query family: requests with Send, OrderedSend or SafeSend ordering, and replies.</summary>
+// Group, part 3 of 3: the Query family (requests with Send, OrderedSend or SafeSend ordering) and replies.
 public sealed partial class Group
 {
     // ---------------------------------------------------------------- Query

@@ -10,7 +10,7 @@ using Microsoft.Extensions.Logging;
 
 namespace Isis;
 
-/// <summary>SafeSend: durable, totally ordered multicast with phi acceptors, and its disk log.</summary>
+// Group, part 2 of 3: SafeSend (durable, totally ordered multicast with phi acceptors) and its disk log.
 public sealed partial class Group
 {
     // ---------------------------------------------------------------- SafeSend
