@@ -156,6 +156,9 @@ internal sealed class GroupMember
         }
         int rank = view.RankOf(Self);
         if (rank < 0) return; // not addressed to a member: ignore
+        // An install that arrives while we lack our lease may be one the service sent before it
+        // expelled us: take it only with the lease (the service retransmits until we acknowledge).
+        if (!_node.LeaseHeld) return;
 
         if (View != null)
         {
@@ -641,6 +644,9 @@ internal sealed class GroupMember
         List<HeldMessage> messages = HeldMessage.ReadList(ref r, _streams.Length);
         if (!r.Ok || cut.Length != _streams.Length) { r.Fail(); return; }
         if (attempt != _reportedAttempt) return; // stale, or for an attempt we never reported to
+        // Without our lease the service may have expelled us and abandoned this attempt: deliver
+        // nothing. The coordinator retransmits; a member whose lease merely lapsed commits later.
+        if (!_node.LeaseHeld) return;
         if (attempt != _committedAttempt)
         {
             foreach (HeldMessage m in messages)

@@ -33,6 +33,7 @@ internal static class HistoryChecker
         DeliveredInSendingView(events, sink);
         SenderDeliversOwn(events, sink);
         FirewallAfterExpulsion(events, sink);
+        NoDeliveryAfterExpulsion(events, sink);
         Liveness(events, sink);
         return sink.ToResult(events.Length);
     }
@@ -775,6 +776,28 @@ internal static class HistoryChecker
                         sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}; it was sent at event #{sentAt}, after {e.Message.Sender} was expelled at event #{expelledAt[e.Message.Sender]}");
                     }
                     break;
+            }
+        }
+    }
+
+    /// <summary>
+    /// An expelled incarnation delivers nothing of others after its expulsion: its membership lease ran out
+    /// before the service could expel it, and it is no survivor of any later flush. (So it never
+    /// acts on a message after the view that expels it, even before it learns of its expulsion.)
+    /// </summary>
+    internal static void NoDeliveryAfterExpulsion(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(NoDeliveryAfterExpulsion);
+        var expelledAt = new Dictionary<NodeId, int>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.Expel) expelledAt.TryAdd(e.Process, i);
+            // Its own sends are FirewallAfterExpulsion's concern (and a merged real-run log may place
+            // the service's Expel between a Send and the sender's own delivery of it).
+            else if (e.Kind == HistoryEventKind.Deliver && e.Message.Sender != e.Process && expelledAt.TryGetValue(e.Process, out int at))
+            {
+                sink.Report(P, $"{e.Process} delivered {e.Message} at {At(i, e)}, after it was expelled at event #{at}");
             }
         }
     }

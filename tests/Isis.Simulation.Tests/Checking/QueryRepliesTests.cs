@@ -45,3 +45,25 @@ public sealed class QueryRepliesTests
         b.End().AssertViolates(nameof(HistoryChecker.QueryReplies));
     }
 }
+
+public sealed class NoDeliveryAfterExpulsionTests
+{
+    private static readonly NodeId P = N(1), Q = N(2);
+
+    [Fact]
+    public void An_expelled_incarnation_that_still_delivers_is_caught()
+    {
+        var b = new HistoryBuilder().InstallAll(1, P, Q);
+        MessageId m = b.Send(Q);
+        b.Expel(P).Deliver(P, m).End();
+        b.AssertViolates(nameof(HistoryChecker.NoDeliveryAfterExpulsion));
+    }
+
+    [Fact]
+    public void Deliveries_before_the_expulsion_are_fine()
+    {
+        var b = new HistoryBuilder().InstallAll(1, P, Q);
+        MessageId m = b.Send(Q);
+        b.Deliver(P, m).Expel(P).Crash(P).Install(Q, 2, Q).End().AssertPasses();
+    }
+}
