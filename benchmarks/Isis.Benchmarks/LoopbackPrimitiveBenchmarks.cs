@@ -1,6 +1,3 @@
-using System.Diagnostics;
-using System.Net;
-using System.Net.Sockets;
 using BenchmarkDotNet.Attributes;
 
 namespace Isis.Benchmarks;
@@ -33,7 +30,6 @@ public class LoopbackPrimitiveBenchmarks
 {
     private const int Opcode = 1;
     private const int Burst = 1_000;
-    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(30);
 
     private long[] _delivered = [];
     private IsisRuntime[] _runtimes = [];
@@ -53,7 +49,7 @@ public class LoopbackPrimitiveBenchmarks
     public void Setup()
     {
         if (Primitive == LoopbackPrimitive.SafeSendPhi3 && Members < 3) throw new InvalidOperationException("phi 3 needs at least 3 members");
-        int port = FreeUdpPort();
+        int port = Loopback.FreeUdpPort();
         _delivered = new long[Members];
         _runtimes = new IsisRuntime[Members];
         _groups = new Group[Members];
@@ -82,8 +78,8 @@ public class LoopbackPrimitiveBenchmarks
             }
         }
         // Join in parallel: each Join waits for a view change, and five in a row add up.
-        Task.WaitAll([.. _groups.Select(g => g.JoinAsync())], Limit);
-        WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == Members), $"a {Members}-member view");
+        Task.WaitAll([.. _groups.Select(g => g.JoinAsync())], Loopback.Limit);
+        Loopback.WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == Members), $"a {Members}-member view");
         switch (Primitive)
         {
             case LoopbackPrimitive.SafeSendPhi1: _groups[0].SetSafeSendThreshold(1); break;
@@ -105,14 +101,14 @@ public class LoopbackPrimitiveBenchmarks
                 g.OrderedSend(Opcode, 42);
                 break;
             case LoopbackPrimitive.QueryAll:
-                IReadOnlyList<int> replies = g.QueryAsync<int>(Group.ALL, Opcode, 42).WaitAsync(Limit).GetAwaiter().GetResult();
+                IReadOnlyList<int> replies = g.QueryAsync<int>(Group.ALL, Opcode, 42).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
                 if (replies.Count != Members) throw new InvalidOperationException($"{replies.Count} replies, expected {Members}");
                 return;
             default:
-                g.SafeSendAsync(Opcode, 42).WaitAsync(Limit).GetAwaiter().GetResult();
+                g.SafeSendAsync(Opcode, 42).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
                 break;
         }
-        WaitUntil(() => AllDelivered(target), "delivery");
+        Loopback.WaitUntil(() => AllDelivered(target), "delivery");
     }
 
     [Benchmark(OperationsPerInvoke = Burst, Description = "burst of 1000, per operation")]
@@ -129,15 +125,15 @@ public class LoopbackPrimitiveBenchmarks
                 break;
             case LoopbackPrimitive.QueryAll:
                 for (int i = 0; i < Burst; i++) _burstTasks[i] = g.QueryAsync<int>(Group.ALL, Opcode, i);
-                if (!Task.WaitAll(_burstTasks, Limit)) throw new TimeoutException("the burst's queries did not complete");
+                if (!Task.WaitAll(_burstTasks, Loopback.Limit)) throw new TimeoutException("the burst's queries did not complete");
                 break;
             default:
                 for (int i = 0; i < Burst; i++) _burstTasks[i] = g.SafeSendAsync(Opcode, i);
-                if (!Task.WaitAll(_burstTasks, Limit)) throw new TimeoutException("the burst's SafeSends did not complete");
+                if (!Task.WaitAll(_burstTasks, Loopback.Limit)) throw new TimeoutException("the burst's SafeSends did not complete");
                 break;
         }
         long target = _sent += Burst;
-        WaitUntil(() => AllDelivered(target), "delivery of the burst");
+        Loopback.WaitUntil(() => AllDelivered(target), "delivery of the burst");
     }
 
     private bool AllDelivered(long target)
@@ -153,23 +149,5 @@ public class LoopbackPrimitiveBenchmarks
     public void Cleanup()
     {
         foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
-    }
-
-    private static void WaitUntil(Func<bool> condition, string what)
-    {
-        var clock = Stopwatch.StartNew();
-        var spin = new SpinWait();
-        while (!condition())
-        {
-            if (clock.Elapsed > Limit) throw new TimeoutException($"no {what} within {Limit.TotalSeconds} s");
-            spin.SpinOnce(sleep1Threshold: -1);
-        }
-    }
-
-    private static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 }

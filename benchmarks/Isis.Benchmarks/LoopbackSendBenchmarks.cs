@@ -1,6 +1,3 @@
-using System.Diagnostics;
-using System.Net;
-using System.Net.Sockets;
 using BenchmarkDotNet.Attributes;
 
 namespace Isis.Benchmarks;
@@ -16,7 +13,6 @@ public class LoopbackSendBenchmarks
 {
     private const int Opcode = 1;
     private const int Burst = 1_000;
-    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(30);
 
     private readonly long[] _delivered = new long[3];
     private IsisRuntime[] _runtimes = [];
@@ -26,7 +22,7 @@ public class LoopbackSendBenchmarks
     [GlobalSetup]
     public void Setup()
     {
-        int port = FreeUdpPort();
+        int port = Loopback.FreeUdpPort();
         _runtimes = new IsisRuntime[3];
         _groups = new Group[3];
         for (int i = 0; i < 3; i++)
@@ -42,7 +38,7 @@ public class LoopbackSendBenchmarks
             _groups[i].Handlers[Opcode] += (Action<int>)(_ => Interlocked.Increment(ref _delivered[me]));
             _groups[i].Join();
         }
-        WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
+        Loopback.WaitUntil(() => _groups.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
     }
 
     [Benchmark(Description = "Send, until all 3 members delivered")]
@@ -50,7 +46,7 @@ public class LoopbackSendBenchmarks
     {
         long target = ++_sent;
         _groups[0].Send(Opcode, 42);
-        WaitUntil(() => AllDelivered(target), "delivery");
+        Loopback.WaitUntil(() => AllDelivered(target), "delivery");
     }
 
     [Benchmark(OperationsPerInvoke = Burst, Description = "Send burst of 1000, per message")]
@@ -58,7 +54,7 @@ public class LoopbackSendBenchmarks
     {
         for (int i = 0; i < Burst; i++) _groups[0].Send(Opcode, i);
         long target = _sent += Burst;
-        WaitUntil(() => AllDelivered(target), "delivery of the burst");
+        Loopback.WaitUntil(() => AllDelivered(target), "delivery of the burst");
     }
 
     private bool AllDelivered(long target) =>
@@ -68,23 +64,5 @@ public class LoopbackSendBenchmarks
     public void Cleanup()
     {
         foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
-    }
-
-    private static void WaitUntil(Func<bool> condition, string what)
-    {
-        var clock = Stopwatch.StartNew();
-        var spin = new SpinWait();
-        while (!condition())
-        {
-            if (clock.Elapsed > Limit) throw new TimeoutException($"no {what} within {Limit.TotalSeconds} s");
-            spin.SpinOnce(sleep1Threshold: -1);
-        }
-    }
-
-    private static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 }

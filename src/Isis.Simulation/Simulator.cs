@@ -252,35 +252,15 @@ internal sealed class Simulator
 
     private void Record(NodeId process, NodeEvent e)
     {
+        History.RecordCoreEvent(_now, process, e);
+        // What the simulated application does with some events.
         switch (e)
         {
-            case MessageSent s:
-                History.RecordSend(_now, new MessageId(process, s.Group, s.ViewId, s.Seq), PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
-                break;
-            case MessageDelivered d:
-                History.RecordDeliver(_now, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
-                if (d.Kind.IsQuery()) AnswerQuery(process, d);
-                break;
-            case SafeAccepted a:
-                History.RecordSafeAccepted(_now, process, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
-                break;
-            case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
-                History.RecordQueryCompleted(_now, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
-                break;
-            case ViewInstalled v:
-                History.RecordViewInstall(_now, process, v.Group, v.View.Id, v.View.Members);
-                break;
-            case GroupLeft l:
-                History.RecordLeaveCompleted(_now, process, l.Group);
+            case MessageDelivered d when d.Kind.IsQuery():
+                AnswerQuery(process, d);
                 break;
             case FlushCompleted f:
                 OnFlushCompleted(process, f);
-                break;
-            case NodeShutDown:
-                History.RecordCrash(_now, process);
-                break;
-            case IncarnationExpelled x:
-                History.RecordExpel(_now, x.Node);
                 break;
         }
     }

@@ -50,37 +50,7 @@ internal sealed class EventLogWriter : IDisposable
         lock (_gate)
         {
             if (_disposed) return;
-            long now = Now();
-            switch (e)
-            {
-                case MessageSent s:
-                    // As the simulator records them: queries under their ordering primitive, and the
-                    // acceptor count of a SafeSend (the checker's SafeThreshold and SafeDurability need it).
-                    _batch.RecordSend(now, new MessageId(self, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
-                    break;
-                case MessageDelivered d:
-                    _batch.RecordDeliver(now, self, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
-                    break;
-                case SafeAccepted a:
-                    _batch.RecordSafeAccepted(now, self, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
-                    break;
-                case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
-                    _batch.RecordQueryCompleted(now, self, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
-                    break;
-                case ViewInstalled v:
-                    _batch.RecordViewInstall(now, self, v.Group, v.View.Id, v.View.Members);
-                    break;
-                case GroupLeft l:
-                    _batch.RecordLeaveCompleted(now, self, l.Group);
-                    break;
-                case NodeShutDown:
-                    // As in the simulator: a process that stopped itself is a crashed incarnation.
-                    _batch.RecordCrash(now, self);
-                    break;
-                case IncarnationExpelled x:
-                    _batch.RecordExpel(now, x.Node);
-                    break;
-            }
+            _batch.RecordCoreEvent(Now(), self, e);
         }
     }
 

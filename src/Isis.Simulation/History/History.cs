@@ -1,4 +1,5 @@
 using Isis.Core.Groups;
+using Isis.Core.Node;
 using System.Buffers;
 using System.Runtime.InteropServices;
 using System.Text;
@@ -86,6 +87,42 @@ internal sealed class History
 
     public void RecordQueryCompleted(long time, NodeId process, GroupId group, int deliveryView, ReadOnlySpan<NodeId> repliers) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.QueryCompleted) { Group = group, ViewId = deliveryView, Members = repliers.ToArray() });
+
+    /// <summary>
+    /// Records what a protocol node reported, the same way for simulated and real runs: queries
+    /// under their ordering primitive, SafeSends with their acceptor count, a process that stopped
+    /// itself as a crashed incarnation. Events with no history counterpart are ignored.
+    /// </summary>
+    public void RecordCoreEvent(long time, NodeId process, NodeEvent e)
+    {
+        switch (e)
+        {
+            case MessageSent s:
+                RecordSend(time, new MessageId(process, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
+                break;
+            case MessageDelivered d:
+                RecordDeliver(time, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
+                break;
+            case SafeAccepted a:
+                RecordSafeAccepted(time, process, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
+                break;
+            case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
+                RecordQueryCompleted(time, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
+                break;
+            case ViewInstalled v:
+                RecordViewInstall(time, process, v.Group, v.View.Id, v.View.Members);
+                break;
+            case GroupLeft l:
+                RecordLeaveCompleted(time, process, l.Group);
+                break;
+            case NodeShutDown:
+                RecordCrash(time, process);
+                break;
+            case IncarnationExpelled x:
+                RecordExpel(time, x.Node);
+                break;
+        }
+    }
 
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 

@@ -1,0 +1,30 @@
+using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
+
+namespace Isis.Benchmarks;
+
+/// <summary>What the loopback suites share: a free port for a private membership service, and a bounded spin-wait.</summary>
+internal static class Loopback
+{
+    public static readonly TimeSpan Limit = TimeSpan.FromSeconds(30);
+
+    /// <summary>Spins (never sleeps, so the measurement is not rounded to the scheduler tick) until <paramref name="condition"/> holds, or fails after <see cref="Limit"/>.</summary>
+    public static void WaitUntil(Func<bool> condition, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        var spin = new SpinWait();
+        while (!condition())
+        {
+            if (clock.Elapsed > Limit) throw new TimeoutException($"no {what} within {Limit.TotalSeconds} s");
+            spin.SpinOnce(sleep1Threshold: -1);
+        }
+    }
+
+    public static int FreeUdpPort()
+    {
+        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        return ((IPEndPoint)s.LocalEndPoint!).Port;
+    }
+}
