@@ -50,7 +50,7 @@ public sealed partial class Group
     /// <param name="args">The request's arguments.</param>
     /// <param name="cancellationToken">Stops waiting.</param>
     public Task<IReadOnlyList<TReply>> QueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
-        QueryAsync<TReply>(nreplies, opcode, args).WaitAsync(cancellationToken);
+        StopWaitingWhenCancelled(QueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
 
     /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with a timeout for this call.</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>

@@ -129,7 +129,7 @@ public sealed partial class Group
     /// <param name="args">The handler's arguments.</param>
     /// <param name="cancellationToken">Stops waiting.</param>
     public Task SafeSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) =>
-        SafeSendAsync(opcode, args).WaitAsync(cancellationToken);
+        StopWaitingWhenCancelled(SafeSendAsync(opcode, args), cancellationToken);
 
     private Task SafeSendPayload(byte[] payload, string operation)
     {

@@ -139,7 +139,7 @@ public sealed partial class Group
         }
         bool disk = _durability == SafeSendDurability.Disk;
         loop.Post(() => loop.Node.Join(Name, loop.Now, disk));
-        return joined.Task.WaitAsync(cancellationToken);
+        return StopWaitingWhenCancelled(joined.Task, cancellationToken);
     }
 
     /// <summary>Leaves the group; returns once the membership service has installed a view without this process.</summary>
@@ -157,13 +157,13 @@ public sealed partial class Group
         TaskCompletionSource left;
         lock (_gate)
         {
-            if (_state is GroupState.Leaving or GroupState.Left) return _left!.Task.WaitAsync(cancellationToken);
+            if (_state is GroupState.Leaving or GroupState.Left) return StopWaitingWhenCancelled(_left!.Task, cancellationToken);
             if (_state == GroupState.New) throw ExceptionFactory.NotJoined(Name, nameof(Leave));
             _state = GroupState.Leaving;
             _left = left = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         }
         loop.Post(() => loop.Node.Leave(Id, loop.Now));
-        return left.Task.WaitAsync(cancellationToken);
+        return StopWaitingWhenCancelled(left.Task, cancellationToken);
     }
 
     // ---------------------------------------------------------------- Send
@@ -225,8 +225,16 @@ public sealed partial class Group
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         _flushes[token] = done;
         loop.Post(() => loop.Node.Flush(Id, token, k, loop.Now));
-        return done.Task.WaitAsync(cancellationToken);
+        return StopWaitingWhenCancelled(done.Task, cancellationToken);
     }
+
+    // A token cancelled before the call always yields a cancelled task, even when the operation
+    // finished first (a one-member Flush can), so callers see one outcome rather than a race.
+    private static Task StopWaitingWhenCancelled(Task task, CancellationToken cancellationToken) =>
+        cancellationToken.IsCancellationRequested ? Task.FromCanceled(cancellationToken) : task.WaitAsync(cancellationToken);
+
+    private static Task<T> StopWaitingWhenCancelled<T>(Task<T> task, CancellationToken cancellationToken) =>
+        cancellationToken.IsCancellationRequested ? Task.FromCanceled<T>(cancellationToken) : task.WaitAsync(cancellationToken);
 
     internal void OnFlushCompleted(long token)
     {
