@@ -57,7 +57,7 @@ internal sealed class CoreCluster
     private const long TickInterval = 1_000;
 
     private readonly Queue<(ulong From, ulong To, byte[] Bytes)> _network = new();
-    private readonly OracleNode _oracle;
+    private readonly MembershipReplica _oracle;
     private readonly ProcessNode[] _nodes;
     private long _now;
     private long _nextTick;
@@ -66,7 +66,7 @@ internal sealed class CoreCluster
     public CoreCluster(int processes)
     {
         var options = new ProtocolOptions();
-        _oracle = new OracleNode(new NodeId(OracleEndpoint, 1), options, 0);
+        _oracle = new MembershipReplica(new NodeId(OracleEndpoint, 1), options, 0);
         _nodes = new ProcessNode[processes];
         for (int i = 0; i < processes; i++) _nodes[i] = new ProcessNode(new NodeId((ulong)i + 1, 1), OracleEndpoint, options, 0);
         foreach (ProcessNode n in _nodes) Collect(n);

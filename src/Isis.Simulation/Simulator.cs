@@ -29,7 +29,7 @@ internal sealed class Simulator
 
     private readonly DeterministicRandom _random;
     private readonly SimulatedNetwork _network;
-    private readonly OracleNode _oracle;
+    private readonly MembershipReplica _oracle;
     private readonly SimProcess[] _processes;
     private readonly GroupId _group = GroupId.FromName(GroupName);
     private readonly List<(long Time, long Order, Action Action)> _actions = new();
@@ -43,7 +43,7 @@ internal sealed class Simulator
         Scenario = scenario;
         _random = new DeterministicRandom(seed);
         _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
-        _oracle = new OracleNode(new NodeId(OracleEndpoint, 1), scenario.Protocol, 0);
+        _oracle = new MembershipReplica(new NodeId(OracleEndpoint, 1), scenario.Protocol, 0);
         _processes = new SimProcess[scenario.Processes];
         for (int i = 0; i < _processes.Length; i++) _processes[i] = new SimProcess((ulong)(i + 1));
     }
@@ -58,7 +58,7 @@ internal sealed class Simulator
 
     public SimulatedNetwork Network => _network;
 
-    public OracleNode Oracle => _oracle;
+    public MembershipReplica Oracle => _oracle;
 
     /// <summary>The state of every live member, one line each, for diagnosing a failed seed.</summary>
     public string DescribeMembers() =>

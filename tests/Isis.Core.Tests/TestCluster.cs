@@ -37,7 +37,7 @@ internal sealed class TestCluster
     public TestCluster(int processes, ProtocolOptions? options = null)
     {
         Options = options ?? new ProtocolOptions();
-        Oracle = new OracleNode(new NodeId(OracleEndpoint, 1), Options, Now);
+        Oracle = new MembershipReplica(new NodeId(OracleEndpoint, 1), Options, Now);
         for (int i = 0; i < processes; i++) AddProcess();
     }
 
@@ -45,7 +45,7 @@ internal sealed class TestCluster
 
     public long Now { get; private set; }
 
-    public OracleNode Oracle { get; }
+    public MembershipReplica Oracle { get; }
 
     public List<ProcessNode> Nodes { get; } = new();
 

@@ -133,8 +133,14 @@ internal sealed class FlushCoordinator
     /// <summary>Retransmits whichever step is waiting on a lost packet.</summary>
     public void Tick(long now)
     {
-        if (Done || now < _nextRetryAt) return;
+        if (now < _nextRetryAt) return;
         _nextRetryAt = now + _node.Options.RetryInterval;
+        if (Done)
+        {
+            // Until the view is installed: the service's leader may have changed and never heard of this attempt.
+            SendDone();
+            return;
+        }
         foreach (NodeId s in Survivors)
         {
             if (_commitPackets == null)

@@ -37,3 +37,6 @@ internal sealed record NodeShutDown(string Reason) : NodeEvent;
 
 /// <summary>The membership service expelled an incarnation (emitted by the membership service).</summary>
 internal sealed record IncarnationExpelled(NodeId Node) : NodeEvent;
+
+/// <summary>A membership replica applied the committed decision at <paramref name="Index"/> of its log (every replica applies the same one there).</summary>
+internal sealed record DecisionApplied(long Index, byte[] Entry) : NodeEvent;

@@ -8,7 +8,7 @@ internal readonly record struct DurableRecord(Identity.GroupId Group, int Phi, b
 
 /// <summary>
 /// Everything one step of a node produced. The driver's contract (docs/architecture.md): after
-/// each input, make <see cref="DurableWrites"/> durable, then send <see cref="Packets"/>, then hand
+/// each input, make <see cref="DurableWrites"/> and <see cref="ReplicaRecords"/> durable, then send <see cref="Packets"/>, then hand
 /// <see cref="Events"/> to the application in list order, then call <see cref="Clear"/>.
 /// </summary>
 internal sealed class Outbox
@@ -20,12 +20,20 @@ internal sealed class Outbox
     /// <summary>Acceptor log records (SafeSend disk durability), to be made durable before <see cref="Packets"/> are sent.</summary>
     public List<DurableRecord> DurableWrites { get; } = new();
 
-    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && DurableWrites.Count == 0;
+    /// <summary>
+    /// A membership replica's persistent state changes (term, vote, log entries), to be appended
+    /// in order to its durable record file before <see cref="Packets"/> are sent; after a restart
+    /// the driver hands them back to the replica.
+    /// </summary>
+    public List<byte[]> ReplicaRecords { get; } = new();
+
+    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && DurableWrites.Count == 0 && ReplicaRecords.Count == 0;
 
     public void Clear()
     {
         Packets.Clear();
         Events.Clear();
         DurableWrites.Clear();
+        ReplicaRecords.Clear();
     }
 }

@@ -24,15 +24,28 @@ internal sealed class ProcessNode : IProtocolNode
     private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
     private long _leaseUntil;
     private bool _draining;
+    private readonly ulong[] _service;
+    private int _leader;
+    private long _leaderTerm;
+    private long _lastAckAt;
+    private long _nextLeaderProbeAt;
 
-    public ProcessNode(NodeId self, ulong oracleEndpoint, ProtocolOptions options, long now)
+    /// <summary>A process of a system whose membership service is one replica at <paramref name="serviceEndpoint"/>.</summary>
+    public ProcessNode(NodeId self, ulong serviceEndpoint, ProtocolOptions options, long now)
+        : this(self, [serviceEndpoint], options, now)
+    {
+    }
+
+    /// <summary>A process of a system whose membership service runs on <paramref name="serviceReplicas"/> (in the order every replica uses).</summary>
+    public ProcessNode(NodeId self, ulong[] serviceReplicas, ProtocolOptions options, long now)
     {
         Self = self;
-        OracleEndpoint = oracleEndpoint;
+        _service = serviceReplicas;
         Options = options;
         _firewall = new Firewall(options);
         _now = now;
         _lastHeardFromOracle = now;
+        _lastAckAt = now;
         SendHeartbeat();
         _nextHeartbeatAt = now + options.HeartbeatInterval;
     }
@@ -41,7 +54,10 @@ internal sealed class ProcessNode : IProtocolNode
 
     public ulong Endpoint => Self.Endpoint;
 
-    public ulong OracleEndpoint { get; }
+    /// <summary>The membership replica this process believes leads the service: heartbeats and requests go there.</summary>
+    public ulong ServiceLeaderEndpoint => _service[_leader];
+
+    private bool IsServiceReplica(ulong endpoint) => Array.IndexOf(_service, endpoint) >= 0;
 
     public ProtocolOptions Options { get; }
 
@@ -86,7 +102,7 @@ internal sealed class ProcessNode : IProtocolNode
         else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
     }
 
-    internal void SendToOracle(byte[] packet) => SendTo(OracleEndpoint, packet);
+    internal void SendToOracle(byte[] packet) => SendTo(ServiceLeaderEndpoint, packet);
 
     // ---------------------------------------------------------------- commands
 
@@ -183,6 +199,13 @@ internal sealed class ProcessNode : IProtocolNode
         {
             _isolationSuspectedAt = 0;
         }
+        if (_service.Length > 1 && now - _lastAckAt > 2 * Options.HeartbeatInterval && now >= _nextLeaderProbeAt)
+        {
+            // The replica we talk to stopped answering: try the next one (a follower answers with a hint).
+            _leader = (_leader + 1) % _service.Length;
+            _nextLeaderProbeAt = now + Options.HeartbeatInterval;
+            _nextHeartbeatAt = now;
+        }
         if (now >= _nextHeartbeatAt)
         {
             _nextHeartbeatAt = now + Options.HeartbeatInterval;
@@ -240,7 +263,7 @@ internal sealed class ProcessNode : IProtocolNode
             return;
         }
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
-        if (h.Sender.Endpoint == OracleEndpoint) HandleFromOracle(h, body);
+        if (IsServiceReplica(h.Sender.Endpoint)) HandleFromOracle(h, body);
         else HandleFromPeer(h, body);
     }
 
@@ -290,8 +313,23 @@ internal sealed class ProcessNode : IProtocolNode
                 long seq = r.I64();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
+                // Only the active leader acknowledges heartbeats.
+                _leader = Array.IndexOf(_service, h.Sender.Endpoint);
                 _lastHeardFromOracle = _now;
+                _lastAckAt = _now;
                 RenewLease(seq);
+                return;
+            }
+            case PacketKind.LeaderHint:
+            {
+                int leader = r.I32();
+                if (!r.Complete || leader < -1 || leader >= _service.Length) break;
+                if (leader >= 0 && h.Number >= _leaderTerm && leader != _leader)
+                {
+                    _leaderTerm = h.Number;
+                    _leader = leader;
+                    _nextHeartbeatAt = _now; // ask the leader at once rather than wait a period
+                }
                 return;
             }
             case PacketKind.MembershipUpdate:

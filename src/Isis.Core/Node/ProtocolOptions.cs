@@ -22,6 +22,16 @@ internal sealed record ProtocolOptions
     /// </summary>
     public long IsolationTimeout { get; init; } = 2 * 5 * 100_000;
 
+    /// <summary>How often the leading membership replica sends its log (or an empty append) to the others. Defaults to 50 ms.</summary>
+    public long ReplicaHeartbeatInterval { get; init; } = 50_000;
+
+    /// <summary>
+    /// How long membership replicas wait without hearing from a leader before electing another
+    /// (randomised between this and twice this). A leader's lease is 90% of it. Defaults to 300 ms,
+    /// so the service fails over well inside <see cref="IsolationTimeout"/>.
+    /// </summary>
+    public long ReplicaElectionTimeout { get; init; } = 300_000;
+
     /// <summary>How often members exchange acknowledgement digests when something changed. Defaults to 5 ms.</summary>
     public long DigestInterval { get; init; } = 5_000;
 
@@ -73,4 +83,7 @@ internal enum ProtocolMutations
 
     /// <summary>A SafeSend is delivered when all but one of its acceptors hold it.</summary>
     SafeDeliversOneAcceptorShort = 32,
+
+    /// <summary>A membership replica counts its own acceptance as a majority: a side cut off from the other replicas elects its own leader and changes membership.</summary>
+    MinorityCommits = 64,
 }

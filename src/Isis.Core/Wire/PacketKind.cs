@@ -18,6 +18,13 @@ internal enum PacketKind : byte
     InstallView = 10,       // oracle -> member; View = the new view id
     InstallAck = 11,        // member -> oracle
     Suspect = 12,           // member -> oracle: expel this incarnation (a query timed out on it)
+    LeaderHint = 13,        // replica -> process; Number = term; body: index of the leading replica, -1 if unknown
+
+    // Membership replica <-> replica: the replicated decision log (Raft-style), Number = term.
+    ReplicaVote = 14,       // candidate -> replica; body: pre-vote flag, last log index and term, send time
+    ReplicaVoteReply = 15,  // replica -> candidate; body: pre-vote flag, granted, the request's send time
+    ReplicaAppend = 16,     // leader -> follower; body: previous index and term, commit index, send time, entries
+    ReplicaAppendReply = 17, // follower -> leader; body: success, match index (or where to resume), the append's send time
 
     // Member <-> member, within one view of one group.
     Data = 20,              // Number = sequence number of the message in its sender's stream

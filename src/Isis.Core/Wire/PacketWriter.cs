@@ -22,6 +22,17 @@ internal sealed class PacketWriter
         return this;
     }
 
+    /// <summary>Starts a headerless record: a membership decision or a replica's durable record, not a packet.</summary>
+    public PacketWriter BeginRecord()
+    {
+        _header = default;
+        _position = 0;
+        return this;
+    }
+
+    /// <summary>The record started by <see cref="BeginRecord"/>, as written (no header, no checksum).</summary>
+    public byte[] FinishRecord() => _buffer.AsSpan(0, _position).ToArray();
+
     private Span<byte> Reserve(int count)
     {
         if (_position + count > _buffer.Length)

@@ -45,7 +45,7 @@ internal sealed class EventLoop : IDisposable
             _serviceTransport = TryBindService(options, transportOptions);
             if (_serviceTransport != null)
             {
-                Service = new OracleNode(new NodeId(_serviceTransport.LocalEndpoint, 1), protocol, Now);
+                Service = new MembershipReplica(new NodeId(_serviceTransport.LocalEndpoint, 1), protocol, Now);
             }
         }
 
@@ -60,7 +60,7 @@ internal sealed class EventLoop : IDisposable
     public ProcessNode Node { get; }
 
     /// <summary>The embedded membership service, if this process hosts it.</summary>
-    public OracleNode? Service { get; }
+    public MembershipReplica? Service { get; }
 
     public UdpTransport Transport => _transport;
 

@@ -1,0 +1,69 @@
+using Isis.Core.Identity;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Membership;
+
+/// <summary>
+/// One entry of the membership service's replicated log. Every replica applies the committed
+/// entries in log order, so all of them hold the same membership state; only the leader acts on it
+/// (tells processes, runs flushes).
+/// </summary>
+internal abstract record MembershipDecision
+{
+    private enum Tag : byte
+    {
+        LeaderTerm = 1,
+        Expel = 2,
+        View = 3,
+        DeleteGroup = 4,
+    }
+
+    public byte[] Encode(PacketWriter writer)
+    {
+        writer.BeginRecord();
+        switch (this)
+        {
+            case LeaderTermDecision t:
+                writer.U8((byte)Tag.LeaderTerm).I64(t.Term);
+                break;
+            case ExpelDecision x:
+                writer.U8((byte)Tag.Expel).Node(x.Node);
+                break;
+            case ViewDecision v:
+                writer.U8((byte)Tag.View).I64((long)v.Group.Value).String(v.Name).I32(v.ViewId)
+                    .Nodes(v.Members).Nodes(v.Joiners).Nodes(v.Leavers);
+                break;
+            case DeleteGroupDecision d:
+                writer.U8((byte)Tag.DeleteGroup).I64((long)d.Group.Value).I32(d.LastViewId);
+                break;
+        }
+        return writer.FinishRecord();
+    }
+
+    /// <summary>Decodes an entry; null if the bytes are not a well-formed decision.</summary>
+    public static MembershipDecision? Decode(ReadOnlySpan<byte> bytes, int maxGroupNameBytes)
+    {
+        var r = new WireReader(bytes);
+        MembershipDecision? d = (Tag)r.U8() switch
+        {
+            Tag.LeaderTerm => new LeaderTermDecision(r.I64()),
+            Tag.Expel => new ExpelDecision(r.Node()),
+            Tag.View => new ViewDecision(new GroupId((ulong)r.I64()), r.String(maxGroupNameBytes), r.I32(), r.Nodes(), r.Nodes(), r.Nodes()),
+            Tag.DeleteGroup => new DeleteGroupDecision(new GroupId((ulong)r.I64()), r.I32()),
+            _ => null,
+        };
+        return r.Complete ? d : null;
+    }
+}
+
+/// <summary>A new leader's first entry: committing it commits everything before it (Raft's rule).</summary>
+internal sealed record LeaderTermDecision(long Term) : MembershipDecision;
+
+/// <summary>The incarnation is out of the system: every process firewalls it, every group drops it.</summary>
+internal sealed record ExpelDecision(NodeId Node) : MembershipDecision;
+
+/// <summary>The next view of a group, after its flush (or the first view).</summary>
+internal sealed record ViewDecision(GroupId Group, string Name, int ViewId, NodeId[] Members, NodeId[] Joiners, NodeId[] Leavers) : MembershipDecision;
+
+/// <summary>The group is gone (its last members asked for deletion); a later group of the same name starts after <paramref name="LastViewId"/>.</summary>
+internal sealed record DeleteGroupDecision(GroupId Group, int LastViewId) : MembershipDecision;

@@ -1,0 +1,543 @@
+using Isis.Core.Common;
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Membership;
+
+/// <summary>
+/// One replica of the membership service (the "oracle"): the single authority on who is alive and
+/// on every view of every group. Its decisions (expel an incarnation, commit a group's next view,
+/// delete a group) go through a <see cref="ReplicatedLog"/> shared by 1, 3 or 5 replicas, and
+/// every replica applies the committed decisions in the same order, so all hold the same state.
+/// </summary>
+/// <remarks>
+/// Only the leader acts, and only while its lease holds: it detects failures by heartbeats, has a
+/// group's oldest survivor run the flush, proposes the next view, and tells processes what was
+/// decided. Followers answer processes with a hint naming the leader. A new leader rebuilds what
+/// is not in the log (who is alive, joins and leaves in progress, unacknowledged installs) from
+/// the processes themselves, which retry until answered.
+/// <para>Per group the leader runs one view change at a time:</para>
+/// <list type="number">
+/// <item>Changes (joins, leaves, expulsions) accumulate while a change is in progress and are
+/// folded into the next one (batching).</item>
+/// <item>A change starts an attempt: StartFlush to the coordinator (oldest alive member), listing
+/// the survivors (alive members of the current view). Attempt numbers carry the leader's term, so a
+/// new leader's attempts supersede an old leader's.</item>
+/// <item>If a survivor or the coordinator is expelled before FlushDone, the attempt is abandoned
+/// and a new one starts without it. A late FlushDone of an abandoned attempt is ignored; one from
+/// an earlier leader's attempt means the group is wedged with nobody driving it, so the leader
+/// runs a fresh change.</item>
+/// <item>On FlushDone the next view is proposed; once committed it is sent to every member until
+/// acknowledged, and the next change starts only when all have acknowledged, so a flush always
+/// finds every survivor in the same view.</item>
+/// </list>
+/// </remarks>
+internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
+{
+    // Committed state: the same at every replica that applied the same log prefix.
+    private readonly HashSet<NodeId> _expelled = new();
+    private readonly List<NodeId> _recentlyExpelled = new();
+    private readonly Dictionary<GroupId, GroupRecord> _groups = new();
+    private readonly Dictionary<GroupId, int> _deletedGroupViews = new();
+    private long _epoch;
+
+    // The leader's working state, rebuilt whenever this replica starts leading.
+    private readonly Dictionary<NodeId, ProcessRecord> _processes = new();
+    private readonly HashSet<NodeId> _expelProposed = new();
+    private bool _leading;
+    private long _attemptCounter;
+    private long _nextCheckAt;
+
+    private readonly ReplicatedLog _log;
+    private readonly PacketWriter _writer = new();
+    private long _now;
+
+    /// <param name="self">This replica's identity; its endpoint is <c>replicas[index]</c>.</param>
+    /// <param name="index">This replica's position in <paramref name="replicas"/>.</param>
+    /// <param name="replicas">Every replica's endpoint, in the same order at every replica and process.</param>
+    /// <param name="options">Protocol options (the same at every replica).</param>
+    /// <param name="now">The driver's clock.</param>
+    /// <param name="durableRecords">What this replica made durable before it last stopped, to restart from; null for a fresh replica.</param>
+    public MembershipReplica(NodeId self, int index, ulong[] replicas, ProtocolOptions options, long now, IEnumerable<byte[]>? durableRecords = null)
+    {
+        Invariant.Check(replicas[index] == self.Endpoint, "a replica's endpoint is its entry in the replica list");
+        Self = self;
+        Options = options;
+        _now = now;
+        _log = new ReplicatedLog(index, replicas, self, options, now, this, durableRecords);
+        _log.Tick(now); // a lone replica leads at once
+    }
+
+    /// <summary>Convenience for the single embedded replica.</summary>
+    public MembershipReplica(NodeId self, ProtocolOptions options, long now)
+        : this(self, 0, [self.Endpoint], options, now)
+    {
+    }
+
+    public NodeId Self { get; }
+
+    public ulong Endpoint => Self.Endpoint;
+
+    public ProtocolOptions Options { get; }
+
+    public Outbox Outbox { get; } = new();
+
+    public NodeCounters Counters { get; } = new();
+
+    /// <summary>True while this replica leads and may answer processes.</summary>
+    public bool IsActiveLeader => _log.IsActiveLeader(_now);
+
+    public long Term => _log.Term;
+
+    public long CommitIndex => _log.CommitIndex;
+
+    /// <summary>Alive processes as the leader sees them (empty at followers), for monitoring and tests.</summary>
+    public IReadOnlyCollection<NodeId> AliveProcesses => _processes.Keys;
+
+    public bool IsExpelled(NodeId node) => _expelled.Contains(node);
+
+    /// <summary>The committed view of a group, if any.</summary>
+    public (int ViewId, NodeId[] Members)? CommittedView(GroupId group) =>
+        _groups.TryGetValue(group, out GroupRecord? g) ? (g.ViewId, g.Members) : null;
+
+    /// <summary>The coordinator of the view change in progress for a group, if any (the simulator aims crashes at it).</summary>
+    public NodeId? ActiveFlushCoordinator(GroupId group) =>
+        _leading && _groups.TryGetValue(group, out GroupRecord? g) && g.Flush is { } f ? f.Coordinator : null;
+
+    private sealed class ProcessRecord
+    {
+        public bool HeardSinceCheck = true;
+        public int Suspicions;
+    }
+
+    private sealed class GroupRecord(string name, int viewId)
+    {
+        // Committed.
+        public readonly string Name = name;
+        public int ViewId = viewId;
+        public NodeId[] Members = [];
+        public NodeId[] Joiners = [];
+        public NodeId[] Leavers = [];
+        public bool HasView;
+
+        // Leader only.
+        public readonly List<NodeId> PendingJoins = new();
+        public readonly HashSet<NodeId> PendingLeaves = new();
+        public FlushAttempt? Flush;
+        public bool ViewProposed;
+        public readonly HashSet<NodeId> AwaitingInstallAck = new();
+        public byte[][] InstallPackets = [];
+        public long NextRetryAt;
+
+        public void ForgetLeaderState()
+        {
+            PendingJoins.Clear();
+            PendingLeaves.Clear();
+            Flush = null;
+            ViewProposed = false;
+            AwaitingInstallAck.Clear();
+            InstallPackets = [];
+        }
+    }
+
+    private sealed record FlushAttempt(long Attempt, NodeId Coordinator, NodeId[] Survivors, NodeId[] NextMembers, NodeId[] Joiners, NodeId[] Leavers);
+
+    // ---------------------------------------------------------------- inputs
+
+    public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
+    {
+        _now = now;
+        Counters.PacketsReceived++;
+        if (PacketDecoder.TryReadHeader(packet, out PacketHeader h) != HeaderVerdict.Ok || h.Sender.Endpoint != source)
+        {
+            Counters.DroppedMalformed++;
+            return;
+        }
+        ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
+        if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply)
+        {
+            if (!_log.Receive(h, body, now)) Counters.DroppedMalformed++;
+            return;
+        }
+        if (_expelled.Contains(h.Sender))
+        {
+            // Firewall: an expelled incarnation gets one answer, "you are out", and nothing else.
+            Counters.DroppedFirewall++;
+            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.Expelled, default, 0, 0)).Node(h.Sender).Finish());
+            return;
+        }
+        if (!IsProcessRequest(h.Kind))
+        {
+            Counters.DroppedMalformed++;
+            return;
+        }
+        if (!_log.IsActiveLeader(now))
+        {
+            // Not the one to ask: say who is (processes also find the leader by trying each replica).
+            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).I32(_log.LeaderIndex).Finish());
+            return;
+        }
+        if (!HandleProcessRequest(h, body)) Counters.DroppedMalformed++;
+    }
+
+    private static bool IsProcessRequest(PacketKind kind) => kind is PacketKind.Heartbeat or PacketKind.JoinRequest
+        or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck;
+
+    private bool HandleProcessRequest(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        switch (h.Kind)
+        {
+            case PacketKind.Heartbeat:
+            {
+                long seq = r.I64();
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).I64(seq).Finish());
+                if (h.Number < _epoch) SendMembershipUpdate(h.Sender);
+                return true;
+            }
+            case PacketKind.JoinRequest:
+            {
+                string name = r.String(Options.MaxGroupNameBytes);
+                if (!r.Complete || GroupId.FromName(name) != h.Group) return false;
+                Heard(h.Sender);
+                OnJoinRequest(h.Sender, h.Group, name);
+                return true;
+            }
+            case PacketKind.LeaveRequest:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                OnLeaveRequest(h.Sender, h.Group);
+                return true;
+            case PacketKind.FlushDone:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                OnFlushDone(h.Sender, h.Group, h.View, h.Number);
+                return true;
+            case PacketKind.Suspect:
+            {
+                NodeId suspect = r.Node();
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                // A member reports another as too slow (a query timed out on it): as with missed
+                // heartbeats, the service decides, and expelled is expelled.
+                if (suspect != h.Sender && _processes.ContainsKey(suspect)) ProposeExpel(suspect);
+                return true;
+            }
+            case PacketKind.InstallAck:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                if (_groups.TryGetValue(h.Group, out GroupRecord? g) && h.View == g.ViewId && g.AwaitingInstallAck.Remove(h.Sender))
+                {
+                    MaybeStartChange(h.Group, g);
+                }
+                return true;
+        }
+        return false;
+    }
+
+    private PacketHeader Header(PacketKind kind, GroupId group, int view, long number) => new(kind, Self, group, view, number);
+
+    private void Send(ulong endpoint, byte[] packet) => Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
+
+    private void Heard(NodeId node)
+    {
+        if (!_processes.TryGetValue(node, out ProcessRecord? p))
+        {
+            _processes[node] = p = new ProcessRecord();
+        }
+        p.HeardSinceCheck = true;
+        p.Suspicions = 0;
+    }
+
+    private void SendMembershipUpdate(NodeId to)
+    {
+        PacketWriter w = _writer.Begin(Header(PacketKind.MembershipUpdate, default, 0, _epoch));
+        w.Nodes(System.Runtime.InteropServices.CollectionsMarshal.AsSpan(_recentlyExpelled));
+        Send(to.Endpoint, w.Finish());
+    }
+
+    // ---------------------------------------------------------------- failure detection
+
+    public void Tick(long now)
+    {
+        _now = now;
+        _log.Tick(now);
+        if (!_leading) return;
+        if (now >= _nextCheckAt)
+        {
+            _nextCheckAt = now + Options.HeartbeatInterval;
+            List<NodeId>? dead = null;
+            foreach (var (node, p) in _processes)
+            {
+                // One suspicion per heartbeat period without news; k in a row expel.
+                if (p.HeardSinceCheck) { p.HeardSinceCheck = false; p.Suspicions = 0; continue; }
+                if (++p.Suspicions >= Options.SuspicionCount) (dead ??= new()).Add(node);
+            }
+            if (dead != null)
+            {
+                dead.Sort();
+                foreach (NodeId node in dead) ProposeExpel(node);
+            }
+        }
+
+        foreach (var (id, g) in _groups)
+        {
+            if (now < g.NextRetryAt) continue;
+            g.NextRetryAt = now + Options.RetryInterval;
+            if (g.Flush is { } f) SendStartFlush(id, g, f);
+            for (int i = 0; i < g.Members.Length; i++)
+            {
+                if (g.AwaitingInstallAck.Contains(g.Members[i])) Send(g.Members[i].Endpoint, g.InstallPackets[i]);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Asks the service to expel an incarnation (leader only): once committed, every process
+    /// firewalls it and every group it was in changes view without it.
+    /// </summary>
+    public void Expel(NodeId node)
+    {
+        if (_leading) ProposeExpel(node);
+    }
+
+    private void ProposeExpel(NodeId node)
+    {
+        // Silent from now on: expelling takes a commit, and the process must not be suspected twice.
+        if (_expelled.Contains(node) || !_expelProposed.Add(node)) return;
+        _processes.Remove(node);
+        Propose(new ExpelDecision(node));
+    }
+
+    private void Propose(MembershipDecision decision) => _log.Propose(decision.Encode(_writer), _now);
+
+    // ---------------------------------------------------------------- the replicated log's callbacks
+
+    void IReplicatedLogHost.SendToReplica(ulong endpoint, byte[] packet) => Send(endpoint, packet);
+
+    void IReplicatedLogHost.Persist(byte[] record) => Outbox.ReplicaRecords.Add(record);
+
+    void IReplicatedLogHost.Apply(long index, byte[] entry)
+    {
+        MembershipDecision? decision = MembershipDecision.Decode(entry, Options.MaxGroupNameBytes);
+        Invariant.Check(decision != null, $"log entry {index} decodes (it was checked when it arrived)");
+        Outbox.Events.Add(new DecisionApplied(index, entry));
+        switch (decision)
+        {
+            case ExpelDecision x:
+                ApplyExpel(x.Node);
+                break;
+            case ViewDecision v:
+                ApplyView(v);
+                break;
+            case DeleteGroupDecision d:
+                ApplyDelete(d);
+                break;
+        }
+    }
+
+    void IReplicatedLogHost.LeadershipChanged(bool leading)
+    {
+        _leading = leading;
+        _processes.Clear();
+        _expelProposed.Clear();
+        foreach (var (id, g) in _groups)
+        {
+            g.ForgetLeaderState();
+            if (!g.HasView) _groups.Remove(id); // created for a join that no view decided yet
+        }
+        if (!leading) return;
+
+        // Everything below is rebuilt from the committed state; what only processes know (joins
+        // and leaves in progress, who is alive) they tell the new leader by retrying.
+        _nextCheckAt = _now + Options.HeartbeatInterval;
+        foreach (var (id, g) in _groups)
+        {
+            foreach (NodeId m in g.Members) Heard(m);
+            SendInstalls(id, g);
+        }
+        byte[] hint = _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).I32(_log.LeaderIndex).Finish();
+        foreach (NodeId p in _processes.Keys) Send(p.Endpoint, hint);
+    }
+
+    private void ApplyExpel(NodeId node)
+    {
+        if (!_expelled.Add(node)) return;
+        _recentlyExpelled.Add(node);
+        if (_recentlyExpelled.Count > Options.MembershipUpdateSize) _recentlyExpelled.RemoveAt(0);
+        _epoch++;
+        Outbox.Events.Add(new IncarnationExpelled(node));
+        if (!_leading) return;
+
+        _expelProposed.Remove(node);
+        _processes.Remove(node);
+        foreach (NodeId p in _processes.Keys) SendMembershipUpdate(p);
+        foreach (var (id, g) in _groups)
+        {
+            g.PendingJoins.Remove(node);
+            g.PendingLeaves.Remove(node);
+            bool affected = g.AwaitingInstallAck.Remove(node) || Array.IndexOf(g.Members, node) >= 0;
+            if (g.Flush is { } f && (Array.IndexOf(f.Survivors, node) >= 0 || Array.IndexOf(f.NextMembers, node) >= 0))
+            {
+                g.Flush = null; // abandon this attempt; a new one starts below without the dead process
+                affected = true;
+            }
+            if (affected) MaybeStartChange(id, g);
+        }
+    }
+
+    private void ApplyView(ViewDecision v)
+    {
+        if (!_groups.TryGetValue(v.Group, out GroupRecord? g))
+        {
+            _groups[v.Group] = g = new GroupRecord(v.Name, v.ViewId - 1);
+            _deletedGroupViews.Remove(v.Group);
+        }
+        Invariant.Check(v.ViewId == g.ViewId + 1, $"views of a group are committed in order: at {g.ViewId}, committing {v.ViewId}");
+        Invariant.Check(v.Members.Distinct().Count() == v.Members.Length, "a view lists each member once");
+        g.ViewId = v.ViewId;
+        g.HasView = true;
+        g.Members = v.Members;
+        g.Joiners = v.Joiners;
+        g.Leavers = v.Leavers;
+        if (!_leading) return;
+
+        g.ViewProposed = false;
+        foreach (NodeId j in v.Joiners) g.PendingJoins.Remove(j);
+        foreach (NodeId l in v.Leavers)
+        {
+            if (g.PendingLeaves.Remove(l)) SendLeaveDone(l, v.Group);
+        }
+        if (g.Members.Length == 0)
+        {
+            // The last member left: the group is gone, and the service forgets it.
+            g.ViewProposed = true;
+            Propose(new DeleteGroupDecision(v.Group, g.ViewId));
+            return;
+        }
+        SendInstalls(v.Group, g);
+        MaybeStartChange(v.Group, g);
+    }
+
+    private void ApplyDelete(DeleteGroupDecision d)
+    {
+        if (!_groups.TryGetValue(d.Group, out GroupRecord? g) || g.ViewId != d.LastViewId || g.Members.Length != 0) return;
+        _groups.Remove(d.Group);
+        // A group created again under the same name continues the view numbering, so no packet of
+        // the old group can pass for one of the new.
+        _deletedGroupViews[d.Group] = d.LastViewId;
+        if (!_leading) return;
+        // Joins that arrived while the deletion was being decided start the group afresh.
+        foreach (NodeId j in g.PendingJoins) OnJoinRequest(j, d.Group, g.Name);
+    }
+
+    private void SendInstalls(GroupId id, GroupRecord g)
+    {
+        g.InstallPackets = new byte[g.Members.Length][];
+        g.AwaitingInstallAck.Clear();
+        for (int i = 0; i < g.Members.Length; i++)
+        {
+            NodeId m = g.Members[i];
+            g.InstallPackets[i] = _writer.Begin(Header(PacketKind.InstallView, id, g.ViewId, 0))
+                .Node(m).Nodes(g.Members).Nodes(g.Joiners).Nodes(g.Leavers).Finish();
+            // An incarnation expelled since the view was decided never acknowledges; the next change removes it.
+            if (_expelled.Contains(m)) continue;
+            g.AwaitingInstallAck.Add(m);
+            Send(m.Endpoint, g.InstallPackets[i]);
+        }
+        g.NextRetryAt = _now + Options.RetryInterval;
+    }
+
+    // ---------------------------------------------------------------- joins, leaves, view changes
+
+    private void OnJoinRequest(NodeId node, GroupId id, string name)
+    {
+        if (!_groups.TryGetValue(id, out GroupRecord? g))
+        {
+            _groups[id] = g = new GroupRecord(name, _deletedGroupViews.GetValueOrDefault(id));
+        }
+        int rank = Array.IndexOf(g.Members, node);
+        if (rank >= 0)
+        {
+            // Already a member: its install was lost or is on its way; resend it.
+            if (g.InstallPackets.Length > rank) Send(node.Endpoint, g.InstallPackets[rank]);
+            return;
+        }
+        if (g.PendingJoins.Contains(node) || (g.Flush != null && Array.IndexOf(g.Flush.Joiners, node) >= 0)) return;
+        g.PendingJoins.Add(node);
+        MaybeStartChange(id, g);
+    }
+
+    private void OnLeaveRequest(NodeId node, GroupId id)
+    {
+        if (!_groups.TryGetValue(id, out GroupRecord? g) ||
+            (Array.IndexOf(g.Members, node) < 0 && (g.Flush == null || Array.IndexOf(g.Flush.Joiners, node) < 0)))
+        {
+            // Not a member (any more): leaving is done. Also the answer to a retransmitted request.
+            g?.PendingJoins.Remove(node);
+            SendLeaveDone(node, id);
+            return;
+        }
+        g.PendingLeaves.Add(node);
+        MaybeStartChange(id, g);
+    }
+
+    private void SendLeaveDone(NodeId node, GroupId id) =>
+        Send(node.Endpoint, _writer.Begin(Header(PacketKind.LeaveDone, id, 0, 0)).Node(node).Finish());
+
+    /// <summary>Starts the next view change of a group if one is due (or <paramref name="force"/>d) and none is running.</summary>
+    private void MaybeStartChange(GroupId id, GroupRecord g, bool force = false)
+    {
+        if (g.Flush != null || g.ViewProposed || g.AwaitingInstallAck.Count > 0) return;
+
+        var survivors = g.Members.Where(m => !_expelled.Contains(m) && !_expelProposed.Contains(m)).ToArray();
+        var joiners = g.PendingJoins.Where(m => _processes.ContainsKey(m) && Array.IndexOf(g.Members, m) < 0).ToArray();
+        var leaving = survivors.Where(g.PendingLeaves.Contains).ToArray();
+        bool anyFailed = survivors.Length != g.Members.Length;
+        if (joiners.Length == 0 && leaving.Length == 0 && !anyFailed && !force) return;
+
+        NodeId[] next = survivors.Where(m => !g.PendingLeaves.Contains(m)).Concat(joiners).ToArray();
+        NodeId[] leavers = g.Members.Where(m => Array.IndexOf(next, m) < 0).ToArray();
+        // The term in the high bits: every attempt of a later leader outranks every earlier one.
+        long attempt = (_log.Term << 32) | ++_attemptCounter;
+        var flush = new FlushAttempt(attempt, survivors.Length > 0 ? survivors[0] : default, survivors, next, joiners, leavers);
+
+        if (survivors.Length == 0)
+        {
+            // Nobody holds messages of the current view: nothing to flush.
+            ProposeView(id, g, flush);
+            return;
+        }
+        g.Flush = flush;
+        g.NextRetryAt = _now + Options.RetryInterval;
+        SendStartFlush(id, g, flush);
+    }
+
+    private void SendStartFlush(GroupId id, GroupRecord g, FlushAttempt f) =>
+        Send(f.Coordinator.Endpoint,
+            _writer.Begin(Header(PacketKind.StartFlush, id, g.ViewId, f.Attempt)).Node(f.Coordinator).Nodes(f.Survivors).Finish());
+
+    private void OnFlushDone(NodeId from, GroupId id, int viewId, long attempt)
+    {
+        if (!_groups.TryGetValue(id, out GroupRecord? g) || viewId != g.ViewId) return; // a duplicate
+        if (g.Flush is { } f && f.Attempt == attempt && f.Coordinator == from)
+        {
+            ProposeView(id, g, f);
+            return;
+        }
+        // An earlier leader's attempt finished: the group is wedged and nobody else will unwedge it.
+        if ((attempt >> 32) < _log.Term) MaybeStartChange(id, g, force: true);
+    }
+
+    /// <summary>Proposes the next view; it is installed once the replicas commit it.</summary>
+    private void ProposeView(GroupId id, GroupRecord g, FlushAttempt f)
+    {
+        g.Flush = null;
+        g.ViewProposed = true;
+        Propose(new ViewDecision(id, g.Name, g.ViewId + 1, f.NextMembers, f.Joiners, f.Leavers));
+    }
+}
