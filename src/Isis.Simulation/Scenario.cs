@@ -34,6 +34,21 @@ internal sealed record Scenario
     /// <summary>Cut a minority of processes off from everyone else for a while.</summary>
     public bool Partitions { get; init; }
 
+    /// <summary>How many membership replicas run the service (1, 3 or 5). Defaults to 1, the embedded default.</summary>
+    public int Replicas { get; init; } = 1;
+
+    /// <summary>
+    /// Crash membership replicas, never a majority at once: mostly the leader, preferably while a
+    /// view change runs, sometimes a follower. They restart from their durable records.
+    /// </summary>
+    public bool ReplicaCrashes { get; init; }
+
+    /// <summary>Partitions split the membership replicas too, so one side may hold a majority of them and the other not.</summary>
+    public bool ReplicaPartitions { get; init; }
+
+    /// <summary>Links flap: many short partitions in a row, each a fresh random split of replicas and processes.</summary>
+    public bool FlappingLinks { get; init; }
+
     /// <summary>Pause processes (as SIGSTOP does), sometimes for longer than the expulsion time.</summary>
     public bool Pauses { get; init; }
 
@@ -71,7 +86,11 @@ internal sealed record Scenario
     [
         "steady", "lossy", "duplicating", "reordering", "partition", "crash", "coordinator-crash",
         "pause", "leave-rejoin", "chaos", "large", "sequencer-crash",
+        "replica-leader-crash", "replica-partition", "flapping", "replica-chaos",
     ];
+
+    /// <summary>The families that exercise the replicated membership service.</summary>
+    public static readonly string[] MembershipFamilies = ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos"];
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
     public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
@@ -81,6 +100,7 @@ internal sealed record Scenario
         var r = new DeterministicRandom(seed ^ 0x5EED_F00D);
         int processes = 3 + r.Next(4);
         double loss = 0.02 + r.NextDouble() * 0.18;
+        int replicas = r.Chance(0.5) ? 3 : 5;
         return family switch
         {
             "steady" => new Scenario { Name = family, Processes = processes },
@@ -102,6 +122,27 @@ internal sealed record Scenario
             {
                 Name = family, Processes = 8 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, LeaveAndRejoin = true,
                 MessagesPerProcess = 60, Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.02, MaxDelay = 1_000 },
+            },
+            "replica-leader-crash" => new Scenario
+            {
+                Name = family, Processes = processes, Replicas = replicas, ReplicaCrashes = true, LeaveAndRejoin = true, Crashes = r.Chance(0.5),
+                Faults = new NetworkFaults { LossRate = 0.03, MaxDelay = 1_000 },
+            },
+            "replica-partition" => new Scenario
+            {
+                Name = family, Processes = processes, Replicas = replicas, Partitions = true, ReplicaPartitions = true, LeaveAndRejoin = r.Chance(0.5),
+                Faults = new NetworkFaults { LossRate = 0.02 },
+            },
+            "flapping" => new Scenario
+            {
+                Name = family, Processes = processes, Replicas = replicas, FlappingLinks = true,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            "replica-chaos" => new Scenario
+            {
+                Name = family, Processes = processes, Replicas = replicas, ReplicaCrashes = true, Partitions = true, ReplicaPartitions = true,
+                Crashes = true, CoordinatorCrashes = true, Pauses = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
             },
             _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}", nameof(family)),
         };

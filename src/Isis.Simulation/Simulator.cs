@@ -24,12 +24,13 @@ namespace Isis.Simulation;
 internal sealed class Simulator
 {
     public const string GroupName = "sim";
-    private const ulong OracleEndpoint = 1000;
+    private const ulong FirstReplicaEndpoint = 1000;
     private const long TickInterval = 1_000;
 
     private readonly DeterministicRandom _random;
     private readonly SimulatedNetwork _network;
-    private readonly MembershipReplica _oracle;
+    private readonly SimReplica[] _replicas;
+    private readonly ulong[] _serviceEndpoints;
     private readonly SimProcess[] _processes;
     private readonly GroupId _group = GroupId.FromName(GroupName);
     private readonly List<(long Time, long Order, Action Action)> _actions = new();
@@ -43,7 +44,13 @@ internal sealed class Simulator
         Scenario = scenario;
         _random = new DeterministicRandom(seed);
         _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
-        _oracle = new MembershipReplica(new NodeId(OracleEndpoint, 1), scenario.Protocol, 0);
+        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => FirstReplicaEndpoint + (ulong)i).ToArray();
+        _replicas = new SimReplica[scenario.Replicas];
+        for (int i = 0; i < _replicas.Length; i++)
+        {
+            _replicas[i] = new SimReplica(i, _serviceEndpoints[i]);
+            StartReplica(_replicas[i]);
+        }
         _processes = new SimProcess[scenario.Processes];
         for (int i = 0; i < _processes.Length; i++) _processes[i] = new SimProcess((ulong)(i + 1));
     }
@@ -58,7 +65,8 @@ internal sealed class Simulator
 
     public SimulatedNetwork Network => _network;
 
-    public MembershipReplica Oracle => _oracle;
+    /// <summary>The membership replica that leads now, if one does.</summary>
+    public MembershipReplica? Leader => _replicas.Select(r => r.Node).FirstOrDefault(n => n != null && n.IsActiveLeader);
 
     /// <summary>The state of every live member, one line each, for diagnosing a failed seed.</summary>
     public string DescribeMembers() =>
@@ -66,7 +74,8 @@ internal sealed class Simulator
 
     /// <summary>The command that replays this run.</summary>
     public string ReplayCommand =>
-        $"dotnet run --project tools/Isis.Sim -- replay --seed {Seed} --scenario {Scenario.Name}";
+        $"dotnet run --project tools/Isis.Sim -- replay --seed {Seed} --scenario {Scenario.Name}"
+        + (Scenario.Protocol.Mutations == ProtocolMutations.None ? "" : $" --mutation {Scenario.Protocol.Mutations}");
 
     private sealed class SimProcess(ulong endpoint)
     {
@@ -82,6 +91,17 @@ internal sealed class Simulator
         public long FlushTokens;
         public long QueryIds;
         public bool Alive => Node != null && !Node.IsShutDown;
+    }
+
+    /// <summary>A membership replica: its durable records survive its crashes, as a disk would.</summary>
+    private sealed class SimReplica(int index, ulong endpoint)
+    {
+        public readonly int Index = index;
+        public readonly ulong Endpoint = endpoint;
+        public uint Incarnation;
+        public MembershipReplica? Node;
+        public readonly List<byte[]> Durable = new();
+        public bool Alive => Node != null;
     }
 
     // ---------------------------------------------------------------- scheduling
@@ -150,8 +170,12 @@ internal sealed class Simulator
 
     private void TickAll()
     {
-        _oracle.Tick(_now);
-        Flush(_oracle);
+        foreach (SimReplica r in _replicas)
+        {
+            if (!r.Alive) continue;
+            r.Node!.Tick(_now);
+            Flush(r);
+        }
         foreach (SimProcess p in _processes)
         {
             if (!p.Alive || p.Paused) continue;
@@ -161,14 +185,17 @@ internal sealed class Simulator
         }
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
         if (Scenario.RoleCrashes && !_healed) MaybeCrashRoleHolder();
+        if (Scenario.ReplicaCrashes && !_healed) MaybeCrashReplica();
     }
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {
-        if (env.To == OracleEndpoint)
+        if (env.To >= FirstReplicaEndpoint)
         {
-            _oracle.Receive(env.From, env.Bytes, _now);
-            Flush(_oracle);
+            SimReplica? r = Array.Find(_replicas, x => x.Endpoint == env.To);
+            if (r?.Node == null) return;
+            r.Node.Receive(env.From, env.Bytes, _now);
+            Flush(r);
             return;
         }
         SimProcess? p = Array.Find(_processes, x => x.Endpoint == env.To);
@@ -187,7 +214,7 @@ internal sealed class Simulator
         p.Backlog.Clear();
         p.Sent = 0;
         p.FlushOutstanding = false;
-        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), OracleEndpoint, Scenario.Protocol, _now);
+        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol, _now);
         p.WantsGroup = true;
         History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now);
@@ -233,20 +260,26 @@ internal sealed class Simulator
         }
     }
 
-    private void Flush(IProtocolNode node)
+    private void Flush(IProtocolNode node, NodeId self)
     {
         Outbox o = node.Outbox;
         foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes, _now);
-        NodeId self = node is ProcessNode pn ? pn.Self : default;
         foreach (NodeEvent e in o.Events) Record(self, e);
         o.Clear();
+    }
+
+    private void Flush(SimReplica r)
+    {
+        if (r.Node == null) return;
+        r.Durable.AddRange(r.Node.Outbox.ReplicaRecords); // made durable before the packets leave
+        Flush(r.Node, r.Node.Self);
     }
 
     private void Flush(SimProcess p)
     {
         if (p.Node == null) return;
         bool wasAlive = !p.Node.IsShutDown;
-        Flush(p.Node);
+        Flush(p.Node, p.Node.Self);
         if (wasAlive && p.Node.IsShutDown) OnShutDown(p);
     }
 
@@ -340,6 +373,7 @@ internal sealed class Simulator
                 At(Math.Min(start + length, healAt), () => _network.HealPartitions());
             }
         }
+        if (s.FlappingLinks) PlanFlapping(healAt);
         if (s.Pauses)
         {
             for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
@@ -389,9 +423,71 @@ internal sealed class Simulator
         // A random minority (at least one process) loses contact with everyone else, the membership service included.
         int size = 1 + _random.Next(Math.Max(1, (_processes.Length - 1) / 2));
         var shuffled = _processes.OrderBy(_ => _random.NextUInt64()).ToArray();
-        var minority = shuffled.Take(size).Select(p => p.Endpoint).ToArray();
-        var majority = shuffled.Skip(size).Select(p => p.Endpoint).Append(OracleEndpoint).ToArray();
-        _network.Partition(minority, majority);
+        var minority = shuffled.Take(size).Select(p => p.Endpoint).ToList();
+        var majority = shuffled.Skip(size).Select(p => p.Endpoint).ToList();
+        foreach (SimReplica r in _replicas)
+        {
+            // Unless the scenario splits the service too, it stays with the larger side.
+            (Scenario.ReplicaPartitions && _random.Chance(0.5) ? minority : majority).Add(r.Endpoint);
+        }
+        _network.Partition(minority.ToArray(), majority.ToArray());
+    }
+
+    /// <summary>Many short partitions in a row, each a fresh random split of processes and replicas.</summary>
+    private void PlanFlapping(long healAt)
+    {
+        long t = _random.NextInRange(300_000, 800_000);
+        for (int i = 0, n = 10 + _random.Next(20); i < n && t < healAt - 100_000; i++)
+        {
+            long length = _random.NextInRange(20_000, 250_000);
+            At(t, () =>
+            {
+                _network.HealPartitions();
+                var sideA = new List<ulong>();
+                var sideB = new List<ulong>();
+                foreach (SimProcess p in _processes) (_random.Chance(0.5) ? sideA : sideB).Add(p.Endpoint);
+                foreach (SimReplica r in _replicas) (_random.Chance(0.5) ? sideA : sideB).Add(r.Endpoint);
+                _network.Partition(sideA.ToArray(), sideB.ToArray());
+            });
+            At(Math.Min(t + length, healAt), () => _network.HealPartitions());
+            t += length + _random.NextInRange(20_000, 200_000);
+        }
+    }
+
+    // ---------------------------------------------------------------- membership replicas
+
+    private void StartReplica(SimReplica r)
+    {
+        r.Incarnation++;
+        // A restarted replica resumes from what it made durable; a fresh one has nothing yet.
+        r.Node = new MembershipReplica(new NodeId(r.Endpoint, r.Incarnation), r.Index, _serviceEndpoints, Scenario.Protocol, _now,
+            r.Durable.Count > 0 ? r.Durable.ToArray() : null);
+        Flush(r);
+    }
+
+    private void CrashReplica(SimReplica r)
+    {
+        if (!r.Alive) return;
+        r.Node = null;
+        At(_now + _random.NextInRange(200_000, 1_500_000), () => { if (!r.Alive) StartReplica(r); });
+    }
+
+    private long _lastReplicaCrash;
+
+    /// <summary>Crashes a replica (never a majority at once): mostly the leader, most likely while a view change runs.</summary>
+    private void MaybeCrashReplica()
+    {
+        int down = _replicas.Count(r => !r.Alive);
+        if (down >= (_replicas.Length - 1) / 2 || _now - _lastReplicaCrash < 300_000) return;
+        MembershipReplica? leader = Leader;
+        bool viewChanging = leader?.ActiveFlushCoordinator(_group) != null;
+        if (!_random.Chance(viewChanging ? 0.03 : 0.0015)) return;
+        SimReplica? target = leader != null && _random.Chance(0.8)
+            ? Array.Find(_replicas, r => r.Node == leader)
+            : _replicas[_random.Next(_replicas.Length)];
+        if (target == null || !target.Alive) return;
+        _lastReplicaCrash = _now;
+        CrashReplica(target);
     }
 
     private void Resume(SimProcess p)
@@ -411,7 +507,7 @@ internal sealed class Simulator
 
     private void MaybeCrashCoordinator()
     {
-        if (_oracle.ActiveFlushCoordinator(_group) is not { } coordinator) return;
+        if (Leader?.ActiveFlushCoordinator(_group) is not { } coordinator) return;
         if (_now - _lastCoordinatorCrash < 500_000 || !_random.Chance(0.02)) return;
         SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == coordinator);
         if (p == null) return;
@@ -440,6 +536,10 @@ internal sealed class Simulator
         History.RecordHeal(_now);
         _network.Faults = NetworkFaults.None;
         _network.HealPartitions();
+        foreach (SimReplica r in _replicas)
+        {
+            if (!r.Alive) StartReplica(r);
+        }
         foreach (SimProcess p in _processes)
         {
             Resume(p);

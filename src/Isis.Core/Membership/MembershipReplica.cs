@@ -126,7 +126,8 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         public readonly List<NodeId> PendingJoins = new();
         public readonly HashSet<NodeId> PendingLeaves = new();
         public FlushAttempt? Flush;
-        public bool ViewProposed;
+        /// <summary>The change whose view (or deletion) awaits commitment; its joiners count as joining.</summary>
+        public FlushAttempt? Proposed;
         public readonly HashSet<NodeId> AwaitingInstallAck = new();
         public byte[][] InstallPackets = [];
         public long NextRetryAt;
@@ -136,7 +137,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             PendingJoins.Clear();
             PendingLeaves.Clear();
             Flush = null;
-            ViewProposed = false;
+            Proposed = null;
             AwaitingInstallAck.Clear();
             InstallPackets = [];
         }
@@ -177,6 +178,12 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         {
             // Not the one to ask: say who is (processes also find the leader by trying each replica).
             Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).I32(_log.LeaderIndex).Finish());
+            return;
+        }
+        if (_expelProposed.Contains(h.Sender))
+        {
+            // Its expulsion is being decided: no more answers (no lease), or it could outlive the decision.
+            Counters.DroppedFirewall++;
             return;
         }
         if (!HandleProcessRequest(h, body)) Counters.DroppedMalformed++;
@@ -406,7 +413,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         g.Leavers = v.Leavers;
         if (!_leading) return;
 
-        g.ViewProposed = false;
+        g.Proposed = null;
         foreach (NodeId j in v.Joiners) g.PendingJoins.Remove(j);
         foreach (NodeId l in v.Leavers)
         {
@@ -415,7 +422,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         if (g.Members.Length == 0)
         {
             // The last member left: the group is gone, and the service forgets it.
-            g.ViewProposed = true;
+            g.Proposed = new FlushAttempt(0, default, [], [], [], []);
             Propose(new DeleteGroupDecision(v.Group, g.ViewId));
             return;
         }
@@ -467,7 +474,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             if (g.InstallPackets.Length > rank) Send(node.Endpoint, g.InstallPackets[rank]);
             return;
         }
-        if (g.PendingJoins.Contains(node) || (g.Flush != null && Array.IndexOf(g.Flush.Joiners, node) >= 0)) return;
+        if (g.PendingJoins.Contains(node) || IsJoining(g, node)) return;
         g.PendingJoins.Add(node);
         MaybeStartChange(id, g);
     }
@@ -475,7 +482,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     private void OnLeaveRequest(NodeId node, GroupId id)
     {
         if (!_groups.TryGetValue(id, out GroupRecord? g) ||
-            (Array.IndexOf(g.Members, node) < 0 && (g.Flush == null || Array.IndexOf(g.Flush.Joiners, node) < 0)))
+            (Array.IndexOf(g.Members, node) < 0 && !IsJoining(g, node)))
         {
             // Not a member (any more): leaving is done. Also the answer to a retransmitted request.
             g?.PendingJoins.Remove(node);
@@ -486,13 +493,17 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         MaybeStartChange(id, g);
     }
 
+    /// <summary>True if <paramref name="node"/> joins in the change under way (flushing or awaiting commitment).</summary>
+    private static bool IsJoining(GroupRecord g, NodeId node) =>
+        (g.Flush != null && Array.IndexOf(g.Flush.Joiners, node) >= 0) || (g.Proposed != null && Array.IndexOf(g.Proposed.Joiners, node) >= 0);
+
     private void SendLeaveDone(NodeId node, GroupId id) =>
         Send(node.Endpoint, _writer.Begin(Header(PacketKind.LeaveDone, id, 0, 0)).Node(node).Finish());
 
     /// <summary>Starts the next view change of a group if one is due (or <paramref name="force"/>d) and none is running.</summary>
     private void MaybeStartChange(GroupId id, GroupRecord g, bool force = false)
     {
-        if (g.Flush != null || g.ViewProposed || g.AwaitingInstallAck.Count > 0) return;
+        if (g.Flush != null || g.Proposed != null || g.AwaitingInstallAck.Count > 0) return;
 
         var survivors = g.Members.Where(m => !_expelled.Contains(m) && !_expelProposed.Contains(m)).ToArray();
         var joiners = g.PendingJoins.Where(m => _processes.ContainsKey(m) && Array.IndexOf(g.Members, m) < 0).ToArray();
@@ -537,7 +548,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     private void ProposeView(GroupId id, GroupRecord g, FlushAttempt f)
     {
         g.Flush = null;
-        g.ViewProposed = true;
+        g.Proposed = f;
         Propose(new ViewDecision(id, g.Name, g.ViewId + 1, f.NextMembers, f.Joiners, f.Leavers));
     }
 }

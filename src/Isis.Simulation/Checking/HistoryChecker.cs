@@ -21,6 +21,7 @@ internal static class HistoryChecker
         ReadOnlySpan<HistoryEvent> events = history.AsSpan();
         WellFormed(events, sink);
         ViewAgreement(events, sink);
+        PrimaryViewSequence(events, sink);
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
         TotalOrder(events, sink);
@@ -188,6 +189,49 @@ internal static class HistoryChecker
             if (!e.Members.AsSpan().Contains(e.Process))
             {
                 sink.Report(P, $"{e.Process} installed view v{e.ViewId} of g={e.Group} at {At(i, e)} but is not among its members {List(e.Members)}");
+            }
+        }
+    }
+
+    /// <summary>
+    /// At most one primary view sequence: the membership service never splits. Every membership
+    /// replica applies the same decision at each position of its log (so no two sides of a
+    /// partition decide on their own), and each view of a group descends from the one before: its
+    /// members that were in the previous view come first, in their old order, and only joiners
+    /// follow them (a view from a competing history would reorder or drop survivors).
+    /// </summary>
+    internal static void PrimaryViewSequence(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(PrimaryViewSequence);
+        var decided = new Dictionary<long, (ulong Hash, NodeId Replica, int Index)>();
+        var views = new Dictionary<(GroupId, int), NodeId[]>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.Decide)
+            {
+                if (!decided.TryGetValue(e.LogIndex, out var first)) decided[e.LogIndex] = (e.PayloadHash, e.Process, i);
+                else if (first.Hash != e.PayloadHash)
+                {
+                    sink.Report(P, $"replica {e.Process} applied decision {e.PayloadHash:x16} at log position {e.LogIndex} ({At(i, e)}), "
+                        + $"but replica {first.Replica} applied {first.Hash:x16} there at event #{first.Index}: the membership service split");
+                }
+            }
+            else if (e.Kind == HistoryEventKind.ViewInstall && e.Members is not null)
+            {
+                views.TryAdd((e.Group, e.ViewId), e.Members);
+            }
+        }
+        foreach (var ((group, viewId), members) in views)
+        {
+            if (!views.TryGetValue((group, viewId - 1), out NodeId[]? previous)) continue;
+            NodeId[] survivors = members.Where(m => previous.Contains(m)).ToArray();
+            bool prefix = members.AsSpan(0, survivors.Length).SequenceEqual(survivors);
+            bool sameOrder = survivors.AsSpan().SequenceEqual(previous.Where(survivors.Contains).ToArray());
+            if (!prefix || !sameOrder)
+            {
+                sink.Report(P, $"view v{viewId} of g={group} {List(members)} does not descend from v{viewId - 1} {List(previous)}: "
+                    + "survivors must come first, in their old order, followed by joiners");
             }
         }
     }

@@ -20,6 +20,7 @@ namespace Isis.Simulation;
 internal sealed class History
 {
     private readonly List<HistoryEvent> _events;
+    private readonly HashSet<NodeId> _expelled = new();
 
     public History() => _events = [];
 
@@ -67,8 +68,14 @@ internal sealed class History
     public void RecordCrash(long time, NodeId process) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Crash));
 
-    public void RecordExpel(long time, NodeId process) =>
-        Add(new HistoryEvent(time, process, HistoryEventKind.Expel));
+    /// <summary>Records an expulsion the first time a replica reports it (the leader applies it first; followers later).</summary>
+    public void RecordExpel(long time, NodeId process)
+    {
+        if (_expelled.Add(process)) Add(new HistoryEvent(time, process, HistoryEventKind.Expel));
+    }
+
+    public void RecordDecide(long time, NodeId replica, long logIndex, ulong entryHash) =>
+        Add(new HistoryEvent(time, replica, HistoryEventKind.Decide) { LogIndex = logIndex, PayloadHash = entryHash });
 
     public void RecordLeaveCompleted(long time, NodeId process, GroupId group) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.LeaveCompleted) { Group = group });
@@ -120,6 +127,9 @@ internal sealed class History
                 break;
             case IncarnationExpelled x:
                 RecordExpel(time, x.Node);
+                break;
+            case DecisionApplied d:
+                RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry));
                 break;
         }
     }

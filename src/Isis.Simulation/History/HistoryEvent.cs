@@ -37,6 +37,9 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Deliver: delivered by the view change's flush at the end of the view, not on the normal path.</summary>
     public bool AtViewEnd { get; init; }
 
+    /// <summary>Decide: the position of the decision in the membership service's log.</summary>
+    public long LogIndex { get; init; }
+
     /// <summary>ViewInstall: the members of the view, oldest first.</summary>
     public NodeId[]? Members { get; init; }
 
@@ -52,6 +55,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && Primitive == other.Primitive
         && Phi == other.Phi
         && AtViewEnd == other.AtViewEnd
+        && LogIndex == other.LogIndex
         && MembersEqual(Members, other.Members);
 
     public override int GetHashCode() =>

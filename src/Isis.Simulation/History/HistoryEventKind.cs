@@ -44,4 +44,7 @@ internal enum HistoryEventKind
 
     /// <summary>Process, an acceptor of the SafeSend Message, holds it (and every earlier position of the total order).</summary>
     SafeAccepted,
+
+    /// <summary>Process, a membership replica, applied the committed decision at log position LogIndex (PayloadHash: the entry's hash).</summary>
+    Decide,
 }

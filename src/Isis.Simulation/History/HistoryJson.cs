@@ -30,6 +30,7 @@ internal static class HistoryJson
         if (e.Primitive != MessageKind.Send) json.WriteNumber("pr"u8, (int)e.Primitive);
         if (e.Phi != 0) json.WriteNumber("phi"u8, e.Phi);
         if (e.AtViewEnd) json.WriteBoolean("ve"u8, true);
+        if (e.LogIndex != 0) json.WriteNumber("ix"u8, e.LogIndex);
         if (e.Members is not null)
         {
             json.WriteStartArray("mb"u8);
@@ -58,6 +59,7 @@ internal static class HistoryJson
         var primitive = MessageKind.Send;
         int phi = 0;
         bool atViewEnd = false;
+        long logIndex = 0;
         NodeId[]? members = null;
 
         while (true)
@@ -82,6 +84,7 @@ internal static class HistoryJson
                 case "pr": primitive = (MessageKind)Int32(ref r, field); break;
                 case "phi": phi = Int32(ref r, field); break;
                 case "ve": atViewEnd = r.TokenType == JsonTokenType.True; break;
+                case "ix": logIndex = Int64(ref r, field); break;
                 default: r.Skip(); break; // forward compatibility: newer writers may add fields
             }
         }
@@ -98,6 +101,7 @@ internal static class HistoryJson
             Primitive = primitive,
             Phi = phi,
             AtViewEnd = atViewEnd,
+            LogIndex = logIndex,
             Members = members,
         };
     }

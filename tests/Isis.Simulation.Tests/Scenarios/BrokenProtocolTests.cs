@@ -75,6 +75,16 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void A_membership_service_that_lets_a_minority_of_its_replicas_decide_is_caught()
+    {
+        // Partitions that split the replicas: with a quorum of one, each side elects its own
+        // leader and both decide the next views, so the service splits into two histories.
+        var runs = RunBroken(ProtocolMutations.MinorityCommits, "replica-partition", 20);
+        Assert.Contains(runs, r => r.Result.Violates("PrimaryViewSequence"));
+        Assert.All(Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "replica-partition")), r => Assert.True(r.Passed, r.Report));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();
