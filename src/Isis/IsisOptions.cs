@@ -3,16 +3,21 @@ using Microsoft.Extensions.Logging;
 
 namespace Isis;
 
-/// <summary>Whether this process runs the embedded membership service.</summary>
+/// <summary>Whether this process runs a replica of the membership service.</summary>
 public enum MembershipServiceMode
 {
-    /// <summary>The first process on the machine to bind <see cref="IsisOptions.MembershipServicePort"/> hosts the service; the others use it.</summary>
+    /// <summary>
+    /// Host a replica if one of its addresses is free on this machine: with the default single
+    /// replica, the first process on the machine to bind <see cref="IsisOptions.MembershipServicePort"/>
+    /// hosts the service; with <see cref="IsisOptions.MembershipReplicas"/>, the first processes to
+    /// bind each listed address host those replicas. The others only use the service.
+    /// </summary>
     Auto,
 
-    /// <summary>Always host the service (fails to start if the port is taken).</summary>
+    /// <summary>Always host a replica: the first listed address this machine can bind (fails to start if none is free).</summary>
     Host,
 
-    /// <summary>Never host the service; use the one at <see cref="IsisOptions.MembershipServiceAddress"/>.</summary>
+    /// <summary>Never host a replica; use the service at <see cref="IsisOptions.MembershipReplicas"/> (or <see cref="IsisOptions.MembershipServiceAddress"/>).</summary>
     Client,
 }
 
@@ -34,7 +39,24 @@ public sealed class IsisOptions
     /// <summary>UDP port of the membership service. Defaults to 7345.</summary>
     public int MembershipServicePort { get; set; } = 7345;
 
-    /// <summary>Whether this process hosts the membership service. Defaults to <see cref="MembershipServiceMode.Auto"/>.</summary>
+    /// <summary>
+    /// The membership service's replicas, the same list in the same order at every process of the
+    /// system: 3 or 5 in production, on different machines. The service decides membership while a
+    /// majority of them run and can reach each other; processes that lose the majority shut down.
+    /// Empty (the default): one replica at <see cref="MembershipServiceAddress"/>:<see cref="MembershipServicePort"/>.
+    /// </summary>
+    public IList<IPEndPoint> MembershipReplicas { get; set; } = new List<IPEndPoint>();
+
+    /// <summary>
+    /// Where a membership replica hosted by this process keeps its log, which it writes and fsyncs
+    /// before answering, so that after a restart it never contradicts what it agreed to. Used when
+    /// <see cref="MembershipReplicas"/> lists more than one replica. Defaults to the folder
+    /// <c>isis-membership</c> under the system's temporary folder; use a folder that survives
+    /// reboots in production.
+    /// </summary>
+    public string? MembershipDataDirectory { get; set; }
+
+    /// <summary>Whether this process hosts a membership replica. Defaults to <see cref="MembershipServiceMode.Auto"/>.</summary>
     public MembershipServiceMode MembershipService { get; set; } = MembershipServiceMode.Auto;
 
     /// <summary>Heartbeat period towards the membership service. Defaults to 100 ms.</summary>
@@ -61,7 +83,13 @@ public sealed class IsisOptions
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
-    internal IPEndPoint MembershipServiceEndPoint => new(MembershipServiceAddress, MembershipServicePort);
+    /// <summary>The replicas' addresses in order: the configured list, or the single embedded replica.</summary>
+    internal IPEndPoint[] ServiceReplicaEndPoints =>
+        MembershipReplicas.Count > 0 ? [.. MembershipReplicas] : [new IPEndPoint(MembershipServiceAddress, MembershipServicePort)];
+
+    internal string ReplicaLogPath(IPEndPoint replica) =>
+        System.IO.Path.Combine(MembershipDataDirectory ?? System.IO.Path.Combine(System.IO.Path.GetTempPath(), "isis-membership"),
+            $"replica-{replica.Address}-{replica.Port}.log");
 
     internal void Validate()
     {
@@ -69,6 +97,16 @@ public sealed class IsisOptions
             throw new ArgumentException("IsisOptions.BindAddress must be an IPv4 address, for example IPAddress.Loopback.");
         if (Port is < 0 or > 65535) throw new ArgumentException($"IsisOptions.Port must be 0-65535 (0 picks a free port); it is {Port}.");
         if (MembershipServicePort is <= 0 or > 65535) throw new ArgumentException($"IsisOptions.MembershipServicePort must be 1-65535; it is {MembershipServicePort}.");
+        if (MembershipReplicas is null) throw new ArgumentException("IsisOptions.MembershipReplicas must not be null; leave it empty for the single embedded replica.");
+        foreach (IPEndPoint? replica in MembershipReplicas)
+        {
+            if (replica is null || replica.AddressFamily != System.Net.Sockets.AddressFamily.InterNetwork || replica.Port == 0)
+                throw new ArgumentException($"IsisOptions.MembershipReplicas must list IPv4 addresses with ports, for example 10.0.0.1:7345; found '{replica}'.");
+        }
+        if (MembershipReplicas.Distinct().Count() != MembershipReplicas.Count)
+            throw new ArgumentException("IsisOptions.MembershipReplicas lists a replica twice; list each replica once, in the same order at every process.");
+        if (MembershipReplicas.Count is 2 or 4)
+            throw new ArgumentException($"IsisOptions.MembershipReplicas lists {MembershipReplicas.Count} replicas; use an odd number (1, 3 or 5): an even one tolerates no more failures than one fewer.");
         if (HeartbeatInterval < TimeSpan.FromMilliseconds(5)) throw new ArgumentException($"IsisOptions.HeartbeatInterval must be at least 5 ms; it is {HeartbeatInterval.TotalMilliseconds} ms.");
         if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
@@ -84,6 +122,9 @@ public sealed class IsisOptions
             HeartbeatInterval = heartbeat,
             SuspicionCount = SuspicionCount,
             IsolationTimeout = 2 * SuspicionCount * heartbeat,
+            // Replicas fail over well inside the isolation timeout, so processes ride out the loss of a leader.
+            ReplicaHeartbeatInterval = heartbeat / 2,
+            ReplicaElectionTimeout = 3 * heartbeat,
         };
     }
 }

@@ -71,7 +71,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             Address = new Address(loop.Node.Self);
             _loop = loop;
             loop.Start();
-            Log.Started(Logger, Address.ToString(), loop.Service != null ? "hosted here" : "at " + Options.MembershipServiceEndPoint);
+            Log.Started(Logger, Address.ToString(), loop.Service != null ? "replica hosted here" : "at " + string.Join(", ", (object[])Options.ServiceReplicaEndPoints));
         }
     }
 
@@ -150,6 +150,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             DatagramsSent = Interlocked.Read(ref t.DatagramsSent),
             DatagramsReceived = Interlocked.Read(ref t.DatagramsReceived),
             MembershipServiceDroppedFirewall = loop.Service?.Counters.DroppedFirewall ?? 0,
+            MembershipReplicaIsLeader = loop.Service?.IsActiveLeader ?? false,
+            MembershipReplicaTerm = loop.Service?.Term ?? 0,
+            MembershipReplicaCommitIndex = loop.Service?.CommitIndex ?? 0,
         };
     }
 

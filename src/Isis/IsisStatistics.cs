@@ -38,4 +38,13 @@ public sealed record IsisStatistics
 
     /// <summary>Of the drops, those the membership service hosted here counted (zero if it is hosted elsewhere).</summary>
     public long MembershipServiceDroppedFirewall { get; init; }
+
+    /// <summary>True if the membership replica hosted here leads the service now (false if it follows, or none is hosted here).</summary>
+    public bool MembershipReplicaIsLeader { get; init; }
+
+    /// <summary>The election term of the membership replica hosted here (0 if none): it rises by one or more at each change of leader.</summary>
+    public long MembershipReplicaTerm { get; init; }
+
+    /// <summary>How many membership decisions the replica hosted here knows to be committed (0 if none is hosted here).</summary>
+    public long MembershipReplicaCommitIndex { get; init; }
 }

@@ -31,6 +31,7 @@ internal sealed class EventLoop : IDisposable
     private readonly IEventSink _sink;
     private readonly UdpTransport _transport;
     private readonly UdpTransport? _serviceTransport;
+    private readonly DurableRecordFile? _serviceLog;
     private volatile bool _stopping;
 
     public EventLoop(IsisOptions options, IEventSink sink)
@@ -40,20 +41,38 @@ internal sealed class EventLoop : IDisposable
         var dataTransportOptions = transportOptions with { Faults = options.TransportFaults };
         ProtocolOptions protocol = options.ToProtocolOptions();
 
+        IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
+        ulong[] replicaEndpoints = replicas.Select(EndpointConversions.FromIPEndPoint).ToArray();
         if (options.MembershipService != MembershipServiceMode.Client)
         {
-            _serviceTransport = TryBindService(options, transportOptions);
-            if (_serviceTransport != null)
+            for (int i = 0; i < replicas.Length && _serviceTransport == null; i++)
             {
-                Service = new MembershipReplica(new NodeId(_serviceTransport.LocalEndpoint, 1), protocol, Now);
+                _serviceTransport = TryBindService(replicas[i], options.MembershipService, transportOptions);
+                if (_serviceTransport == null) continue;
+                IEnumerable<byte[]>? restored = null;
+                if (replicas.Length > 1)
+                {
+                    // A replicated service needs its log back after a restart: the replica must
+                    // never contradict a vote or an entry it acknowledged before it stopped.
+                    string path = options.ReplicaLogPath(replicas[i]);
+                    Directory.CreateDirectory(Path.GetDirectoryName(path)!);
+                    (List<byte[]> records, long intact) = DurableRecordFile.Read(path);
+                    _serviceLog = new DurableRecordFile(path, truncateTo: intact);
+                    restored = records;
+                }
+                Service = new MembershipReplica(new NodeId(_serviceTransport.LocalEndpoint, 1), i, replicaEndpoints, protocol, Now, restored);
+            }
+            if (_serviceTransport == null && options.MembershipService == MembershipServiceMode.Host)
+            {
+                throw new InvalidOperationException("MembershipServiceMode.Host: none of the membership replica addresses (" +
+                    string.Join(", ", (object[])replicas) + ") can be bound here; each is in use or not an address of this machine.");
             }
         }
 
         _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p) => Post(false, s, p), dataTransportOptions);
         // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
         uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
-        ulong serviceEndpoint = EndpointConversions.FromIPEndPoint(options.MembershipServiceEndPoint);
-        Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), serviceEndpoint, protocol, Now);
+        Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), replicaEndpoints, protocol, Now);
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
 
@@ -68,15 +87,15 @@ internal sealed class EventLoop : IDisposable
 
     public bool IsLoopThread => Thread.CurrentThread == _thread;
 
-    private UdpTransport? TryBindService(IsisOptions options, UdpTransportOptions transportOptions)
+    private UdpTransport? TryBindService(IPEndPoint replica, MembershipServiceMode mode, UdpTransportOptions transportOptions)
     {
         try
         {
-            return new UdpTransport(options.MembershipServiceEndPoint, (s, p) => Post(true, s, p), transportOptions);
+            return new UdpTransport(replica, (s, p) => Post(true, s, p), transportOptions);
         }
-        catch (SocketException e) when (e.SocketErrorCode == SocketError.AddressAlreadyInUse && options.MembershipService == MembershipServiceMode.Auto)
+        catch (SocketException e) when (e.SocketErrorCode is SocketError.AddressAlreadyInUse or SocketError.AddressNotAvailable)
         {
-            return null; // another process on this machine hosts it
+            return null; // another process hosts this replica, or it lives on another machine
         }
     }
 
@@ -153,6 +172,11 @@ internal sealed class EventLoop : IDisposable
     {
         if (Service is { } service && _serviceTransport != null)
         {
+            if (service.Outbox.ReplicaRecords.Count > 0 && _serviceLog != null)
+            {
+                foreach (byte[] record in service.Outbox.ReplicaRecords) _serviceLog.Append(record);
+                _serviceLog.Sync(); // before any vote or acknowledgement leaves
+            }
             foreach (OutboundPacket p in service.Outbox.Packets) _serviceTransport.Enqueue(p.Destination, p.Bytes);
             _serviceTransport.Flush();
             foreach (NodeEvent e in service.Outbox.Events) _sink.OnServiceEvent(e);
@@ -174,6 +198,7 @@ internal sealed class EventLoop : IDisposable
         if (_thread.IsAlive && !IsLoopThread) _thread.Join(TimeSpan.FromSeconds(5));
         _transport.Dispose();
         _serviceTransport?.Dispose();
+        _serviceLog?.Dispose();
     }
 }
 
