@@ -6,14 +6,22 @@ using Isis;
 using Isis.Core.Identity;
 using Isis.MemberHost;
 
-// A group member for the multi-process tests. Usage:
+// A group member (or, with --service-only, a membership-service host) for the multi-process and
+// multi-host tests. Usage:
 //
-//   dotnet Isis.MemberHost.dll --service-port P [--group G] [--index I] [--sends N]
-//       [--expect-members K] [--expect-deliveries T] [--host-service] [--event-log PATH]
-//       [--heartbeat-ms H] [--suspicion S] [--opcode-check]
+//   dotnet Isis.MemberHost.dll --service-port P [--service-address A] [--bind B] [--group G]
+//       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
+//       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
+//       [--safelog DIR] [--replay-after-ms MS]
 //
-// It joins group G, waits until the view has K members, sends N messages (1, I, seq) with
+// The membership service is at A:P (A defaults to 127.0.0.1); this process binds its own socket to
+// address B (default 127.0.0.1, port chosen by the OS). --host-service hosts the service here (it
+// binds A:P, so A must be an address of this machine or network namespace). --service-only hosts
+// the service and nothing else: it joins no group, writes only "ready", "stats", "shutdown",
+// "error" and "exit" lines, and understands only "stats" and "quit".
+//
+// Otherwise it joins group G, waits until the view has K members, sends N messages (1, I, seq) with
 // seq = 1, 2, ..., and checks that every sender's messages are delivered in FIFO order (seq
 // consecutive per sender index). --primitive chooses Send (default), OrderedSend or SafeSendAsync
 // (issued in batches of 64, each batch awaited); --phi sets the SafeSend threshold once the view
@@ -21,7 +29,9 @@ using Isis.MemberHost;
 // (the (sender, seq) pairs in the order its handler ran); with --order-file it appends them to
 // PATH, one "sender seq" line each, every 100 ms, on "dump", on "crash" and on exit, so a killed
 // member leaves a prefix of what it delivered. Request code 2 is a query: each member answers
-// with its index (after 3 s with --slow-replies). It writes one JSON object per line on stdout:
+// with its index (after 3 s with --slow-replies). --safelog keeps acknowledged SafeSends in DIR
+// (SafeSendDurability.Disk; a member that founds the group again replays them after MS ms,
+// default 2000). It writes one JSON object per line on stdout:
 //
 //   {"event":"ready","address":"127.0.0.1:40001#17","endpoint":"127.0.0.1:40001","port":40001,"incarnation":17,"pid":123}
 //   {"event":"view","id":3,"members":["..."],"rank":1}
@@ -59,8 +69,10 @@ const int SafeBatch = 64; // SafeSendAsync calls issued before awaiting them
 
 var runtime = new IsisRuntime(new IsisOptions
 {
+    BindAddress = options.Bind,
+    MembershipServiceAddress = options.ServiceAddress,
     MembershipServicePort = options.ServicePort,
-    MembershipService = options.HostService ? MembershipServiceMode.Host : MembershipServiceMode.Client,
+    MembershipService = options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
     HeartbeatInterval = TimeSpan.FromMilliseconds(options.HeartbeatMs),
     SuspicionCount = options.Suspicion,
 });
@@ -78,7 +90,7 @@ void Exit(int code)
     {
         output.Write(new JsonObject { ["event"] = "error", ["message"] = "shutdown: " + e.Message });
     }
-    tracker.EmitProgress(output, force: true);
+    if (!options.ServiceOnly) tracker.EmitProgress(output, force: true);
     eventLog?.Dispose();
     order.Dispose();
     output.Write(new JsonObject { ["event"] = "exit", ["code"] = code });
@@ -93,6 +105,23 @@ runtime.ShutDown += (_, e) =>
 };
 
 runtime.Start();
+if (runtime.Address is null) throw new InvalidOperationException("the runtime started without an address");
+if (options.ServiceOnly)
+{
+    output.Write(Ready(runtime));
+    string? command;
+    while ((command = Console.In.ReadLine()) != null)
+    {
+        switch (command.Trim())
+        {
+            case "": break;
+            case "stats": output.Write(Stats(runtime)); break;
+            case "quit": Exit(0); break;
+            default: output.Write(new JsonObject { ["event"] = "error", ["message"] = "unknown command (--service-only): " + command }); break;
+        }
+    }
+    Exit(0);
+}
 var group = new Group(runtime, options.Group);
 if (options.SafeLog != null)
 {
@@ -127,15 +156,7 @@ group.Handlers[2] += (Action<int>)(token =>
 });
 group.Undeliverable += (_, e) => tracker.OnUndeliverable(e.Opcode, e.Reason);
 
-output.Write(new JsonObject
-{
-    ["event"] = "ready",
-    ["address"] = runtime.Address!.ToString(),
-    ["endpoint"] = runtime.Address.Endpoint,
-    ["port"] = int.Parse(runtime.Address.Endpoint.AsSpan(runtime.Address.Endpoint.LastIndexOf(':') + 1), CultureInfo.InvariantCulture),
-    ["incarnation"] = runtime.Address.Incarnation,
-    ["pid"] = Environment.ProcessId,
-});
+output.Write(Ready(runtime));
 
 // Commands and the initial batch of sends run on one sender thread, so seqs stay in order.
 var sendRequests = new BlockingCollection<int>();
@@ -302,6 +323,16 @@ while ((line = Console.In.ReadLine()) != null)
 }
 Exit(0); // stdin closed: the test is gone or done with us
 
+static JsonObject Ready(IsisRuntime runtime) => new()
+{
+    ["event"] = "ready",
+    ["address"] = runtime.Address!.ToString(),
+    ["endpoint"] = runtime.Address.Endpoint,
+    ["port"] = int.Parse(runtime.Address.Endpoint.AsSpan(runtime.Address.Endpoint.LastIndexOf(':') + 1), CultureInfo.InvariantCulture),
+    ["incarnation"] = runtime.Address.Incarnation,
+    ["pid"] = Environment.ProcessId,
+};
+
 static JsonObject Stats(IsisRuntime runtime)
 {
     var json = new JsonObject { ["event"] = "stats" };
@@ -341,6 +372,9 @@ namespace Isis.MemberHost
     internal sealed record HostOptions
     {
         public int ServicePort { get; private set; } = 7345;
+        public System.Net.IPAddress ServiceAddress { get; private set; } = System.Net.IPAddress.Loopback;
+        public System.Net.IPAddress Bind { get; private set; } = System.Net.IPAddress.Loopback;
+        public bool ServiceOnly { get; private set; }
         public string Group { get; private set; } = "multiprocess";
         public int Index { get; private set; }
         public int Sends { get; private set; }
@@ -368,6 +402,9 @@ namespace Isis.MemberHost
                 switch (args[i])
                 {
                     case "--service-port": o.ServicePort = Int(); break;
+                    case "--service-address": o.ServiceAddress = System.Net.IPAddress.Parse(Value()); break;
+                    case "--bind": o.Bind = System.Net.IPAddress.Parse(Value()); break;
+                    case "--service-only": o.ServiceOnly = true; break;
                     case "--group": o.Group = Value(); break;
                     case "--index": o.Index = Int(); break;
                     case "--sends": o.Sends = Int(); break;

@@ -54,15 +54,27 @@ internal sealed class MemberProcess : IDisposable
     }
 
     /// <summary>Starts a member host and waits for its "ready" line.</summary>
-    public static MemberProcess Start(string name, params string[] args)
+    public static MemberProcess Start(string name, params string[] args) => Start(name, [], args);
+
+    /// <summary>
+    /// Starts a member host through <paramref name="launcher"/>, a command that runs the command
+    /// line it is given (for example <c>ip netns exec NS</c>, which execs it, so the process id is
+    /// still the member's), and waits for its "ready" line.
+    /// </summary>
+    public static MemberProcess Start(string name, IReadOnlyList<string> launcher, IReadOnlyList<string> args)
     {
-        var psi = new ProcessStartInfo("dotnet")
+        var psi = new ProcessStartInfo(launcher.Count > 0 ? launcher[0] : "dotnet")
         {
             RedirectStandardInput = true,
             RedirectStandardOutput = true,
             RedirectStandardError = true,
             UseShellExecute = false,
         };
+        if (launcher.Count > 0)
+        {
+            foreach (string a in launcher.Skip(1)) psi.ArgumentList.Add(a);
+            psi.ArgumentList.Add("dotnet");
+        }
         psi.ArgumentList.Add(HostPath);
         foreach (string a in args) psi.ArgumentList.Add(a);
         // Keep children small and quick to start on a 2-core machine.

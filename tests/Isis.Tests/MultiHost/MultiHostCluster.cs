@@ -1,0 +1,180 @@
+using System.Globalization;
+using System.Text;
+using System.Text.Json.Nodes;
+using Isis.Tests.MultiProcess;
+using Xunit.Abstractions;
+
+namespace Isis.Tests.MultiHost;
+
+/// <summary>Where one membership-service host runs: a host (namespace index) of the network, and its UDP port.</summary>
+internal readonly record struct ServiceHost(int Host, int Port);
+
+/// <summary>
+/// Member processes (tests/Isis.MemberHost) on the hosts of a <see cref="NamespaceNetwork"/>, plus
+/// the membership service at the given <see cref="ServiceHost"/>s. Disposing kills every child and
+/// deletes the namespaces, also when the test failed.
+/// </summary>
+internal sealed class MultiHostCluster : IDisposable
+{
+    public const int HeartbeatMs = 100;
+
+    private readonly List<MemberProcess> _members = new();
+    private readonly List<MemberProcess> _serviceProcesses = new();
+    private readonly ITestOutputHelper _output;
+    private readonly DateTime _started = DateTime.UtcNow;
+
+    /// <param name="output">The test's output.</param>
+    /// <param name="hosts">Number of hosts (network namespaces).</param>
+    /// <param name="services">Where the membership service runs.</param>
+    /// <param name="group">The group every member joins.</param>
+    /// <param name="suspicionCount">Heartbeat periods without news before the service expels a process (see <see cref="MultiProcessCluster"/> for why the tests use 20).</param>
+    public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount)
+    {
+        _output = output;
+        Services = services;
+        Group = group;
+        Suspicion = suspicionCount;
+        Network = new NamespaceNetwork(hosts);
+        Log($"network {Network.Id}: {hosts} hosts, {Network.Address(0)}-{Network.Address(hosts - 1)}");
+        try
+        {
+            StartServiceHosts();
+        }
+        catch
+        {
+            Dispose();
+            throw;
+        }
+    }
+
+    public NamespaceNetwork Network { get; }
+
+    public IReadOnlyList<ServiceHost> Services { get; }
+
+    public string Group { get; }
+
+    public int Suspicion { get; }
+
+    /// <summary>The processes hosting the membership service (not members of the group).</summary>
+    public IReadOnlyList<MemberProcess> ServiceProcesses => _serviceProcesses;
+
+    // ---------------------------------------------------------------- where the service runs
+    // The two members below are all that knows how the service is deployed: today one replica, a
+    // member host started with --service-only; a replicated service changes only these.
+
+    private void StartServiceHosts()
+    {
+        if (Services.Count != 1) throw new NotSupportedException($"the membership service has one replica today; {Services.Count} service hosts were given");
+        ServiceHost s = Services[0];
+        string address = Network.Address(s.Host).ToString();
+        MemberProcess p = MemberProcess.Start($"service@{s.Host}", Network.ExecPrefix(s.Host),
+        [
+            "--service-only", "--bind", address, "--service-address", address, "--service-port", S(s.Port),
+            "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion),
+        ]);
+        _serviceProcesses.Add(p);
+        Log($"membership service on host {s.Host} ({address}:{s.Port}), pid {p.Pid}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
+    }
+
+    /// <summary>The member host arguments that say where the membership service is.</summary>
+    private string[] ServiceArguments() => ["--service-address", Network.Address(Services[0].Host).ToString(), "--service-port", S(Services[0].Port)];
+
+    // ---------------------------------------------------------------- members
+
+    /// <summary>Starts a member with sender index <paramref name="index"/> on <paramref name="host"/> and waits for its "ready" line.</summary>
+    public MemberProcess StartMember(int host, int index, params string[] extra)
+    {
+        var args = new List<string>(ServiceArguments())
+        {
+            "--bind", Network.Address(host).ToString(),
+            "--group", Group,
+            "--index", S(index),
+            "--heartbeat-ms", S(HeartbeatMs),
+            "--suspicion", S(Suspicion),
+            "--opcode-check",
+        };
+        args.AddRange(extra);
+        MemberProcess m = MemberProcess.Start($"member{index}@{host}", Network.ExecPrefix(host), args);
+        lock (_members) _members.Add(m);
+        Log($"started {m.Name}: pid {m.Pid}, {m.Address}");
+        return m;
+    }
+
+    /// <summary>
+    /// Waits until every given member installs a view with id &gt; <paramref name="afterViewId"/>
+    /// holding exactly <paramref name="expected"/>; returns the highest such view id.
+    /// </summary>
+    public int WaitForView(IEnumerable<MemberProcess> members, IReadOnlyCollection<MemberProcess> expected, int afterViewId, TimeSpan timeout, string what)
+    {
+        var want = expected.Select(m => m.Address).ToHashSet();
+        int id = afterViewId;
+        DateTime deadline = DateTime.UtcNow + timeout;
+        foreach (MemberProcess m in members)
+        {
+            JsonObject view = m.WaitFor("view", Left(deadline), v => (int)v["id"]! > afterViewId && MembersOf(v).SetEquals(want));
+            id = Math.Max(id, (int)view["id"]!);
+        }
+        Log($"{what} (view {id})");
+        return id;
+    }
+
+    /// <summary>Polls a member's progress until <paramref name="done"/> holds for it, within the deadline.</summary>
+    public JsonObject WaitForProgress(MemberProcess m, Func<JsonObject, bool> done, DateTime deadline, string what)
+    {
+        while (true)
+        {
+            JsonObject p = m.Status(Left(deadline));
+            if (done(p)) return p;
+            if (DateTime.UtcNow >= deadline) throw new TimeoutException($"{m.Name}: {what} did not happen in time; last progress {p.ToJsonString()}\n{m.Describe()}");
+            Thread.Sleep(200);
+        }
+    }
+
+    public static HashSet<string> MembersOf(JsonObject view) => ((JsonArray)view["members"]!).Select(x => (string)x!).ToHashSet();
+
+    public static TimeSpan Left(DateTime deadline)
+    {
+        TimeSpan left = deadline - DateTime.UtcNow;
+        return left > TimeSpan.FromSeconds(1) ? left : TimeSpan.FromSeconds(1);
+    }
+
+    public static string S(int n) => n.ToString(CultureInfo.InvariantCulture);
+
+    public void Log(string text)
+    {
+        string line = $"[{(DateTime.UtcNow - _started).TotalSeconds,7:0.000} s] {text}";
+        try { _output.WriteLine(line); } catch (InvalidOperationException) { /* test already finished */ }
+    }
+
+    /// <summary>Every child's recent output, for failure messages.</summary>
+    public string Describe()
+    {
+        var sb = new StringBuilder();
+        lock (_members)
+        {
+            foreach (MemberProcess m in _serviceProcesses.Concat(_members)) sb.Append(m.Describe());
+        }
+        return sb.ToString();
+    }
+
+    /// <summary>Kills every child, then deletes the namespaces (which kills anything left in them); throws if a namespace could not be deleted.</summary>
+    public void Dispose()
+    {
+        try
+        {
+            lock (_members)
+            {
+                foreach (MemberProcess m in _members.Concat(_serviceProcesses))
+                {
+                    try { m.Dispose(); }
+                    catch (Exception e) when (e is InvalidOperationException or System.ComponentModel.Win32Exception) { Log($"{m.Name}: {e.Message}"); }
+                }
+            }
+        }
+        finally
+        {
+            Network.Dispose();
+        }
+        Log($"cluster disposed, namespaces {Network.Id}-* deleted");
+    }
+}
