@@ -1,3 +1,4 @@
+using System.Net;
 using System.Collections.Concurrent;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
@@ -46,6 +47,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
 
     /// <summary>True if this process hosts the embedded membership service.</summary>
     public bool HostsMembershipService => _loop?.Service != null;
+
+    /// <summary>The address of the membership replica this process hosts, or null if it hosts none.</summary>
+    /// <remarks>The replica keeps serving even if this process itself is shut down by the protocol (isolated or expelled); it stops with <see cref="Shutdown"/>.</remarks>
+    public IPEndPoint? HostedMembershipReplica => _loop?.ServiceEndPoint;
 
     /// <summary>Why the membership protocol shut this runtime down (expelled or isolated), or null.</summary>
     public string? ShutdownReason => _shutdownReason;

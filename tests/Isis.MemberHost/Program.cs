@@ -9,12 +9,15 @@ using Isis.MemberHost;
 // A group member (or, with --service-only, a membership-service host) for the multi-process and
 // multi-host tests. Usage:
 //
-//   dotnet Isis.MemberHost.dll --service-port P [--service-address A] [--bind B] [--group G]
+//   dotnet Isis.MemberHost.dll --service-port P [--service-address A] [--replicas A:P,B:P,C:P [--replica-data DIR]]
+//       [--bind B] [--group G]
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
 //       [--safelog DIR] [--replay-after-ms MS]
 //
+// With --replicas the membership service is replicated at those addresses (a --host-service or
+// --service-only process hosts the first one it can bind, keeping its log in --replica-data).
 // The membership service is at A:P (A defaults to 127.0.0.1); this process binds its own socket to
 // address B (default 127.0.0.1, port chosen by the OS). --host-service hosts the service here (it
 // binds A:P, so A must be an address of this machine or network namespace). --service-only hosts
@@ -72,6 +75,8 @@ var runtime = new IsisRuntime(new IsisOptions
     BindAddress = options.Bind,
     MembershipServiceAddress = options.ServiceAddress,
     MembershipServicePort = options.ServicePort,
+    MembershipReplicas = options.Replicas,
+    MembershipDataDirectory = options.ReplicaData,
     MembershipService = options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
     HeartbeatInterval = TimeSpan.FromMilliseconds(options.HeartbeatMs),
     SuspicionCount = options.Suspicion,
@@ -375,6 +380,8 @@ namespace Isis.MemberHost
         public System.Net.IPAddress ServiceAddress { get; private set; } = System.Net.IPAddress.Loopback;
         public System.Net.IPAddress Bind { get; private set; } = System.Net.IPAddress.Loopback;
         public bool ServiceOnly { get; private set; }
+        public List<System.Net.IPEndPoint> Replicas { get; private set; } = new();
+        public string? ReplicaData { get; private set; }
         public string Group { get; private set; } = "multiprocess";
         public int Index { get; private set; }
         public int Sends { get; private set; }
@@ -405,6 +412,8 @@ namespace Isis.MemberHost
                     case "--service-address": o.ServiceAddress = System.Net.IPAddress.Parse(Value()); break;
                     case "--bind": o.Bind = System.Net.IPAddress.Parse(Value()); break;
                     case "--service-only": o.ServiceOnly = true; break;
+                    case "--replicas": o.Replicas = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;
+                    case "--replica-data": o.ReplicaData = Value(); break;
                     case "--group": o.Group = Value(); break;
                     case "--index": o.Index = Int(); break;
                     case "--sends": o.Sends = Int(); break;

@@ -81,6 +81,9 @@ internal sealed class EventLoop : IDisposable
     /// <summary>The embedded membership service, if this process hosts it.</summary>
     public MembershipReplica? Service { get; }
 
+    /// <summary>Where the hosted membership replica listens, if this process hosts one.</summary>
+    public IPEndPoint? ServiceEndPoint => _serviceTransport?.LocalIPEndPoint;
+
     public UdpTransport Transport => _transport;
 
     public long Now => (long)_clock.Elapsed.TotalMicroseconds;

@@ -61,7 +61,11 @@ internal sealed class MemberProcess : IDisposable
     /// line it is given (for example <c>ip netns exec NS</c>, which execs it, so the process id is
     /// still the member's), and waits for its "ready" line.
     /// </summary>
-    public static MemberProcess Start(string name, IReadOnlyList<string> launcher, IReadOnlyList<string> args)
+    public static MemberProcess Start(string name, IReadOnlyList<string> launcher, IReadOnlyList<string> args) =>
+        StartProgram(name, HostPath, launcher, args);
+
+    /// <summary>Starts another program that speaks the same JSON lines (for example tools/Isis.Oracle) and waits for its "ready" line.</summary>
+    public static MemberProcess StartProgram(string name, string dllPath, IReadOnlyList<string> launcher, IReadOnlyList<string> args)
     {
         var psi = new ProcessStartInfo(launcher.Count > 0 ? launcher[0] : "dotnet")
         {
@@ -75,7 +79,7 @@ internal sealed class MemberProcess : IDisposable
             foreach (string a in launcher.Skip(1)) psi.ArgumentList.Add(a);
             psi.ArgumentList.Add("dotnet");
         }
-        psi.ArgumentList.Add(HostPath);
+        psi.ArgumentList.Add(dllPath);
         foreach (string a in args) psi.ArgumentList.Add(a);
         // Keep children small and quick to start on a 2-core machine.
         psi.Environment["DOTNET_gcServer"] = "0";

@@ -1,0 +1,130 @@
+using System.Globalization;
+using System.Net;
+using System.Text.Json.Nodes;
+using Isis;
+
+// Runs one replica of the Isis membership service, on its own (see docs/operations.md).
+//
+//   dotnet Isis.Oracle.dll --replicas 10.0.0.1:7345,10.0.0.2:7345,10.0.0.3:7345 --data /var/lib/isis
+//       [--heartbeat-ms 100] [--suspicion 5] [--status-ms 1000]
+//
+// Every replica and every application process must be given the same --replicas list, in the same
+// order (applications: IsisOptions.MembershipReplicas). This process hosts the first replica in the
+// list whose address it can bind: an address of this machine that no other process holds. Its log
+// lives in --data and must survive restarts: a replica that lost its log must not rejoin under the
+// same address.
+//
+// It writes one JSON object per line on stdout:
+//   {"event":"ready","replica":"10.0.0.1:7345","address":"...","port":7345,"pid":123}
+//   {"event":"status","leader":true,"term":4,"committed":57,"firewallDrops":0}   every --status-ms and on "status"
+//   {"event":"processShutdown","reason":"..."}   this host's own process membership ended (the replica goes on)
+// and reads commands on stdin: "status", "quit". It exits on "quit", when stdin closes (unless
+// --detached), and on SIGTERM or Ctrl-C.
+return OracleCommand.Run(args);
+
+internal static class OracleCommand
+{
+    public static int Run(string[] args)
+    {
+        if (args.Length == 0 || args.Contains("--help") || args.Contains("-h"))
+        {
+            Console.WriteLine("usage: Isis.Oracle --replicas A:P,B:P,C:P --data DIR [--heartbeat-ms 100] [--suspicion 5] [--status-ms 1000] [--detached]");
+            return args.Length == 0 ? 2 : 0;
+        }
+        string? Option(string name)
+        {
+            int i = Array.IndexOf(args, name);
+            return i >= 0 && i + 1 < args.Length ? args[i + 1] : null;
+        }
+        List<IPEndPoint> replicas;
+        try
+        {
+            replicas = (Option("--replicas") ?? throw new ArgumentException("--replicas is required: the service's replica addresses, e.g. 10.0.0.1:7345,10.0.0.2:7345,10.0.0.3:7345"))
+                .Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
+                .Select(s => IPEndPoint.TryParse(s, out IPEndPoint? e) && e.Port != 0 ? e : throw new ArgumentException($"--replicas: '{s}' is not an address:port"))
+                .ToList();
+        }
+        catch (ArgumentException e)
+        {
+            Console.Error.WriteLine(e.Message);
+            return 2;
+        }
+        string data = Option("--data") ?? Path.Combine(Path.GetTempPath(), "isis-membership");
+        int heartbeatMs = int.Parse(Option("--heartbeat-ms") ?? "100", CultureInfo.InvariantCulture);
+        int suspicion = int.Parse(Option("--suspicion") ?? "5", CultureInfo.InvariantCulture);
+        int statusMs = int.Parse(Option("--status-ms") ?? "1000", CultureInfo.InvariantCulture);
+        bool detached = args.Contains("--detached");
+
+        var runtime = new IsisRuntime(new IsisOptions
+        {
+            // The host's own process socket binds to this machine's replica address, where the others can reach it.
+            BindAddress = LocalReplicaAddress(replicas),
+            MembershipReplicas = replicas,
+            MembershipDataDirectory = data,
+            MembershipService = MembershipServiceMode.Host,
+            HeartbeatInterval = TimeSpan.FromMilliseconds(heartbeatMs),
+            SuspicionCount = suspicion,
+        });
+        var output = new object();
+        void Write(JsonObject line)
+        {
+            lock (output) Console.Out.WriteLine(line.ToJsonString());
+        }
+        using var stop = new ManualResetEventSlim(false);
+        // The replica outlives its host's own membership (which the protocol may end if this machine is cut off).
+        runtime.ShutDown += (_, e) => Write(new JsonObject { ["event"] = "processShutdown", ["reason"] = e.Reason });
+        try
+        {
+            runtime.Start();
+        }
+        catch (Exception e) when (e is InvalidOperationException or System.Net.Sockets.SocketException)
+        {
+            Console.Error.WriteLine("cannot host a membership replica: " + e.Message);
+            return 1;
+        }
+        IPEndPoint hosted = runtime.HostedMembershipReplica!;
+        Write(new JsonObject
+        {
+            ["event"] = "ready", ["replica"] = hosted.ToString(), ["address"] = hosted.ToString(), ["port"] = hosted.Port,
+            ["pid"] = Environment.ProcessId, ["data"] = data,
+        });
+
+        void Status()
+        {
+            IsisStatistics s = runtime.GetStatistics();
+            Write(new JsonObject
+            {
+                ["event"] = "status", ["leader"] = s.MembershipReplicaIsLeader, ["term"] = s.MembershipReplicaTerm,
+                ["committed"] = s.MembershipReplicaCommitIndex, ["firewallDrops"] = s.MembershipServiceDroppedFirewall,
+            });
+        }
+        Console.CancelKeyPress += (_, e) => { e.Cancel = true; stop.Set(); };
+        AppDomain.CurrentDomain.ProcessExit += (_, _) => stop.Set();
+        var reader = new Thread(() =>
+        {
+            while (Console.In.ReadLine() is { } line)
+            {
+                switch (line.Trim())
+                {
+                    case "status": Status(); break;
+                    case "quit": stop.Set(); return;
+                }
+            }
+            if (!detached) stop.Set();
+        }) { IsBackground = true };
+        reader.Start();
+        while (!stop.Wait(statusMs > 0 ? statusMs : Timeout.Infinite))
+        {
+            Status();
+        }
+        runtime.Shutdown();
+        return 0;
+    }
+
+    private static IPAddress LocalReplicaAddress(List<IPEndPoint> replicas)
+    {
+        var local = System.Net.NetworkInformation.NetworkInterface.GetAllNetworkInterfaces()
+            .SelectMany(n => n.GetIPProperties().UnicastAddresses).Select(a => a.Address).ToHashSet();
+        return replicas.Select(r => r.Address).FirstOrDefault(a => IPAddress.IsLoopback(a) || local.Contains(a)) ?? IPAddress.Loopback;
+    }
+}
