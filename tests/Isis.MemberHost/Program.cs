@@ -22,7 +22,8 @@ using Isis.MemberHost;
 // address B (default 127.0.0.1, port chosen by the OS). --host-service hosts the service here (it
 // binds A:P, so A must be an address of this machine or network namespace). --service-only hosts
 // the service and nothing else: it joins no group, writes only "ready", "stats", "shutdown",
-// "error" and "exit" lines, and understands only "stats" and "quit".
+// "error" and "exit" lines, and understands only "stats" and "quit"; it keeps serving after a
+// "shutdown" (its own process membership ended, its replica goes on) until "quit".
 //
 // Otherwise it joins group G, waits until the view has K members, sends N messages (1, I, seq) with
 // seq = 1, 2, ..., and checks that every sender's messages are delivered in FIFO order (seq
@@ -106,7 +107,8 @@ runtime.ShutDown += (_, e) =>
 {
     output.Write(new JsonObject { ["event"] = "shutdown", ["reason"] = e.Reason });
     output.Write(Stats(runtime));
-    Exit(0);
+    // A replica host's replica outlives its own process membership: it rejoins the service when the network heals.
+    if (!options.ServiceOnly) Exit(0);
 };
 
 runtime.Start();
@@ -356,6 +358,9 @@ static JsonObject Stats(IsisRuntime runtime)
         json["datagramsSent"] = s.DatagramsSent;
         json["datagramsReceived"] = s.DatagramsReceived;
         json["membershipServiceDroppedFirewall"] = s.MembershipServiceDroppedFirewall;
+        json["membershipReplicaIsLeader"] = s.MembershipReplicaIsLeader;
+        json["membershipReplicaTerm"] = s.MembershipReplicaTerm;
+        json["membershipReplicaCommitIndex"] = s.MembershipReplicaCommitIndex;
     }
     catch (Exception e)
     {

@@ -59,25 +59,32 @@ internal sealed class MultiHostCluster : IDisposable
     public IReadOnlyList<MemberProcess> ServiceProcesses => _serviceProcesses;
 
     // ---------------------------------------------------------------- where the service runs
-    // The two members below are all that knows how the service is deployed: today one replica, a
-    // member host started with --service-only; a replicated service changes only these.
+    // The two members below are all that knows how the service is deployed: one replica per
+    // service host, each a member host started with --service-only in its namespace.
+
+    private readonly DirectoryInfo _replicaData = Directory.CreateTempSubdirectory("isis-multihost-replicas-");
+
+    private string ReplicaList => string.Join(",", Services.Select(s => $"{Network.Address(s.Host)}:{S(s.Port)}"));
 
     private void StartServiceHosts()
     {
-        if (Services.Count != 1) throw new NotSupportedException($"the membership service has one replica today; {Services.Count} service hosts were given");
-        ServiceHost s = Services[0];
-        string address = Network.Address(s.Host).ToString();
-        MemberProcess p = MemberProcess.Start($"service@{s.Host}", Network.ExecPrefix(s.Host),
-        [
-            "--service-only", "--bind", address, "--service-address", address, "--service-port", S(s.Port),
-            "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion),
-        ]);
-        _serviceProcesses.Add(p);
-        Log($"membership service on host {s.Host} ({address}:{s.Port}), pid {p.Pid}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
+        foreach (ServiceHost s in Services)
+        {
+            string address = Network.Address(s.Host).ToString();
+            // Each replica binds the listed address of its own namespace (the others are not local there).
+            MemberProcess p = MemberProcess.Start($"replica@{s.Host}", Network.ExecPrefix(s.Host),
+            [
+                "--service-only", "--bind", address, "--replicas", ReplicaList, "--replica-data", _replicaData.FullName,
+                "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion),
+            ]);
+            _serviceProcesses.Add(p);
+            Log($"membership replica on host {s.Host} ({address}:{s.Port}), pid {p.Pid}");
+        }
+        Log($"membership service: {Services.Count} replica(s); heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
     }
 
     /// <summary>The member host arguments that say where the membership service is.</summary>
-    private string[] ServiceArguments() => ["--service-address", Network.Address(Services[0].Host).ToString(), "--service-port", S(Services[0].Port)];
+    private string[] ServiceArguments() => ["--replicas", ReplicaList];
 
     // ---------------------------------------------------------------- members
 
@@ -174,6 +181,7 @@ internal sealed class MultiHostCluster : IDisposable
         finally
         {
             Network.Dispose();
+            try { _replicaData.Delete(recursive: true); } catch (IOException) { /* best effort */ }
         }
         Log($"cluster disposed, namespaces {Network.Id}-* deleted");
     }

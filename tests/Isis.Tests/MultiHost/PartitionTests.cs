@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Text.Json.Nodes;
 using Isis.Tests.MultiProcess;
+using Isis.Tests.Runtime;
 using Xunit.Abstractions;
 using static Isis.Tests.MultiHost.MultiHostCluster;
 
@@ -30,8 +31,9 @@ public sealed class PartitionTests
     {
         Skip.If(NamespaceNetwork.Unavailable is not null, NamespaceNetwork.Unavailable);
 
-        // Where the service runs is a parameter: host 0, on the majority side.
-        ServiceHost[] services = [new(0, 7345)];
+        // Three membership replicas: two on the majority side, one on the minority side, which
+        // therefore cannot decide anything on its own.
+        ServiceHost[] services = [new(0, 7345), new(1, 7345), new(4, 7345)];
         int[] majority = [0, 1, 2], minority = [3, 4];
         const int Isolated = 3, Frozen = 4; // the minority member that isolates itself, and the one frozen across the partition
 
@@ -65,7 +67,7 @@ public sealed class PartitionTests
             frozen.Stop();
             cluster.Network.Partition(minority);
             var sincePartition = Stopwatch.StartNew();
-            cluster.Log($"{frozen.Name} stopped (SIGSTOP); partitioned hosts {string.Join(",", minority)} away from {string.Join(",", majority)} (service on host {services[0].Host})");
+            cluster.Log($"{frozen.Name} stopped (SIGSTOP); partitioned hosts {string.Join(",", minority)} away from {string.Join(",", majority)} (replicas on hosts {string.Join(",", services.Select(x => x.Host))})");
 
             // The majority, which reaches the service, installs a view without the minority and goes on.
             viewId = cluster.WaitForView(major, major, viewId, Liveness, "the majority installed a view without the minority");
@@ -143,7 +145,15 @@ public sealed class PartitionTests
                     Assert.Equal(5 * Round, (long)p["total"]!);
                 }
             }
-            cluster.Log($"round 3: all five delivered every Send; {clock.Elapsed.TotalSeconds:0.0} s in all");
+            cluster.Log("round 3: all five delivered every Send");
+
+            // 5. The minority side's replica, which could decide nothing during the partition, has
+            // caught up with every decision the majority's replicas committed meanwhile.
+            long Committed(MemberProcess r) => (long)r.Stats()["membershipReplicaCommitIndex"]!;
+            MemberProcess lone = cluster.ServiceProcesses[Array.FindIndex(services, x => minority.Contains(x.Host))];
+            long decided = cluster.ServiceProcesses.Where(r => r != lone).Max(Committed);
+            TestRuntimes.WaitUntil(() => Committed(lone) >= decided, $"{lone.Name} catches up to {decided} decisions", (int)Liveness.TotalSeconds);
+            cluster.Log($"{lone.Name} caught up to {decided} decisions; {clock.Elapsed.TotalSeconds:0.0} s in all");
         }
         catch (Exception e)
         {
