@@ -70,6 +70,9 @@ internal sealed record Scenario
     /// <summary>Chance that a send is a Query(ALL) instead (half of them OrderedQuery). Defaults to 0.05.</summary>
     public double QueryChance { get; init; } = 0.05;
 
+    /// <summary>The processes start at random times within this window (microseconds). Defaults to 300 ms.</summary>
+    public long StartWindow { get; init; } = 300_000;
+
     /// <summary>Messages each process incarnation sends at most.</summary>
     public int MessagesPerProcess { get; init; } = 150;
 

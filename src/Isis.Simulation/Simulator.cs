@@ -135,7 +135,7 @@ internal sealed class Simulator
         for (int i = 0; i < _processes.Length; i++)
         {
             int index = i;
-            At(_random.NextInRange(0, 300_000), () => Start(_processes[index]));
+            At(_random.NextInRange(0, Math.Max(1, s.StartWindow)), () => Start(_processes[index]));
         }
         PlanFaults(healAt);
         At(healAt, Heal);

@@ -153,7 +153,7 @@ public sealed partial class Group
         }
         ArgumentNullException.ThrowIfNull(timeout);
         EventLoop loop = _runtime.RunningLoop();
-        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, operation);
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         byte[] payload = ArgumentCodec.Encode(opcode, args ?? [null]);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
         long id = Interlocked.Increment(ref _nextQueryId);
@@ -221,7 +221,7 @@ public sealed partial class Group
     private void MulticastPayload(MessageKind kind, string operation, byte[] payload, int phi)
     {
         EventLoop loop = _runtime.RunningLoop();
-        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, operation);
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
         WaitForWindow();
         Interlocked.Increment(ref _queuedSends);

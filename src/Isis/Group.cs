@@ -31,6 +31,7 @@ public sealed partial class Group
     private readonly object _gate = new();
     private readonly ManualResetEventSlim _windowOpen = new(true);
     private GroupState _state = GroupState.New;
+    private bool _terminated;
     private TaskCompletionSource? _joined;
     private TaskCompletionSource? _left;
     private DeliveryThread? _delivery;
@@ -166,6 +167,70 @@ public sealed partial class Group
         return StopWaitingWhenCancelled(left.Task, cancellationToken);
     }
 
+    /// <summary>
+    /// Joins several groups at once: their join requests leave together, and the membership
+    /// service folds joins that arrive together into one view change per group. Returns once this
+    /// process is a member of every one of them.
+    /// </summary>
+    /// <param name="groups">Groups of one runtime, not yet joined.</param>
+    public static void MultiJoin(params Group[] groups) => MultiJoinAsync(groups).GetAwaiter().GetResult();
+
+    /// <summary>The asynchronous form of <see cref="MultiJoin"/>.</summary>
+    /// <param name="groups">Groups of one runtime, not yet joined.</param>
+    /// <param name="cancellationToken">Stops waiting (the joins themselves go on).</param>
+    public static Task MultiJoinAsync(IEnumerable<Group> groups, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(groups);
+        Group[] all = groups.ToArray();
+        if (all.Length == 0) throw new ArgumentException("MultiJoin needs at least one group.", nameof(groups));
+        if (all.Any(g => g is null)) throw new ArgumentException("MultiJoin was given a null group.", nameof(groups));
+        if (all.Select(g => g._runtime).Distinct().Count() > 1)
+            throw new ArgumentException("MultiJoin joins groups of one runtime; these belong to different runtimes. Call it once per runtime.", nameof(groups));
+        if (all.Distinct().Count() != all.Length) throw new ArgumentException("MultiJoin was given the same group twice.", nameof(groups));
+        // All or nothing: refuse before any join request leaves.
+        foreach (Group g in all)
+        {
+            if (g._state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(g.Name);
+            if (g._state != GroupState.New) throw ExceptionFactory.AlreadyJoined(g.Name);
+        }
+        // Each JoinAsync posts one command; the event loop runs them in one batch, so the requests
+        // share datagrams to the service.
+        return StopWaitingWhenCancelled(Task.WhenAll(all.Select(g => g.JoinAsync())), cancellationToken);
+    }
+
+    /// <summary>
+    /// Deletes the group when the application using it shuts down: every member leaves in one view
+    /// change (after the usual flush, so the last view's messages are settled everywhere), each
+    /// member's view handlers see a final view with no members, and the membership service forgets
+    /// the group. Returns once this member is out.
+    /// </summary>
+    /// <exception cref="IsisException">The group is not joined.</exception>
+    public void Terminate()
+    {
+        if (_delivery?.IsCurrentThread == true) throw ExceptionFactory.BlockingInHandler(Name, nameof(Terminate));
+        TerminateAsync().GetAwaiter().GetResult();
+    }
+
+    /// <summary>The asynchronous form of <see cref="Terminate"/>.</summary>
+    /// <param name="cancellationToken">Stops waiting (the deletion itself goes on).</param>
+    public Task TerminateAsync(CancellationToken cancellationToken = default)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        TaskCompletionSource left;
+        lock (_gate)
+        {
+            if (_state is GroupState.Leaving or GroupState.Left) return StopWaitingWhenCancelled(_left!.Task, cancellationToken);
+            if (_state != GroupState.Joined) throw NotJoinedError(nameof(Terminate));
+            _state = GroupState.Leaving;
+            _left = left = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+        loop.Post(() => loop.Node.Terminate(Id, loop.Now));
+        return StopWaitingWhenCancelled(left.Task, cancellationToken);
+    }
+
+    private IsisException NotJoinedError(string operation) =>
+        _terminated ? ExceptionFactory.GroupTerminated(Name, operation) : ExceptionFactory.NotJoined(Name, operation);
+
     // ---------------------------------------------------------------- Send
 
     /// <summary>
@@ -220,7 +285,7 @@ public sealed partial class Group
     {
         if (k < 0) throw new ArgumentOutOfRangeException(nameof(k), k, "Flush(k) needs k >= 1 members (or 0 for all).");
         EventLoop loop = _runtime.RunningLoop();
-        if (_state is not (GroupState.Joining or GroupState.Joined)) throw ExceptionFactory.NotJoined(Name, nameof(Flush));
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(nameof(Flush));
         long token = Interlocked.Increment(ref _nextFlushToken);
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         _flushes[token] = done;
@@ -262,20 +327,7 @@ public sealed partial class Group
         }
         if (first) MaybeReplay(view);
         Log.ViewInstalled(_runtime.Logger, Name, view.ToString());
-        _delivery!.Enqueue(() =>
-        {
-            foreach (ViewHandler handler in _viewHandlers.Snapshot)
-            {
-                try
-                {
-                    handler(view);
-                }
-                catch (Exception e)
-                {
-                    OnHandlerException(e);
-                }
-            }
-        });
+        _delivery!.Enqueue(() => RunViewHandlers(view));
         // Complete the join after the view handlers saw the view, so Join() returning means the
         // application has observed its first view.
         _delivery.Enqueue(() => _joined?.TrySetResult());
@@ -341,9 +393,35 @@ public sealed partial class Group
         }
     }
 
-    internal void OnLeft()
+    private void RunViewHandlers(View view)
     {
-        lock (_gate) _state = GroupState.Left;
+        foreach (ViewHandler handler in _viewHandlers.Snapshot)
+        {
+            try
+            {
+                handler(view);
+            }
+            catch (Exception e)
+            {
+                OnHandlerException(e);
+            }
+        }
+    }
+
+    internal void OnLeft(bool terminated, int finalViewId)
+    {
+        lock (_gate)
+        {
+            _state = GroupState.Left;
+            _terminated = terminated;
+        }
+        if (terminated && _view is { } last)
+        {
+            // Every member sees the group end: a last view with nobody in it.
+            var final = new View(new GroupView(finalViewId, [], [], last.Members.Select(a => a.Node).ToArray()), _runtime.Address!, Name);
+            _view = final;
+            _delivery?.Enqueue(() => RunViewHandlers(final));
+        }
         SafeSendLog?.Dispose();
         var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);

@@ -41,6 +41,9 @@ internal static class ExceptionFactory
     public static IsisException NotJoined(string group, string operation) =>
         new($"{operation} on group '{group}' needs a joined group: call Join() first (and do not use the group after Leave()).");
 
+    public static IsisException GroupTerminated(string group, string operation) =>
+        new($"{operation} on group '{group}': the group was deleted (a member called Terminate()). Create a new Group(\"{group}\") and join it to start the group again.");
+
     public static IsisException AlreadyJoined(string group) =>
         new($"Group '{group}' is already joined (or joining) in this runtime. Use the existing Group object; one process joins a group once.");
 

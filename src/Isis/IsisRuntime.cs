@@ -203,7 +203,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 if (_groups.TryGetValue(v.Group, out g)) g.OnViewInstalled(v.View);
                 break;
             case GroupLeft l:
-                if (_groups.TryGetValue(l.Group, out g)) g.OnLeft();
+                if (_groups.TryGetValue(l.Group, out g)) g.OnLeft(l.Terminated, l.FinalViewId);
                 break;
             case FlushCompleted f:
                 if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);

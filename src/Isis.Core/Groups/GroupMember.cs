@@ -72,8 +72,9 @@ internal sealed class GroupMember
     private long _reportedAttempt = -1;
     private long _committedAttempt = -1;
 
-    // Join and leave requests are retransmitted until the membership service answers.
+    // Join, leave and terminate requests are retransmitted until the membership service answers.
     private long _nextRequestAt;
+    private bool _terminating;
 
     public GroupMember(ProcessNode node, GroupId id, string name)
     {
@@ -129,15 +130,29 @@ internal sealed class GroupMember
         _nextRequestAt = now + Options.RetryInterval;
     }
 
-    public void OnLeaveDone()
+    /// <summary>Asks the membership service to delete the group: every member leaves it in one view change.</summary>
+    public void RequestTerminate(long now)
     {
-        if (State != MemberState.Leaving) return;
+        if (State is MemberState.Left or MemberState.Leaving) return;
+        _terminating = true;
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.TerminateRequest, Self, Id, View?.Id ?? 0, 0)).Finish());
+        _nextRequestAt = now + Options.RetryInterval;
+    }
+
+    /// <summary>The service installed view <paramref name="viewId"/> without this member: our leave completed, or the group was deleted.</summary>
+    public void OnLeaveDone(int viewId)
+    {
+        bool terminated = State != MemberState.Leaving;
+        // Unasked, it means the group was terminated: trust it only for a view after ours (an old
+        // answer to an earlier leave of this group must not end the current membership).
+        if (terminated && (State != MemberState.Active || View == null || viewId <= View.Id)) return;
+        if (terminated) Wedge();
         State = MemberState.Left;
         _queries.AbandonAll();
         // Out of the group: nothing of ours is pending in it any more.
         foreach (var (token, _, _) in _flushWaiters) _node.Emit(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
-        _node.Emit(new GroupLeft(Id));
+        _node.Emit(new GroupLeft(Id, terminated, viewId));
     }
 
     /// <summary>
@@ -685,6 +700,7 @@ internal sealed class GroupMember
     {
         if (State == MemberState.Joining && now >= _nextRequestAt) RequestJoin(now);
         if (State == MemberState.Leaving && now >= _nextRequestAt) RequestLeave(now);
+        if (_terminating && State == MemberState.Active && now >= _nextRequestAt) RequestTerminate(now);
         if (View == null || State == MemberState.Left) return;
 
         Coordinator?.Tick(now);

@@ -125,6 +125,8 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         // Leader only.
         public readonly List<NodeId> PendingJoins = new();
         public readonly HashSet<NodeId> PendingLeaves = new();
+        public bool Terminating;
+        public long ChangeDueAt;
         public FlushAttempt? Flush;
         /// <summary>The change whose view (or deletion) awaits commitment; its joiners count as joining.</summary>
         public FlushAttempt? Proposed;
@@ -136,6 +138,8 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         {
             PendingJoins.Clear();
             PendingLeaves.Clear();
+            Terminating = false;
+            ChangeDueAt = 0;
             Flush = null;
             Proposed = null;
             AwaitingInstallAck.Clear();
@@ -190,7 +194,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     }
 
     private static bool IsProcessRequest(PacketKind kind) => kind is PacketKind.Heartbeat or PacketKind.JoinRequest
-        or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck;
+        or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck or PacketKind.TerminateRequest;
 
     private bool HandleProcessRequest(in PacketHeader h, ReadOnlySpan<byte> body)
     {
@@ -223,6 +227,11 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
                 if (!r.Complete) return false;
                 Heard(h.Sender);
                 OnFlushDone(h.Sender, h.Group, h.View, h.Number);
+                return true;
+            case PacketKind.TerminateRequest:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                OnTerminateRequest(h.Sender, h.Group);
                 return true;
             case PacketKind.Suspect:
             {
@@ -293,6 +302,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
 
         foreach (var (id, g) in _groups)
         {
+            if (g.ChangeDueAt != 0 && now >= g.ChangeDueAt) MaybeStartChange(id, g);
             if (now < g.NextRetryAt) continue;
             g.NextRetryAt = now + Options.RetryInterval;
             if (g.Flush is { } f) SendStartFlush(id, g, f);
@@ -417,7 +427,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         foreach (NodeId j in v.Joiners) g.PendingJoins.Remove(j);
         foreach (NodeId l in v.Leavers)
         {
-            if (g.PendingLeaves.Remove(l)) SendLeaveDone(l, v.Group);
+            if (g.PendingLeaves.Remove(l)) SendLeaveDone(l, v.Group, v.ViewId);
         }
         if (g.Members.Length == 0)
         {
@@ -476,6 +486,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         }
         if (g.PendingJoins.Contains(node) || IsJoining(g, node)) return;
         g.PendingJoins.Add(node);
+        HoldForBatch(g);
         MaybeStartChange(id, g);
     }
 
@@ -486,19 +497,38 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         {
             // Not a member (any more): leaving is done. Also the answer to a retransmitted request.
             g?.PendingJoins.Remove(node);
-            SendLeaveDone(node, id);
+            SendLeaveDone(node, id, g?.ViewId ?? _deletedGroupViews.GetValueOrDefault(id));
             return;
         }
         g.PendingLeaves.Add(node);
+        HoldForBatch(g);
         MaybeStartChange(id, g);
+    }
+
+    /// <summary>The first join or leave of a batch opens the window in which others fold into the same change.</summary>
+    private void HoldForBatch(GroupRecord g)
+    {
+        if (g.ChangeDueAt == 0) g.ChangeDueAt = _now + Options.MembershipBatchWindow;
     }
 
     /// <summary>True if <paramref name="node"/> joins in the change under way (flushing or awaiting commitment).</summary>
     private static bool IsJoining(GroupRecord g, NodeId node) =>
         (g.Flush != null && Array.IndexOf(g.Flush.Joiners, node) >= 0) || (g.Proposed != null && Array.IndexOf(g.Proposed.Joiners, node) >= 0);
 
-    private void SendLeaveDone(NodeId node, GroupId id) =>
-        Send(node.Endpoint, _writer.Begin(Header(PacketKind.LeaveDone, id, 0, 0)).Node(node).Finish());
+    private void SendLeaveDone(NodeId node, GroupId id, int viewWithoutIt) =>
+        Send(node.Endpoint, _writer.Begin(Header(PacketKind.LeaveDone, id, viewWithoutIt, 0)).Node(node).Finish());
+
+    /// <summary>
+    /// A member deletes the group (when its application shuts down): every member leaves in one
+    /// view change, after the usual flush, and the empty group is then forgotten.
+    /// </summary>
+    private void OnTerminateRequest(NodeId node, GroupId id)
+    {
+        if (!_groups.TryGetValue(id, out GroupRecord? g) || Array.IndexOf(g.Members, node) < 0) return;
+        g.Terminating = true;
+        foreach (NodeId m in g.Members) g.PendingLeaves.Add(m);
+        MaybeStartChange(id, g);
+    }
 
     /// <summary>Starts the next view change of a group if one is due (or <paramref name="force"/>d) and none is running.</summary>
     private void MaybeStartChange(GroupId id, GroupRecord g, bool force = false)
@@ -506,10 +536,14 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         if (g.Flush != null || g.Proposed != null || g.AwaitingInstallAck.Count > 0) return;
 
         var survivors = g.Members.Where(m => !_expelled.Contains(m) && !_expelProposed.Contains(m)).ToArray();
-        var joiners = g.PendingJoins.Where(m => _processes.ContainsKey(m) && Array.IndexOf(g.Members, m) < 0).ToArray();
+        // While the group is being deleted, joiners wait: they start the group afresh once it is gone.
+        var joiners = g.Terminating ? [] : g.PendingJoins.Where(m => _processes.ContainsKey(m) && Array.IndexOf(g.Members, m) < 0).ToArray();
         var leaving = survivors.Where(g.PendingLeaves.Contains).ToArray();
         bool anyFailed = survivors.Length != g.Members.Length;
         if (joiners.Length == 0 && leaving.Length == 0 && !anyFailed && !force) return;
+        // Joins and leaves wait out the batch window; a failure (or a forced change) takes them along at once.
+        if (!anyFailed && !force && !g.Terminating && _now < g.ChangeDueAt) return;
+        g.ChangeDueAt = 0;
 
         NodeId[] next = survivors.Where(m => !g.PendingLeaves.Contains(m)).Concat(joiners).ToArray();
         NodeId[] leavers = g.Members.Where(m => Array.IndexOf(next, m) < 0).ToArray();

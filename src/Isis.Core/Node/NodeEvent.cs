@@ -29,8 +29,11 @@ internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome 
 /// <summary>This member, an acceptor of the SafeSend (<paramref name="Sender"/>, <paramref name="Seq"/>), now holds it and every earlier position.</summary>
 internal sealed record SafeAccepted(GroupId Group, int ViewId, NodeId Sender, long Seq) : NodeEvent;
 
-/// <summary>This process has left the group; its leave request completed.</summary>
-internal sealed record GroupLeft(GroupId Group) : NodeEvent;
+/// <summary>
+/// This process is out of the group: its leave request completed, or (<paramref name="Terminated"/>)
+/// a member deleted the group, which every member left in view <paramref name="FinalViewId"/>.
+/// </summary>
+internal sealed record GroupLeft(GroupId Group, bool Terminated = false, int FinalViewId = 0) : NodeEvent;
 
 /// <summary>The process stops: it was expelled or lost the membership service. Everything is wedged.</summary>
 internal sealed record NodeShutDown(string Reason) : NodeEvent;

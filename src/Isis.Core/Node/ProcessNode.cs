@@ -154,6 +154,15 @@ internal sealed class ProcessNode : IProtocolNode
     internal void Suspect(NodeId node) =>
         SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, 0)).Node(node).Finish());
 
+    /// <summary>Deletes the group: the service removes every member in one view change and forgets it; each member gets <see cref="GroupLeft"/> with Terminated set.</summary>
+    public void Terminate(GroupId id, long now)
+    {
+        _now = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.RequestTerminate(now);
+        Drain();
+    }
+
     public void Leave(GroupId id, long now)
     {
         _now = now;
@@ -404,7 +413,7 @@ internal sealed class ProcessNode : IProtocolNode
                 NodeId target = r.Node();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
-                _groups.GetValueOrDefault(h.Group)?.OnLeaveDone();
+                _groups.GetValueOrDefault(h.Group)?.OnLeaveDone(h.View);
                 return;
             }
             default:

@@ -32,6 +32,13 @@ internal sealed record ProtocolOptions
     /// </summary>
     public long ReplicaElectionTimeout { get; init; } = 300_000;
 
+    /// <summary>
+    /// How long the membership service holds a view change caused only by joins and leaves, so that
+    /// those arriving at about the same time are folded into one change (failures are not held).
+    /// Defaults to 10 ms.
+    /// </summary>
+    public long MembershipBatchWindow { get; init; } = 10_000;
+
     /// <summary>How often members exchange acknowledgement digests when something changed. Defaults to 5 ms.</summary>
     public long DigestInterval { get; init; } = 5_000;
 

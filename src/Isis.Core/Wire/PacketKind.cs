@@ -12,7 +12,7 @@ internal enum PacketKind : byte
     Expelled = 4,           // oracle or member -> expelled incarnation: "you are out, shut down"
     JoinRequest = 5,        // process -> oracle; body: group name
     LeaveRequest = 6,       // process -> oracle
-    LeaveDone = 7,          // oracle -> leaver
+    LeaveDone = 7,          // oracle -> leaver; View = the first view without it
     StartFlush = 8,         // oracle -> coordinator; View = current view; Number = attempt
     FlushDone = 9,          // coordinator -> oracle; View = current view; Number = attempt
     InstallView = 10,       // oracle -> member; View = the new view id
@@ -25,6 +25,8 @@ internal enum PacketKind : byte
     ReplicaVoteReply = 15,  // replica -> candidate; body: pre-vote flag, granted, the request's send time
     ReplicaAppend = 16,     // leader -> follower; body: previous index and term, commit index, send time, entries
     ReplicaAppendReply = 17, // follower -> leader; body: success, match index (or where to resume), the append's send time
+
+    TerminateRequest = 18,  // member -> oracle: delete the group (every member leaves in one view change)
 
     // Member <-> member, within one view of one group.
     Data = 20,              // Number = sequence number of the message in its sender's stream

@@ -30,6 +30,28 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void Thirty_processes_starting_together_form_their_group_in_a_few_view_changes()
+    {
+        // Batch membership: joins that arrive together are folded into one view change.
+        foreach (ulong seed in new ulong[] { 1, 2, 3 })
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "steady", s => s with { Processes = 30, StartWindow = 5_000, MessagesPerProcess = 5 });
+            Assert.True(run.Passed, run.Report);
+            int[] views = run.History.Events.Where(e => e.Kind == HistoryEventKind.ViewInstall).Select(e => e.ViewId).Distinct().ToArray();
+            Assert.True(views.Length <= 3, $"seed {seed}: 30 joins within 5 ms took views {string.Join(", ", views)}");
+            Assert.Contains(run.History.Events, e => e.Kind == HistoryEventKind.ViewInstall && e.Members!.Length == 30);
+        }
+    }
+
+    [Fact]
+    public void At_least_300_of_the_seeded_runs_exercise_the_replicated_membership_service()
+    {
+        int total = 30 * SeedsPerBatch;
+        int membership = Enumerable.Range(0, total).Count(seed => Scenario.MembershipFamilies.Contains(Scenario.FromSeed((ulong)seed).Name));
+        Assert.True(membership >= 300, $"{membership} of {total} seeds run a membership family");
+    }
+
+    [Fact]
     public void One_seed_replays_the_same_run_event_for_event()
     {
         string Log(ulong seed)
