@@ -211,6 +211,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case QueryCompleted q:
                 if (_groups.TryGetValue(q.Group, out g)) g.OnQueryCompleted(q);
                 break;
+            case TrafficFirewalled f:
+                Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
+                break;
             case NodeShutDown s:
                 OnShutDownByProtocol(s.Reason);
                 break;

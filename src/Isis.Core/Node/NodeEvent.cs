@@ -38,6 +38,12 @@ internal sealed record GroupLeft(GroupId Group, bool Terminated = false, int Fin
 /// <summary>The process stops: it was expelled or lost the membership service. Everything is wedged.</summary>
 internal sealed record NodeShutDown(string Reason) : NodeEvent;
 
+/// <summary>
+/// The firewall dropped traffic from an expelled incarnation (at most once per heartbeat period per
+/// incarnation; <paramref name="DroppedSoFar"/> counts every drop of this node so far).
+/// </summary>
+internal sealed record TrafficFirewalled(NodeId From, long DroppedSoFar) : NodeEvent;
+
 /// <summary>The membership service expelled an incarnation (emitted by the membership service).</summary>
 internal sealed record IncarnationExpelled(NodeId Node) : NodeEvent;
 

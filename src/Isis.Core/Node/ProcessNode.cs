@@ -268,7 +268,11 @@ internal sealed class ProcessNode : IProtocolNode
         {
             Counters.DroppedFirewall++;
             // Tell the zombie it is out, at most once per heartbeat period, so it shuts itself down.
-            if (_firewall.ShouldNotify(h.Sender, _now)) SendTo(h.Sender.Endpoint, ExpelledNotice(h.Sender));
+            if (_firewall.ShouldNotify(h.Sender, _now))
+            {
+                SendTo(h.Sender.Endpoint, ExpelledNotice(h.Sender));
+                Emit(new TrafficFirewalled(h.Sender, Counters.DroppedFirewall));
+            }
             return;
         }
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);

@@ -23,6 +23,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 6, Level = LogLevel.Warning, Message = "Membership service expelled {Member}; its traffic is now firewalled")]
     public static partial void Expelled(ILogger logger, string member);
 
+    [LoggerMessage(EventId = 8, Level = LogLevel.Warning, Message = "Firewall: dropped traffic from expelled incarnation {Incarnation} ({Dropped} packets from expelled incarnations dropped so far)")]
+    public static partial void Firewalled(ILogger logger, string incarnation, long dropped);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }
