@@ -68,6 +68,15 @@ public sealed class IsisOptions
     /// </summary>
     public int SuspicionCount { get; set; } = 5;
 
+    /// <summary>
+    /// How long a process goes without an answer from the membership service before it decides it
+    /// is cut off: it then asks once more, waits two heartbeat periods, wedges every group and shuts
+    /// down (reason "isolated"). Null (the default) means twice the expulsion time
+    /// (2 × <see cref="SuspicionCount"/> × <see cref="HeartbeatInterval"/>, 1 s by default). It must
+    /// exceed the expulsion time, so that a process that was merely slow learns it was expelled.
+    /// </summary>
+    public TimeSpan? IsolationTimeout { get; set; }
+
     /// <summary>Most messages a member may have sent that are not yet stable; Send blocks beyond it. Defaults to 20,000.</summary>
     public int MaxUnstableMessages { get; set; } = 20_000;
 
@@ -79,6 +88,9 @@ public sealed class IsisOptions
 
     /// <summary>Where the runtime logs. Defaults to no logging.</summary>
     public ILoggerFactory? LoggerFactory { get; set; }
+
+    /// <summary>How long a hosted membership replica holds join- and leave-only view changes to batch them (tests only; the protocol default when null).</summary>
+    internal TimeSpan? MembershipBatchWindow { get; set; }
 
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
@@ -109,6 +121,8 @@ public sealed class IsisOptions
             throw new ArgumentException($"IsisOptions.MembershipReplicas lists {MembershipReplicas.Count} replicas; use an odd number (1, 3 or 5): an even one tolerates no more failures than one fewer.");
         if (HeartbeatInterval < TimeSpan.FromMilliseconds(5)) throw new ArgumentException($"IsisOptions.HeartbeatInterval must be at least 5 ms; it is {HeartbeatInterval.TotalMilliseconds} ms.");
         if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
+        if (IsolationTimeout is { } isolation && isolation <= HeartbeatInterval * SuspicionCount)
+            throw new ArgumentException($"IsisOptions.IsolationTimeout ({isolation.TotalMilliseconds} ms) must exceed the expulsion time, SuspicionCount x HeartbeatInterval ({(HeartbeatInterval * SuspicionCount).TotalMilliseconds} ms); leave it null for twice that.");
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
@@ -117,14 +131,16 @@ public sealed class IsisOptions
     internal Core.Node.ProtocolOptions ToProtocolOptions()
     {
         long heartbeat = (long)HeartbeatInterval.TotalMicroseconds;
+        var defaults = new Core.Node.ProtocolOptions();
         return new Core.Node.ProtocolOptions
         {
             HeartbeatInterval = heartbeat,
             SuspicionCount = SuspicionCount,
-            IsolationTimeout = 2 * SuspicionCount * heartbeat,
+            IsolationTimeout = IsolationTimeout is { } isolation ? (long)isolation.TotalMicroseconds : 2 * SuspicionCount * heartbeat,
             // Replicas fail over well inside the isolation timeout, so processes ride out the loss of a leader.
             ReplicaHeartbeatInterval = heartbeat / 2,
             ReplicaElectionTimeout = 3 * heartbeat,
+            MembershipBatchWindow = MembershipBatchWindow is { } window ? (long)window.TotalMicroseconds : defaults.MembershipBatchWindow,
         };
     }
 }

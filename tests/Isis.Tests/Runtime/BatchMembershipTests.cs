@@ -16,20 +16,22 @@ public sealed class BatchMembershipTests
     public async Task Processes_joining_together_are_folded_into_a_few_view_changes()
     {
         using var runtimes = new TestRuntimes();
-        IsisRuntime[] processes = Enumerable.Range(0, 10).Select(_ => runtimes.Start()).ToArray();
+        // A window wide enough for this shared machine's worst scheduling delays (the default, 10 ms,
+        // assumes processes whose joins really arrive within milliseconds; the simulator checks that).
+        IsisRuntime[] processes = Enumerable.Range(0, 10).Select(_ => runtimes.Start(o => o.MembershipBatchWindow = TimeSpan.FromMilliseconds(300))).ToArray();
         Group[] groups = processes.Select(r => new Group(r, "crowd")).ToArray();
         await Task.WhenAll(groups.Select(g => g.JoinAsync())).WaitAsync(TimeSpan.FromSeconds(30));
         TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 10), "all ten in one view");
         // One at a time would take ten views; the service folds the joins that wait behind a view change.
         int views = groups[0].GetView()!.ViewId;
-        Assert.True(views <= 4, $"ten joins arriving together took {views} view changes");
+        Assert.True(views <= 3, $"ten joins arriving together took {views} view changes");
     }
 
     [Fact]
     public async Task Members_leaving_together_are_folded_into_one_view_change()
     {
         using var runtimes = new TestRuntimes();
-        Group[] groups = Enumerable.Range(0, 6).Select(_ => new Group(runtimes.Start(), "exodus")).ToArray();
+        Group[] groups = Enumerable.Range(0, 6).Select(_ => new Group(runtimes.Start(o => o.MembershipBatchWindow = TimeSpan.FromMilliseconds(300)), "exodus")).ToArray();
         foreach (Group g in groups) g.Join();
         TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 6), "all six in one view");
         Group stay = groups[0];
