@@ -74,7 +74,8 @@ internal sealed record BenchOptions
         "  --members        member processes, 3 or more (default 100)\n" +
         "  --sends          Sends per member once the group has formed; every member must deliver N x K (default 20)\n" +
         "  --payload        bytes of application data per Send (default 32 in scale mode)\n" +
-        "  --idle-seconds   how long the formed group's CPU use is sampled before the Sends (default 5)\n" +
+        "  --idle-seconds   the formed group's CPU use is sampled over two windows of S seconds before the Sends,\n" +
+        "                   right after forming and then steady (default 10)\n" +
         "  --timeout        limit on each wait (forming the group, the Sends, the view after the kill; default 300);\n" +
         "                   the run ends with an error naming the members that did not get there";
 
@@ -104,7 +105,7 @@ internal sealed record BenchOptions
     // Scale mode.
     public bool Scale { get; init; }
     public int Sends { get; init; } = 20;
-    public int IdleSeconds { get; init; } = 5;
+    public int IdleSeconds { get; init; } = 10;
 
     // Member-only settings, filled in by the parent.
     public int Index { get; init; } = -1;
@@ -162,7 +163,7 @@ internal sealed record BenchOptions
                 "--heartbeat-ms" => o with { HeartbeatGiven = Int(name, value, 5) },
                 "--suspicion" => o with { SuspicionGiven = Int(name, value, 3) },
                 "--sends" => o with { Sends = Int(name, value, 1) },
-                "--idle-seconds" => o with { IdleSeconds = Int(name, value, 0) },
+                "--idle-seconds" => o with { IdleSeconds = Int(name, value, 1) },
                 _ => throw new ArgumentException($"unknown option {name}"),
             };
         }

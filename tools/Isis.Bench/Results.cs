@@ -244,7 +244,9 @@ internal sealed class ScaleRun
     public Distribution ViewsToForm { get; set; } = new();
     public int FormedViewId { get; set; }
 
-    /// <summary>CPU time (user + system, /proc/PID/stat) over the idle window once formed, percent of one core.</summary>
+    /// <summary>CPU time (user + system, /proc/PID/stat) in the first idle window right after forming, percent of one core.</summary>
+    public Distribution IdleCpuFirstWindowPercentPerMember { get; set; } = new();
+    /// <summary>The same in the second idle window (steady state); the figures below are of this window.</summary>
     public Distribution IdleCpuPercentPerMember { get; set; } = new();
     public double IdleCpuPercentAllMembers { get; set; }
     /// <summary>The parent: the embedded membership service and the harness itself.</summary>
@@ -274,8 +276,8 @@ internal sealed class ScaleRun
     public string ToCsv(BenchReport r)
     {
         var sb = new StringBuilder("kind,members,name,unit,samples,min,median,max,mean\n");
-        void Row(string name, string unit, int samples, double v) => sb.AppendLine(BenchReport.Inv($"scale,{Members},{name},{unit},{samples},{v:F1},{v:F1},{v:F1},{v:F1}"));
-        void Dist(Distribution d) => sb.AppendLine(BenchReport.Inv($"scale,{Members},{d.Name},{d.Unit},{d.Samples},{d.Min:F1},{d.Median:F1},{d.Max:F1},{d.Mean:F1}"));
+        void Row(string name, string unit, int samples, double v) => sb.AppendLine(BenchReport.Inv($"scale,{Members},\"{name}\",{unit},{samples},{v:F1},{v:F1},{v:F1},{v:F1}"));
+        void Dist(Distribution d) => sb.AppendLine(BenchReport.Inv($"scale,{Members},\"{d.Name}\",{d.Unit},{d.Samples},{d.Min:F1},{d.Median:F1},{d.Max:F1},{d.Mean:F1}"));
         Row("start span (first to last Process.Start)", "ms", Members, StartSpanMs);
         Dist(StartToMainMs);
         Dist(MainToJoinedMs);
@@ -283,9 +285,10 @@ internal sealed class ScaleRun
         Row("formed, from the first start", "ms", Members, FormFromFirstStartMs);
         Row("formed, from the last start", "ms", Members, FormFromLastStartMs);
         Dist(ViewsToForm);
+        Dist(IdleCpuFirstWindowPercentPerMember);
         Dist(IdleCpuPercentPerMember);
-        Row("idle CPU, all members", "% of a core", Members, IdleCpuPercentAllMembers);
-        Row("idle CPU, parent (membership service)", "% of a core", 1, IdleCpuPercentParent);
+        Row("idle CPU, all members, second window", "% of a core", Members, IdleCpuPercentAllMembers);
+        Row("idle CPU, parent (membership service), second window", "% of a core", 1, IdleCpuPercentParent);
         Dist(IdleDatagramsReceivedPerSecond);
         Row("sends, all delivered at every member", "ms", Members, SendsAllDeliveredMs);
         Dist(SendsDeliveredMs);

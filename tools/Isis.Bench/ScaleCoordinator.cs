@@ -89,7 +89,8 @@ internal static class ScaleCoordinator
         Console.WriteLine($"    per member, from the first start: {Ms(s.FormedMs.Min)} / {Ms(s.FormedMs.Median)} / {Ms(s.FormedMs.Max)} ms min/median/max; " +
                           $"views installed until then: median {s.ViewsToForm.Median:F0}, max {s.ViewsToForm.Max:F0}; view id of the full view {s.FormedViewId}");
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-            $"  idle for {s.IdleSeconds} s once formed: CPU per member {s.IdleCpuPercentPerMember.Median:F1} % of a core median, " +
+            $"  idle once formed, first {s.IdleSeconds} s: CPU per member {s.IdleCpuFirstWindowPercentPerMember.Median:F1} % of a core median; " +
+            $"next {s.IdleSeconds} s: {s.IdleCpuPercentPerMember.Median:F1} % median, " +
             $"{s.IdleCpuPercentPerMember.Max:F1} % max; all members {s.IdleCpuPercentAllMembers:F0} %, parent (membership service) {s.IdleCpuPercentParent:F1} %; " +
             $"datagrams received per member {s.IdleDatagramsReceivedPerSecond.Median:N0}/s median"));
         Console.WriteLine($"  Sends: {s.SendsPerMember} per member, {s.DeliveriesPerMember} deliveries expected at each: all delivered, FIFO, at every member " +

@@ -46,7 +46,7 @@ internal sealed class ScaleGroup : IDisposable
 
         // 1. Start every member as fast as Process.Start allows.
         int n = _o.Members;
-        int hardLimit = 4 * _o.TimeoutSeconds + _o.IdleSeconds + 60; // members exit by themselves after this
+        int hardLimit = 4 * _o.TimeoutSeconds + 2 * _o.IdleSeconds + 60; // members exit by themselves after this
         long firstStart = Stopwatch.GetTimestamp(), lastStart = firstStart;
         for (int i = 0; i < n; i++)
         {
@@ -64,40 +64,37 @@ internal sealed class ScaleGroup : IDisposable
 
         // 2. Every member installs a view with all N members.
         if (!WaitAll($"install a view with all {n} members", c => c.FormedAt != 0, _children, showProgress: true)) return 1;
+        _run.RssAfterFormMb = Distribution.Of("VmRSS after forming", "MB", Rss());
+        // A member's view handler may report the full view just before its Join call returns.
+        if (!WaitAll("return from Join", c => c.JoinedAt != 0, _children)) return 1;
         lock (_sync)
         {
             _run.FormFromFirstStartMs = ScaleCoordinator.Ms(_children.Max(c => c.FormedAt) - firstStart);
             _run.FormFromLastStartMs = ScaleCoordinator.Ms(_children.Max(c => c.FormedAt) - lastStart);
             _run.FormedMs = Distribution.Of("formed, per member, from the first start", "ms", _children.Select(c => ScaleCoordinator.Ms(c.FormedAt - firstStart)));
             _run.StartToMainMs = Distribution.Of("process start -> Main", "ms", _children.Select(c => ScaleCoordinator.Ms(c.MainAt - c.StartedAt)));
-            _run.MainToJoinedMs = Distribution.Of("Main -> Join returned", "ms", _children.Where(c => c.JoinedAt != 0).Select(c => ScaleCoordinator.Ms(c.JoinedAt - c.MainAt)));
+            _run.MainToJoinedMs = Distribution.Of("Main -> Join returned", "ms", _children.Select(c => ScaleCoordinator.Ms(c.JoinedAt - c.MainAt)));
             _run.ViewsToForm = Distribution.Of("views installed until the full view", "views", _children.Select(c => (double)c.ViewsToForm));
             _run.FormedViewId = _children.Max(c => c.FormedViewId);
         }
-        _run.RssAfterFormMb = Distribution.Of("VmRSS after forming", "MB", Rss());
         Console.WriteLine($"  group formed: {_run.FormFromFirstStartMs:F0} ms from the first start, {_run.FormFromLastStartMs:F0} ms from the last");
 
-        // 3. Idle: the formed group's CPU use, and the managed heap around it.
+        // 3. Idle: the formed group's CPU use in two windows of --idle-seconds, the first right after
+        //    forming (start-up work still finishing: tiered JIT, the last flushes) and the second steady.
         if (!RequestStats("report stats after forming")) return 1;
-        Dictionary<ScaleChild, Dictionary<string, string>> beforeIdle = _children.ToDictionary(c => c, c => c.Stats!);
         _run.HeapAfterFormMb = Distribution.Of("managed heap after forming", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
-        var cpuBefore = _children.ToDictionary(c => c, c => ProcFile.CpuTicks(c.Pid));
-        long parentBefore = ProcFile.CpuTicks(Environment.ProcessId);
-        var idle = Stopwatch.StartNew();
-        if (!Idle(TimeSpan.FromSeconds(_o.IdleSeconds))) return 1;
-        double seconds = idle.Elapsed.TotalSeconds;
-        var cpu = _children.Select(c => (ProcFile.CpuTicks(c.Pid) - cpuBefore[c]) / ProcFile.ClockTicksPerSecond / seconds * 100).ToList();
-        _run.IdleCpuPercentPerMember = Distribution.Of("idle CPU per member", "% of a core", cpu);
-        _run.IdleCpuPercentAllMembers = cpu.Sum();
-        _run.IdleCpuPercentParent = (ProcFile.CpuTicks(Environment.ProcessId) - parentBefore) / ProcFile.ClockTicksPerSecond / seconds * 100;
-        if (!RequestStats("report stats after the idle window")) return 1;
+        if (IdleWindow("first") is not { } settling) return 1;
+        _run.IdleCpuFirstWindowPercentPerMember = settling.PerMember;
+        Dictionary<ScaleChild, Dictionary<string, string>> beforeIdle = _children.ToDictionary(c => c, c => c.Stats!);
+        if (IdleWindow("second") is not { } steady) return 1;
+        _run.IdleCpuPercentPerMember = steady.PerMember;
+        _run.IdleCpuPercentAllMembers = steady.AllMembers;
+        _run.IdleCpuPercentParent = steady.Parent;
         _run.IdleDatagramsReceivedPerSecond = Distribution.Of("datagrams received per member per second, idle", "1/s", _children.Select(c =>
         {
             double dt = ScaleCoordinator.Ms(Long(c.Stats!, "at") - Long(beforeIdle[c], "at")) / 1000;
             return dt > 0 ? (Long(c.Stats!, "datagramsReceived") - Long(beforeIdle[c], "datagramsReceived")) / dt : 0;
         }));
-        Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-            $"  idle {seconds:F1} s: CPU per member {_run.IdleCpuPercentPerMember.Median:F1} % of a core median, all members {_run.IdleCpuPercentAllMembers:F0} %"));
 
         // 4. Every member Sends K messages; every member must deliver all N x K, FIFO per sender.
         _run.DeliveriesPerMember = (long)n * _o.Sends;
@@ -331,6 +328,26 @@ internal sealed class ScaleGroup : IDisposable
         lock (_sync) before = _children.Where(c => !c.Killed).ToDictionary(c => c, c => c.StatsVersion);
         foreach (ScaleChild c in before.Keys) Command(c, "stats");
         return WaitAll(what, c => c.StatsVersion > before[c], [.. before.Keys]);
+    }
+
+    /// <summary>
+    /// CPU time of every member (user + system, /proc/PID/stat) and of this process over --idle-seconds
+    /// of doing nothing, then the members' stats (their datagram counters bracket the next window).
+    /// </summary>
+    private (Distribution PerMember, double AllMembers, double Parent)? IdleWindow(string which)
+    {
+        var before = _children.ToDictionary(c => c, c => ProcFile.CpuTicks(c.Pid));
+        long parentBefore = ProcFile.CpuTicks(Environment.ProcessId);
+        var idle = Stopwatch.StartNew();
+        if (!Idle(TimeSpan.FromSeconds(_o.IdleSeconds))) return null;
+        double seconds = idle.Elapsed.TotalSeconds;
+        var cpu = _children.Select(c => (ProcFile.CpuTicks(c.Pid) - before[c]) / ProcFile.ClockTicksPerSecond / seconds * 100).ToList();
+        double parent = (ProcFile.CpuTicks(Environment.ProcessId) - parentBefore) / ProcFile.ClockTicksPerSecond / seconds * 100;
+        var perMember = Distribution.Of($"idle CPU per member, {which} {_o.IdleSeconds} s after forming", "% of a core", cpu);
+        Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+            $"  idle, {which} {seconds:F1} s: CPU per member {perMember.Median:F1} % of a core median, all members {cpu.Sum():F0} %, this process {parent:F1} %; load average {Coordinator.LoadAverage()}"));
+        if (!RequestStats($"report stats after the {which} idle window")) return null;
+        return (perMember, cpu.Sum(), parent);
     }
 
     /// <summary>Sleeps, still noticing members that exit or get expelled.</summary>
