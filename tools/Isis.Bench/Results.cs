@@ -262,9 +262,11 @@ internal sealed class ScaleRun
     /// <summary>VmRSS of each member process, MB (10^6 bytes).</summary>
     public Distribution RssAfterFormMb { get; set; } = new();
     public Distribution RssAfterSendsMb { get; set; } = new();
-    /// <summary>GC.GetTotalMemory(false) of each member, MB.</summary>
+    /// <summary>GC.GetTotalMemory(true) of each member (live objects after a full collection), MB.</summary>
     public Distribution HeapAfterFormMb { get; set; } = new();
     public Distribution HeapAfterSendsMb { get; set; } = new();
+    /// <summary>GC.GetTotalMemory(false) just before that collection (garbage not yet collected included), MB.</summary>
+    public Distribution HeapBeforeGcAfterSendsMb { get; set; } = new();
     /// <summary>VmHWM of each member (its peak RSS so far), MB, read after the Sends.</summary>
     public Distribution PeakRssMb { get; set; } = new();
 
@@ -296,6 +298,7 @@ internal sealed class ScaleRun
         Dist(RssAfterSendsMb);
         Dist(HeapAfterFormMb);
         Dist(HeapAfterSendsMb);
+        Dist(HeapBeforeGcAfterSendsMb);
         Dist(PeakRssMb);
         Dist(KillToViewMs);
         sb.AppendLine(BenchReport.Inv($"# machine {r.Machine}; {r.ProcessorCount} CPUs; MemTotal {MemTotalKb} kB; Linux {Kernel}; {r.Runtime}; GC {Gc}"));

@@ -82,7 +82,7 @@ internal sealed class ScaleGroup : IDisposable
         // 3. Idle: the formed group's CPU use in two windows of --idle-seconds, the first right after
         //    forming (start-up work still finishing: tiered JIT, the last flushes) and the second steady.
         if (!RequestStats("report stats after forming")) return 1;
-        _run.HeapAfterFormMb = Distribution.Of("managed heap after forming", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
+        _run.HeapAfterFormMb = Distribution.Of("managed heap after forming (live, after a full GC)", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
         if (IdleWindow("first") is not { } settling) return 1;
         _run.IdleCpuFirstWindowPercentPerMember = settling.PerMember;
         Dictionary<ScaleChild, Dictionary<string, string>> beforeIdle = _children.ToDictionary(c => c, c => c.Stats!);
@@ -111,7 +111,8 @@ internal sealed class ScaleGroup : IDisposable
         }
         _run.RssAfterSendsMb = Distribution.Of("VmRSS after the Sends", "MB", Rss());
         if (!RequestStats("report stats after the Sends")) return 1;
-        _run.HeapAfterSendsMb = Distribution.Of("managed heap after the Sends", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
+        _run.HeapAfterSendsMb = Distribution.Of("managed heap after the Sends (live, after a full GC)", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
+        _run.HeapBeforeGcAfterSendsMb = Distribution.Of("managed heap after the Sends, before that GC", "MB", _children.Select(c => Long(c.Stats!, "heapBeforeGc") / 1e6));
         _run.PeakRssMb = Distribution.Of("VmHWM (peak RSS) after the Sends", "MB", Rss("VmHWM"));
         Console.WriteLine($"  Sends: every member delivered {_run.DeliveriesPerMember} within {_run.SendsAllDeliveredMs:F0} ms");
 

@@ -113,14 +113,17 @@ internal static class ScaleMember
     }
 
     /// <summary>
-    /// The managed heap now (GC.GetTotalMemory without a collection; GCMemoryInfo describes the last
-    /// collection only, and a quiet member may not have had one), and the counters that show repair and firewall work.
+    /// The managed heap: allocated bytes now (dead objects of the last gen-0 budget included), then
+    /// the live heap after a full collection (the parent has read VmRSS before asking); and the
+    /// counters that show repair and firewall work.
     /// </summary>
     private static string Stats(IsisRuntime runtime)
     {
         IsisStatistics s = runtime.GetStatistics();
+        long before = GC.GetTotalMemory(false);
+        long live = GC.GetTotalMemory(true);
         return string.Create(CultureInfo.InvariantCulture,
-            $"stats at={Stopwatch.GetTimestamp()} heap={GC.GetTotalMemory(false)} " +
+            $"stats at={Stopwatch.GetTimestamp()} heapBeforeGc={before} heap={live} " +
             $"allocated={GC.GetTotalAllocatedBytes()} gen0={GC.CollectionCount(0)} gen1={GC.CollectionCount(1)} gen2={GC.CollectionCount(2)} " +
             $"server={GCSettings.IsServerGC} datagramsSent={s.DatagramsSent} datagramsReceived={s.DatagramsReceived} " +
             $"naks={s.NaksSent} duplicates={s.Duplicates} wrongView={s.DroppedWrongView} firewall={s.DroppedFirewall}");
