@@ -262,11 +262,14 @@ internal sealed class ScaleRun
     /// <summary>VmRSS of each member process, MB (10^6 bytes).</summary>
     public Distribution RssAfterFormMb { get; set; } = new();
     public Distribution RssAfterSendsMb { get; set; } = new();
-    /// <summary>GC.GetTotalMemory(true) of each member (live objects after a full collection), MB.</summary>
+    /// <summary>Live managed heap of each member after a full compacting collection (GCMemoryInfo: heap size less fragmentation), MB.</summary>
     public Distribution HeapAfterFormMb { get; set; } = new();
     public Distribution HeapAfterSendsMb { get; set; } = new();
-    /// <summary>GC.GetTotalMemory(false) just before that collection (garbage not yet collected included), MB.</summary>
-    public Distribution HeapBeforeGcAfterSendsMb { get; set; } = new();
+    /// <summary>GCMemoryInfo.TotalCommittedBytes after that collection: what the GC keeps committed, MB.</summary>
+    public Distribution GcCommittedAfterFormMb { get; set; } = new();
+    public Distribution GcCommittedAfterSendsMb { get; set; } = new();
+    /// <summary>VmRSS again once the stats request's full compacting GC ran (the GC may give back what its gen-0 budget had touched).</summary>
+    public Distribution RssAfterGcMb { get; set; } = new();
     /// <summary>VmHWM of each member (its peak RSS so far), MB, read after the Sends.</summary>
     public Distribution PeakRssMb { get; set; } = new();
 
@@ -298,8 +301,10 @@ internal sealed class ScaleRun
         Dist(RssAfterSendsMb);
         Dist(HeapAfterFormMb);
         Dist(HeapAfterSendsMb);
-        Dist(HeapBeforeGcAfterSendsMb);
+        Dist(GcCommittedAfterFormMb);
+        Dist(GcCommittedAfterSendsMb);
         Dist(PeakRssMb);
+        Dist(RssAfterGcMb);
         Dist(KillToViewMs);
         sb.AppendLine(BenchReport.Inv($"# machine {r.Machine}; {r.ProcessorCount} CPUs; MemTotal {MemTotalKb} kB; Linux {Kernel}; {r.Runtime}; GC {Gc}"));
         sb.AppendLine(BenchReport.Inv($"# heartbeat {HeartbeatMs} ms; suspicion {Suspicion}; {SendsPerMember} Sends of {PayloadBytes} B per member; killed member {KilledMember} (rank {KilledRank}); load average {r.LoadAverageAtStart} at start, {LoadAverageAtEnd} at end; wall {r.WallSeconds:F1} s"));

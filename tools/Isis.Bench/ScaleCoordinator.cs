@@ -96,7 +96,7 @@ internal static class ScaleCoordinator
         Console.WriteLine($"  Sends: {s.SendsPerMember} per member, {s.DeliveriesPerMember} deliveries expected at each: all delivered, FIFO, at every member " +
                           $"{Ms(s.SendsAllDeliveredMs)} ms after the command (per member: {Ms(s.SendsDeliveredMs.Min)} / {Ms(s.SendsDeliveredMs.Median)} / {Ms(s.SendsDeliveredMs.Max)} ms min/median/max)");
         Console.WriteLine($"  memory per member process (MB)                                {"median",8} {"max",8}");
-        foreach (Distribution d in new[] { s.RssAfterFormMb, s.RssAfterSendsMb, s.PeakRssMb, s.HeapAfterFormMb, s.HeapAfterSendsMb, s.HeapBeforeGcAfterSendsMb })
+        foreach (Distribution d in new[] { s.RssAfterFormMb, s.RssAfterSendsMb, s.PeakRssMb, s.RssAfterGcMb, s.HeapAfterFormMb, s.HeapAfterSendsMb, s.GcCommittedAfterFormMb, s.GcCommittedAfterSendsMb })
             Console.WriteLine($"    {d.Name,-58} {Mb(d.Median),8} {Mb(d.Max),8}");
         Console.WriteLine($"  SIGKILL of member {s.KilledMember} (rank {s.KilledRank} of {s.Members}): the view without it at every survivor " +
                           $"{Ms(s.KillToViewMs.Min)} / {Ms(s.KillToViewMs.Median)} / {Ms(s.KillToViewMs.Max)} ms min/median/max after the kill " +

@@ -83,6 +83,7 @@ internal sealed class ScaleGroup : IDisposable
         //    forming (start-up work still finishing: tiered JIT, the last flushes) and the second steady.
         if (!RequestStats("report stats after forming")) return 1;
         _run.HeapAfterFormMb = Distribution.Of("managed heap after forming (live, after a full GC)", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
+        _run.GcCommittedAfterFormMb = Distribution.Of("GC heap committed after forming (after that GC)", "MB", _children.Select(c => Long(c.Stats!, "committed") / 1e6));
         if (IdleWindow("first") is not { } settling) return 1;
         _run.IdleCpuFirstWindowPercentPerMember = settling.PerMember;
         Dictionary<ScaleChild, Dictionary<string, string>> beforeIdle = _children.ToDictionary(c => c, c => c.Stats!);
@@ -112,8 +113,9 @@ internal sealed class ScaleGroup : IDisposable
         _run.RssAfterSendsMb = Distribution.Of("VmRSS after the Sends", "MB", Rss());
         if (!RequestStats("report stats after the Sends")) return 1;
         _run.HeapAfterSendsMb = Distribution.Of("managed heap after the Sends (live, after a full GC)", "MB", _children.Select(c => Long(c.Stats!, "heap") / 1e6));
-        _run.HeapBeforeGcAfterSendsMb = Distribution.Of("managed heap after the Sends, before that GC", "MB", _children.Select(c => Long(c.Stats!, "heapBeforeGc") / 1e6));
+        _run.GcCommittedAfterSendsMb = Distribution.Of("GC heap committed after the Sends (after that GC)", "MB", _children.Select(c => Long(c.Stats!, "committed") / 1e6));
         _run.PeakRssMb = Distribution.Of("VmHWM (peak RSS) after the Sends", "MB", Rss("VmHWM"));
+        _run.RssAfterGcMb = Distribution.Of("VmRSS after the Sends and a full GC", "MB", Rss());
         Console.WriteLine($"  Sends: every member delivered {_run.DeliveriesPerMember} within {_run.SendsAllDeliveredMs:F0} ms");
 
         // 5. SIGKILL one member in the middle of the view (never the oldest), then every survivor installs the view without it.

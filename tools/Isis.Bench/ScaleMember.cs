@@ -113,17 +113,19 @@ internal static class ScaleMember
     }
 
     /// <summary>
-    /// The managed heap: allocated bytes now (dead objects of the last gen-0 budget included), then
-    /// the live heap after a full collection (the parent has read VmRSS before asking); and the
-    /// counters that show repair and firewall work.
+    /// The managed heap after a full compacting collection (the parent has read VmRSS before
+    /// asking): live bytes (heap size less fragmentation) and what the GC keeps committed, both from
+    /// that collection's GCMemoryInfo. Not GC.GetTotalMemory: on .NET 10.0.12 it returned -1.1 MB
+    /// for one member at 100 members (dotnet/runtime#106712, regions GC). Also the counters that
+    /// show repair and firewall work.
     /// </summary>
     private static string Stats(IsisRuntime runtime)
     {
         IsisStatistics s = runtime.GetStatistics();
-        long before = GC.GetTotalMemory(false);
-        long live = GC.GetTotalMemory(true);
+        GC.Collect(GC.MaxGeneration, GCCollectionMode.Forced, blocking: true, compacting: true);
+        GCMemoryInfo gc = GC.GetGCMemoryInfo(GCKind.FullBlocking);
         return string.Create(CultureInfo.InvariantCulture,
-            $"stats at={Stopwatch.GetTimestamp()} heapBeforeGc={before} heap={live} " +
+            $"stats at={Stopwatch.GetTimestamp()} heap={gc.HeapSizeBytes - gc.FragmentedBytes} committed={gc.TotalCommittedBytes} " +
             $"allocated={GC.GetTotalAllocatedBytes()} gen0={GC.CollectionCount(0)} gen1={GC.CollectionCount(1)} gen2={GC.CollectionCount(2)} " +
             $"server={GCSettings.IsServerGC} datagramsSent={s.DatagramsSent} datagramsReceived={s.DatagramsReceived} " +
             $"naks={s.NaksSent} duplicates={s.Duplicates} wrongView={s.DroppedWrongView} firewall={s.DroppedFirewall}");
