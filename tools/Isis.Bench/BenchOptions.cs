@@ -64,7 +64,20 @@ internal sealed record BenchOptions
         "  --messages       messages in each throughput blast (default 300000 for send/ordered, a third of it for\n" +
         "                   safe and query; quick 20000)\n" +
         "  --payload        bytes of application data per message (default 100)\n" +
-        "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)";
+        "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)\n" +
+        "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100; scale 500)\n" +
+        "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30; scale 40)\n" +
+        "\n" +
+        "Scale mode: N member processes join one group, every member Sends, one member is SIGKILLed:\n" +
+        "  Isis.Bench --scale [--members N] [--sends K] [--payload BYTES] [--idle-seconds S] [--timeout SECONDS]\n" +
+        "             [--suspicion K] [--heartbeat-ms H] [--out FILE.json|FILE.csv]\n" +
+        "  --members        member processes, 3 or more (default 100)\n" +
+        "  --sends          Sends per member once the group has formed; every member must deliver N x K (default 20)\n" +
+        "  --payload        bytes of application data per Send (default 32 in scale mode)\n" +
+        "  --idle-seconds   the formed group's CPU use is sampled over two windows of S seconds before the Sends,\n" +
+        "                   right after forming and then steady (default 10)\n" +
+        "  --timeout        limit on each wait (forming the group, the Sends, the view after the kill; default 300);\n" +
+        "                   the run ends with an error naming the members that did not get there";
 
     public bool Quick { get; init; }
     public bool Matrix { get; init; }
@@ -81,6 +94,19 @@ internal sealed record BenchOptions
     public int[] ResponseDelayBursts { get; init; } = [];
     public int Rounds { get; init; } = 300;
 
+    // Failure detection of every process in a run (the parent's embedded membership service included).
+    // Relaxed by default (see Coordinator.Options): 100 ms x 30 = 3 s; in scale mode 500 ms x 40 = 20 s,
+    // because 100 members overload 2 cores even when idle (docs/performance.md, "Scale").
+    public int? HeartbeatGiven { get; init; }
+    public int? SuspicionGiven { get; init; }
+    public int HeartbeatMs => HeartbeatGiven ?? (Scale ? 500 : 100);
+    public int Suspicion => SuspicionGiven ?? (Scale ? 40 : 30);
+
+    // Scale mode.
+    public bool Scale { get; init; }
+    public int Sends { get; init; } = 20;
+    public int IdleSeconds { get; init; } = 10;
+
     // Member-only settings, filled in by the parent.
     public int Index { get; init; } = -1;
     public int ServicePort { get; init; }
@@ -94,7 +120,11 @@ internal sealed record BenchOptions
     public static BenchOptions Parse(ReadOnlySpan<string> args)
     {
         bool quick = args.Contains("--quick");
-        var o = quick
+        bool scale = args.Contains("--scale");
+        if (quick && scale) throw new ArgumentException("--quick and --scale do not go together");
+        var o = scale
+            ? new BenchOptions { Scale = true, Members = 100, Payload = 32, TimeoutSeconds = 300 }
+            : quick
             ? new BenchOptions
             {
                 Quick = true, Warmup = 100, Samples = 1_000, Messages = 20_000, TimeoutSeconds = 60, Rounds = 20,
@@ -105,7 +135,7 @@ internal sealed record BenchOptions
         for (int i = 0; i < args.Length; i++)
         {
             string name = args[i];
-            if (name == "--quick") continue;
+            if (name is "--quick" or "--scale") continue;
             if (name == "--matrix")
             {
                 o = o with { Matrix = true };
@@ -121,7 +151,7 @@ internal sealed record BenchOptions
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
                 "--payload" => o with { Payload = Int(name, value, 24) },
                 "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
-                "--members" => o with { Members = Int(name, value, 3) is var m && m is 3 or 5 ? m : throw new ArgumentException($"--members must be 3 or 5; got {m}") },
+                "--members" => o with { Members = Int(name, value, 3) },
                 "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
                 "--response-delay" => o with { ResponseDelayBursts = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(k => Int(name, k, 1))] },
                 "--rounds" => o with { Rounds = Int(name, value, 1) },
@@ -130,6 +160,10 @@ internal sealed record BenchOptions
                 "--service-port" => o with { ServicePort = Int(name, value, 1) },
                 "--result" => o with { ResultPath = value },
                 "--parent-pid" => o with { ParentPid = Int(name, value, 1) },
+                "--heartbeat-ms" => o with { HeartbeatGiven = Int(name, value, 5) },
+                "--suspicion" => o with { SuspicionGiven = Int(name, value, 3) },
+                "--sends" => o with { Sends = Int(name, value, 1) },
+                "--idle-seconds" => o with { IdleSeconds = Int(name, value, 1) },
                 _ => throw new ArgumentException($"unknown option {name}"),
             };
         }
@@ -138,6 +172,8 @@ internal sealed record BenchOptions
             o = o with { PrimitiveList = Primitives.All, ResponseDelayBursts = o.ResponseDelayBursts.Length > 0 ? o.ResponseDelayBursts : [1, 10, 100] };
         }
         if (o.PrimitiveList.Length == 0) throw new ArgumentException("--primitive needs at least one primitive");
+        if (!o.Scale && o.Members is not (3 or 5)) throw new ArgumentException($"--members must be 3 or 5 (or 3 or more with --scale); got {o.Members}");
+        if (o.Scale && o.Matrix) throw new ArgumentException("--matrix and --scale do not go together");
         return o;
     }
 
@@ -152,7 +188,16 @@ internal sealed record BenchOptions
         "--messages", Str(Messages), "--slow-messages", Str(MessagesFor(Primitive.Query)),
         "--timeout", Str(TimeoutSeconds), "--members", Str(Members), "--rounds", Str(Rounds),
         "--primitive", string.Join(',', PrimitiveList.Select(p => p.Name())),
+        "--heartbeat-ms", Str(HeartbeatMs), "--suspicion", Str(Suspicion),
         .. (ResponseDelayBursts.Length > 0 ? new[] { "--response-delay", string.Join(',', ResponseDelayBursts.Select(Str)) } : []),
+    ];
+
+    /// <summary>The arguments that make a scale-mode member process; it lives until the parent says "quit" or closes its stdin.</summary>
+    public IEnumerable<string> ScaleMemberArguments(int index, int servicePort, int hardLimitSeconds) =>
+    [
+        "scale-member", "--scale", "--index", Str(index), "--service-port", Str(servicePort), "--members", Str(Members),
+        "--sends", Str(Sends), "--payload", Str(Payload), "--timeout", Str(hardLimitSeconds),
+        "--heartbeat-ms", Str(HeartbeatMs), "--suspicion", Str(Suspicion),
     ];
 
     private static string Str(int v) => v.ToString(CultureInfo.InvariantCulture);

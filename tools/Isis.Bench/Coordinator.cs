@@ -51,7 +51,7 @@ internal static class Coordinator
         Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded rounds; throughput: {o.Messages} messages of {o.Payload} B " +
                           $"({o.MessagesFor(Primitive.Query)} for safe and query)");
 
-        using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort));
+        using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort, o));
         service.Start();
 
         var children = new List<Process>();
@@ -110,7 +110,7 @@ internal static class Coordinator
         }
     }
 
-    private static string LoadAverage()
+    internal static string LoadAverage()
     {
         try
         {
@@ -128,15 +128,17 @@ internal static class Coordinator
 
     /// <summary>
     /// Runtime settings of every process in a run. Failure detection is slower than the default
-    /// (expulsion after 3 s, isolation after 6 s): the machine is shared, and a benchmark that a
-    /// scheduling hiccup turns into a view change measures nothing useful. Nobody fails here on purpose.
+    /// (by default expulsion after 3 s, isolation after 6 s; scale mode 2 s and 4 s): the machine is
+    /// shared, and a benchmark that a scheduling hiccup turns into a view change measures nothing
+    /// useful. Only scale mode kills a member on purpose. The parent's embedded membership service
+    /// uses the same settings: it is the one that counts the silent periods.
     /// </summary>
-    public static IsisOptions Options(MembershipServiceMode mode, int servicePort) => new()
+    public static IsisOptions Options(MembershipServiceMode mode, int servicePort, BenchOptions o) => new()
     {
         MembershipService = mode,
         MembershipServicePort = servicePort,
-        HeartbeatInterval = TimeSpan.FromMilliseconds(100),
-        SuspicionCount = 30,
+        HeartbeatInterval = TimeSpan.FromMilliseconds(o.HeartbeatMs),
+        SuspicionCount = o.Suspicion,
     };
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath)
@@ -160,7 +162,7 @@ internal static class Coordinator
     }
 
     /// <summary>How to run this program again: <c>dotnet Isis.Bench.dll</c> (or the apphost when there is no dotnet host).</summary>
-    private static (string Host, string? Dll) SelfCommand()
+    internal static (string Host, string? Dll) SelfCommand()
     {
         string dll = Path.Combine(AppContext.BaseDirectory, Assembly.GetExecutingAssembly().GetName().Name + ".dll");
         string? current = Environment.ProcessPath;
@@ -170,7 +172,7 @@ internal static class Coordinator
         return ("dotnet", dll);
     }
 
-    private static int FreeUdpPort()
+    internal static int FreeUdpPort()
     {
         using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
         s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
@@ -253,7 +255,7 @@ internal static class Coordinator
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"wall time {r.WallSeconds:F1} s; load average {r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end"));
     }
 
-    private static void Write(BenchReport report, string path)
+    internal static void Write(BenchReport report, string path)
     {
         string full = Path.GetFullPath(path);
         if (Path.GetDirectoryName(full) is { } dir) Directory.CreateDirectory(dir);

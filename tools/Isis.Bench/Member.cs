@@ -38,7 +38,7 @@ internal static class Member
         var deadline = Stopwatch.StartNew();
         StartWatchdog(o, deadline);
 
-        var runtime = new IsisRuntime(Coordinator.Options(MembershipServiceMode.Client, o.ServicePort));
+        var runtime = new IsisRuntime(Coordinator.Options(MembershipServiceMode.Client, o.ServicePort, o));
         runtime.ShutDown += (_, e) =>
         {
             Console.Error.WriteLine($"member {o.Index}: runtime shut down: {e.Reason}");

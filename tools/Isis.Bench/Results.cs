@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text;
 using System.Text.Json;
+using System.Text.Json.Serialization;
 
 namespace Isis.Bench;
 
@@ -155,8 +156,13 @@ internal sealed class BenchReport
     /// <summary>Each member's transport and protocol counters at the end of its group's run.</summary>
     public List<MemberCounters> Counters { get; set; } = [];
 
+    /// <summary>Scale mode only (--scale): the figures of the one large group.</summary>
+    [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
+    public ScaleRun? Scale { get; set; }
+
     public string ToCsv()
     {
+        if (Scale != null) return Scale.ToCsv(this);
         var sb = new StringBuilder("kind,members,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s\n");
         foreach (PrimitiveRun r in Runs)
         {
@@ -175,7 +181,135 @@ internal sealed class BenchReport
         return sb.ToString();
     }
 
-    private static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+    internal static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+}
+
+/// <summary>Min, median (nearest rank) and max of one figure across member processes.</summary>
+internal sealed class Distribution
+{
+    public string Name { get; set; } = "";
+    public string Unit { get; set; } = "";
+    public int Samples { get; set; }
+    public double Min { get; set; }
+    public double Median { get; set; }
+    public double Max { get; set; }
+    public double Mean { get; set; }
+
+    public static Distribution Of(string name, string unit, IEnumerable<double> values)
+    {
+        double[] v = values.Order().ToArray();
+        if (v.Length == 0) return new Distribution { Name = name, Unit = unit };
+        return new Distribution
+        {
+            Name = name,
+            Unit = unit,
+            Samples = v.Length,
+            Min = v[0],
+            Median = v[(v.Length + 1) / 2 - 1],
+            Max = v[^1],
+            Mean = v.Average(),
+        };
+    }
+}
+
+/// <summary>Scale mode: N member processes in one group on this machine (docs/performance.md, "Scale").</summary>
+internal sealed class ScaleRun
+{
+    public int Members { get; set; }
+    public int SendsPerMember { get; set; }
+    public int PayloadBytes { get; set; }
+    public int HeartbeatMs { get; set; }
+    public int Suspicion { get; set; }
+    /// <summary>Silence after which the membership service expels a process: heartbeat x suspicion.</summary>
+    public int ExpulsionAfterMs { get; set; }
+    public int IdleSeconds { get; set; }
+    public int WaitLimitSeconds { get; set; }
+    public string Kernel { get; set; } = "";
+    public long MemTotalKb { get; set; }
+    public string Gc { get; set; } = "";
+    public string LoadAverageAtEnd { get; set; } = "";
+
+    /// <summary>From the parent's first Process.Start call to its last.</summary>
+    public double StartSpanMs { get; set; }
+    /// <summary>Per member: the parent's Process.Start call until the member's Main ran (runtime start-up, assembly loading).</summary>
+    public Distribution StartToMainMs { get; set; } = new();
+    /// <summary>Per member: Main until Join returned (runtime start, JIT, the join's view change).</summary>
+    public Distribution MainToJoinedMs { get; set; } = new();
+    /// <summary>Per member: the first Process.Start until this member installed a view with all N members.</summary>
+    public Distribution FormedMs { get; set; } = new();
+    /// <summary>Until the last member installed a view with all N members, from the first / the last Process.Start.</summary>
+    public double FormFromFirstStartMs { get; set; }
+    public double FormFromLastStartMs { get; set; }
+    /// <summary>Per member: views installed until the first view with all N members (that one included).</summary>
+    public Distribution ViewsToForm { get; set; } = new();
+    public int FormedViewId { get; set; }
+
+    /// <summary>CPU time (user + system, /proc/PID/stat) in the first idle window right after forming, percent of one core.</summary>
+    public Distribution IdleCpuFirstWindowPercentPerMember { get; set; } = new();
+    /// <summary>The same in the second idle window (steady state); the figures below are of this window.</summary>
+    public Distribution IdleCpuPercentPerMember { get; set; } = new();
+    public double IdleCpuPercentAllMembers { get; set; }
+    /// <summary>The parent: the embedded membership service and the harness itself.</summary>
+    public double IdleCpuPercentParent { get; set; }
+    /// <summary>Per member, datagrams received per second around the idle window (digests, heartbeat answers).</summary>
+    public Distribution IdleDatagramsReceivedPerSecond { get; set; } = new();
+
+    public long DeliveriesPerMember { get; set; }
+    /// <summary>From writing "send" to every member until the last member delivered all N x K.</summary>
+    public double SendsAllDeliveredMs { get; set; }
+    public Distribution SendsDeliveredMs { get; set; } = new();
+
+    /// <summary>VmRSS of each member process, MB (10^6 bytes).</summary>
+    public Distribution RssAfterFormMb { get; set; } = new();
+    public Distribution RssAfterSendsMb { get; set; } = new();
+    /// <summary>Live managed heap of each member after a full compacting collection (GCMemoryInfo: heap size less fragmentation), MB.</summary>
+    public Distribution HeapAfterFormMb { get; set; } = new();
+    public Distribution HeapAfterSendsMb { get; set; } = new();
+    /// <summary>GCMemoryInfo.TotalCommittedBytes after that collection: what the GC keeps committed, MB.</summary>
+    public Distribution GcCommittedAfterFormMb { get; set; } = new();
+    public Distribution GcCommittedAfterSendsMb { get; set; } = new();
+    /// <summary>VmRSS again once the stats request's full compacting GC ran (the GC may give back what its gen-0 budget had touched).</summary>
+    public Distribution RssAfterGcMb { get; set; } = new();
+    /// <summary>VmHWM of each member (its peak RSS so far), MB, read after the Sends.</summary>
+    public Distribution PeakRssMb { get; set; } = new();
+
+    public int KilledMember { get; set; }
+    public int KilledRank { get; set; }
+    /// <summary>Per survivor: the SIGKILL until it installed the view without the killed member.</summary>
+    public Distribution KillToViewMs { get; set; } = new();
+
+    public string ToCsv(BenchReport r)
+    {
+        var sb = new StringBuilder("kind,members,name,unit,samples,min,median,max,mean\n");
+        void Row(string name, string unit, int samples, double v) => sb.AppendLine(BenchReport.Inv($"scale,{Members},\"{name}\",{unit},{samples},{v:F1},{v:F1},{v:F1},{v:F1}"));
+        void Dist(Distribution d) => sb.AppendLine(BenchReport.Inv($"scale,{Members},\"{d.Name}\",{d.Unit},{d.Samples},{d.Min:F1},{d.Median:F1},{d.Max:F1},{d.Mean:F1}"));
+        Row("start span (first to last Process.Start)", "ms", Members, StartSpanMs);
+        Dist(StartToMainMs);
+        Dist(MainToJoinedMs);
+        Dist(FormedMs);
+        Row("formed, from the first start", "ms", Members, FormFromFirstStartMs);
+        Row("formed, from the last start", "ms", Members, FormFromLastStartMs);
+        Dist(ViewsToForm);
+        Dist(IdleCpuFirstWindowPercentPerMember);
+        Dist(IdleCpuPercentPerMember);
+        Row("idle CPU, all members, second window", "% of a core", Members, IdleCpuPercentAllMembers);
+        Row("idle CPU, parent (membership service), second window", "% of a core", 1, IdleCpuPercentParent);
+        Dist(IdleDatagramsReceivedPerSecond);
+        Row("sends, all delivered at every member", "ms", Members, SendsAllDeliveredMs);
+        Dist(SendsDeliveredMs);
+        Dist(RssAfterFormMb);
+        Dist(RssAfterSendsMb);
+        Dist(HeapAfterFormMb);
+        Dist(HeapAfterSendsMb);
+        Dist(GcCommittedAfterFormMb);
+        Dist(GcCommittedAfterSendsMb);
+        Dist(PeakRssMb);
+        Dist(RssAfterGcMb);
+        Dist(KillToViewMs);
+        sb.AppendLine(BenchReport.Inv($"# machine {r.Machine}; {r.ProcessorCount} CPUs; MemTotal {MemTotalKb} kB; Linux {Kernel}; {r.Runtime}; GC {Gc}"));
+        sb.AppendLine(BenchReport.Inv($"# heartbeat {HeartbeatMs} ms; suspicion {Suspicion}; {SendsPerMember} Sends of {PayloadBytes} B per member; killed member {KilledMember} (rank {KilledRank}); load average {r.LoadAverageAtStart} at start, {LoadAverageAtEnd} at end; wall {r.WallSeconds:F1} s"));
+        return sb.ToString();
+    }
 }
 
 internal static class ResultJson

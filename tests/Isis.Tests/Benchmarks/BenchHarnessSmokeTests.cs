@@ -7,7 +7,8 @@ namespace Isis.Tests.Benchmarks;
 /// <summary>
 /// CI smoke test of the multi-process harness (tools/Isis.Bench): it starts, forms its 3-member
 /// group, runs the latency and throughput phases of send, ordered, safe3 and query plus the
-/// response-delay phase, and writes its result file. Asserts counts only, never a timing.
+/// response-delay phase, and writes its result file; scale mode runs with 4 members. Asserts
+/// counts only, never a timing.
 /// Runs alone: its four processes would otherwise starve the in-process runtime tests.
 /// </summary>
 [Collection(nameof(BenchHarnessCollection))]
@@ -52,6 +53,47 @@ public sealed class BenchHarnessSmokeTests
             Assert.Contains(delay, d => d.GetProperty("Mode").GetString() == "send+flush");
             Assert.Contains(delay, d => d.GetProperty("Mode").GetString()!.StartsWith("safesend", StringComparison.Ordinal));
             Assert.All(delay, d => Assert.True(d.GetProperty("Delay").GetProperty("Samples").GetInt32() > 0, $"no response-delay rounds for {d.GetProperty("Mode")}"));
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    /// <summary>
+    /// Scale mode with 4 member processes: the group forms, every member delivers every member's
+    /// Sends, a SIGKILLed member leaves every survivor's view, and the report holds a figure from
+    /// every member. Fast failure detection (1 s) keeps it to a few seconds; asserts counts, never a timing.
+    /// </summary>
+    [Fact]
+    public async Task ScaleRun_FourMembers_ExitsZero_AndReportsEveryMember()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        Assert.True(File.Exists(dll), $"tools/Isis.Bench was not built: {dll} is missing");
+
+        string dir = Directory.CreateTempSubdirectory("isis-bench-scale-smoke-").FullName;
+        string output = Path.Combine(dir, "scale.json");
+        try
+        {
+            var (exitCode, log) = await RunToExit(
+                [dll, "--scale", "--members", "4", "--sends", "5", "--idle-seconds", "1", "--heartbeat-ms", "100", "--suspicion", "10", "--timeout", "60", "--out", output],
+                workingDirectory: null, TimeSpan.FromSeconds(120));
+            Assert.True(exitCode == 0, $"Isis.Bench --scale exited with {exitCode}:\n{log}");
+            Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
+
+            using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
+            JsonElement scale = result.RootElement.GetProperty("Scale");
+            Assert.Equal(4, scale.GetProperty("Members").GetInt32());
+            Assert.Equal(20, scale.GetProperty("DeliveriesPerMember").GetInt64());
+            Assert.Equal(100, scale.GetProperty("HeartbeatMs").GetInt32());
+            Assert.Equal(10, scale.GetProperty("Suspicion").GetInt32());
+            foreach (string all in (string[])["FormedMs", "ViewsToForm", "IdleCpuPercentPerMember", "SendsDeliveredMs", "RssAfterFormMb", "RssAfterSendsMb", "HeapAfterSendsMb"])
+                Assert.True(scale.GetProperty(all).GetProperty("Samples").GetInt32() == 4, $"{all}: not one figure per member:\n{log}");
+            Assert.Equal(3, scale.GetProperty("KillToViewMs").GetProperty("Samples").GetInt32());
+            Assert.True(scale.GetProperty("RssAfterFormMb").GetProperty("Min").GetDouble() > 0, "VmRSS was not read");
+            Assert.NotEqual(0, scale.GetProperty("KilledRank").GetInt32()); // never the oldest member
+            Assert.Contains("group formed", log);
         }
         finally
         {
