@@ -723,7 +723,7 @@ internal sealed class GroupMember
         if (now >= _nextDigestAt && !_wedged)
         {
             _nextDigestAt = now + Options.DigestInterval;
-            if (_digestDirty || now - _lastDigestSentAt >= Options.IdleDigestInterval) SendDigest(now);
+            if (_digestDirty || now - _lastDigestSentAt >= IdleDigestInterval) SendDigest(now);
         }
 
         for (int rank = 0; rank < _streams.Length; rank++)
@@ -735,6 +735,13 @@ internal sealed class GroupMember
             s.NextNakAt = now + Options.NakInterval;
         }
     }
+
+    /// <summary>
+    /// Idle digests only repair lost ones, and every member sends one to every other: stretch the
+    /// period with the group's size (one period per 8 members) so a quiet group of 100 sends
+    /// about 8,000 datagrams a second rather than 100,000.
+    /// </summary>
+    private long IdleDigestInterval => Options.IdleDigestInterval * Math.Max(1, (View?.Members.Length ?? 0) / 8);
 
     /// <param name="now">The current time.</param>
     /// <param name="askForReplies">A Flush is waiting: every member answers at once with its own digest
