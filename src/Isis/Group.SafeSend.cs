@@ -78,9 +78,9 @@ public sealed partial class Group
     }
 
     /// <summary>
-    /// On the first view: if this member founds the group (it is alone in its first view: every
-    /// earlier member is gone), the group's history restarts from its log; otherwise the running
-    /// group already has it.
+    /// On the first view: if this member founds the group (every member of its first view joined
+    /// with it, so every earlier member is gone, and it is the oldest of them), the group's history
+    /// restarts from its log; otherwise the running group already has it.
     /// </summary>
     private void MaybeReplay(View first)
     {
@@ -88,7 +88,11 @@ public sealed partial class Group
         _replay = null;
         if (replay == null) return;
         string source = LogPath(".safelog.replay");
-        if (first.Members.Length != 1 || replay.Count == 0)
+        // Only when the group starts afresh (every member of our first view joined with it: the
+        // whole group had stopped), and only its oldest member, so the log is replayed once even
+        // when the restarted members' joins were batched into one view.
+        bool founder = first.Joiners.Length == first.Members.Length && first.GetMyRank() == 0;
+        if (!founder || replay.Count == 0)
         {
             File.Delete(source);
             return;
