@@ -23,12 +23,6 @@ internal sealed class EventLoop : IDisposable
 {
     private static readonly long TickInterval = 1_000; // microseconds
 
-    // When nothing has happened for a while, tick every 5 ms instead: the core's timers are 5 ms or
-    // coarser (digests, NAKs, heartbeats), and a process with 100 others on two cores spends its
-    // whole idle budget on 1 ms wake-ups. Any input brings the 1 ms tick back at once.
-    private static readonly long IdleTickInterval = 5_000;
-    private const int QuietTicksBeforeIdle = 20;
-
     private readonly ConcurrentQueue<Action> _commands = new();
     private readonly ConcurrentQueue<(bool ForService, ulong Source, ReadOnlyMemory<byte> Packet)> _inbox = new();
     private readonly ManualResetEventSlim _wake = new(false, spinCount: 0);
@@ -143,7 +137,6 @@ internal sealed class EventLoop : IDisposable
     private void RunLoop()
     {
         long nextTick = 0;
-        int quietTicks = 0;
         while (!_stopping)
         {
             long now = Now;
@@ -166,20 +159,12 @@ internal sealed class EventLoop : IDisposable
                 if (item.ForService) Service?.Receive(item.Source, item.Packet.Span, now);
                 else Node.Receive(item.Source, item.Packet.Span, now);
             }
-            bool inputs = commands < 511 || budget < 2047;
             now = Now;
             if (now >= nextTick)
             {
                 Service?.Tick(now);
                 Node.Tick(now);
-                bool quiet = !inputs && Node.Outbox.Packets.Count == 0 && (Service?.Outbox.Packets.Count ?? 0) == 0;
-                quietTicks = quiet ? quietTicks + 1 : 0;
-                nextTick = now + (quietTicks >= QuietTicksBeforeIdle ? IdleTickInterval : TickInterval);
-            }
-            else if (inputs)
-            {
-                quietTicks = 0;
-                nextTick = Math.Min(nextTick, now + TickInterval);
+                nextTick = now + TickInterval;
             }
             Drain();
         }
