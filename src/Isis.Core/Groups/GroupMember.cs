@@ -62,7 +62,14 @@ internal sealed class GroupMember
     private SenderStream[] _streams = [];
 
     // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
+    // Until m's first digest of the view arrives its row is _noAcks, all zeros and never written:
+    // a view that is replaced before digests flow (joins arriving in a burst) then costs one row,
+    // not members x members longs.
     private long[][] _acks = [];
+    private long[] _noAcks = [];
+
+    // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
+    private bool _naksArmed;
     private bool _digestDirty;
     private long _nextDigestAt;
     private long _lastDigestSentAt;
@@ -179,10 +186,11 @@ internal sealed class GroupMember
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
+        _noAcks = new long[view.Members.Length];
         for (int i = 0; i < _streams.Length; i++)
         {
             _streams[i] = new SenderStream();
-            _acks[i] = new long[view.Members.Length];
+            _acks[i] = _noAcks;
         }
         _wedged = false;
         _reportedAttempt = -1;
@@ -441,7 +449,11 @@ internal sealed class GroupMember
             _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, kind, payload));
             return;
         }
-        if (s.HasGap && s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+        if (s.HasGap && s.NextNakAt == 0)
+        {
+            s.NextNakAt = now + Options.NakInterval;
+            _naksArmed = true;
+        }
         DeliverReady(origin);
     }
 
@@ -555,6 +567,8 @@ internal sealed class GroupMember
             if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
         }
         long[] row = _acks[from];
+        // The first digest of this member in this view: its vector (fresh, never negative) is the row.
+        if (ReferenceEquals(row, _noAcks)) _acks[from] = row = vector;
         for (int i = 0; i < vector.Length; i++)
         {
             if (vector[i] > row[i]) row[i] = vector[i];
@@ -563,22 +577,33 @@ internal sealed class GroupMember
             {
                 // Someone holds messages we have never seen: a tail loss. NAK after a short delay.
                 s.KnownMax = vector[i];
-                if (s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+                if (s.NextNakAt == 0)
+                {
+                    s.NextNakAt = now + Options.NakInterval;
+                    _naksArmed = true;
+                }
             }
         }
         CollectStableMessages();
     }
 
+    /// <remarks>
+    /// Called on every digest, so it must not cost members x members: only a stream holding
+    /// delivered messages above stability can collect anything, and the scan of a stream stops at
+    /// the first member known to hold nothing beyond what is already stable.
+    /// </remarks>
     private void CollectStableMessages()
     {
         for (int r = 0; r < _streams.Length; r++)
         {
-            long stable = _streams[r].Contiguous;
-            for (int m = 0; m < _acks.Length; m++)
+            SenderStream s = _streams[r];
+            if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
+            long stable = s.Contiguous;
+            for (int m = 0; m < _acks.Length && stable > s.Stable; m++)
             {
                 if (m != MyRank && _acks[m][r] < stable) stable = _acks[m][r];
             }
-            _streams[r].CollectGarbage(stable);
+            s.CollectGarbage(stable);
         }
     }
 
@@ -710,14 +735,19 @@ internal sealed class GroupMember
             if (_digestDirty || now - _lastDigestSentAt >= Options.IdleDigestInterval) SendDigest(now);
         }
 
+        if (!_naksArmed) return;
+        bool armed = false;
         for (int rank = 0; rank < _streams.Length; rank++)
         {
             SenderStream s = _streams[rank];
-            if (rank == MyRank || s.NextNakAt == 0 || now < s.NextNakAt) continue;
+            if (rank == MyRank || s.NextNakAt == 0) continue;
+            armed = true;
+            if (now < s.NextNakAt) continue;
             if (!s.HasGap) { s.NextNakAt = 0; continue; }
             SendNak(rank, s);
             s.NextNakAt = now + Options.NakInterval;
         }
+        _naksArmed = armed;
     }
 
     /// <param name="now">The current time.</param>
