@@ -24,7 +24,9 @@ namespace Isis.Simulation;
 internal sealed class Simulator
 {
     public const string GroupName = "sim";
-    private const ulong FirstReplicaEndpoint = 1000;
+    // Processes listen on endpoints 1..N and the membership replicas above them: on 1000, 1001, ...
+    // below 1,000 processes (as every seeded scenario has), else on the next power of ten above N.
+    private readonly ulong _firstReplicaEndpoint;
     private const long TickInterval = 1_000;
 
     private readonly DeterministicRandom _random;
@@ -52,7 +54,9 @@ internal sealed class Simulator
         Scenario = scenario;
         _random = new DeterministicRandom(seed);
         _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
-        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => FirstReplicaEndpoint + (ulong)i).ToArray();
+        _firstReplicaEndpoint = 1000;
+        while (_firstReplicaEndpoint <= (ulong)scenario.Processes) _firstReplicaEndpoint *= 10;
+        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => _firstReplicaEndpoint + (ulong)i).ToArray();
         _replicas = new SimReplica[scenario.Replicas];
         for (int i = 0; i < _replicas.Length; i++)
         {
@@ -246,7 +250,7 @@ internal sealed class Simulator
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {
-        if (env.To >= FirstReplicaEndpoint)
+        if (env.To >= _firstReplicaEndpoint)
         {
             SimReplica? r = Array.Find(_replicas, x => x.Endpoint == env.To);
             if (r?.Node == null) return;
