@@ -70,6 +70,10 @@ internal sealed class GroupMember
 
     // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
     private bool _naksArmed;
+
+    // Set whenever what stability depends on changes (a delivery, an acknowledgement row); a
+    // collection pass is a fixpoint, so passes in between would change nothing and are skipped.
+    private bool _stabilityDirty;
     private bool _digestDirty;
     private long _nextDigestAt;
     private long _lastDigestSentAt;
@@ -192,6 +196,7 @@ internal sealed class GroupMember
             _streams[i] = new SenderStream();
             _acks[i] = _noAcks;
         }
+        _stabilityDirty = true;
         _wedged = false;
         _reportedAttempt = -1;
         _committedAttempt = -1;
@@ -354,6 +359,7 @@ internal sealed class GroupMember
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
         own.Delivered = seq;
+        _stabilityDirty = true;
         if (message.Kind.IsSafe()) _ownSafe[seq] = message;
         if (message.IsApplication)
         {
@@ -465,6 +471,7 @@ internal sealed class GroupMember
         while (s.Delivered < s.Contiguous)
         {
             long seq = ++s.Delivered;
+            _stabilityDirty = true;
             OnStreamDelivered(origin, seq, s.Held[seq]);
         }
         if (!s.HasGap) { s.NextNakAt = 0; s.NakRound = 0; }
@@ -560,6 +567,14 @@ internal sealed class GroupMember
 
     private void OnDigest(int from, ref WireReader r, long now)
     {
+        // Most digests repeat what their sender said before (idle digests): then there is nothing
+        // to check (those values passed when first seen, and our streams only grow within a view),
+        // nothing to raise, no tail loss to notice, and nothing to allocate.
+        if (r.TrySkipLongsEqualTo(_acks[from]))
+        {
+            CollectStableMessages();
+            return;
+        }
         long[] vector = r.Longs();
         if (!r.Ok || vector.Length != _streams.Length) { r.Fail(); return; }
         for (int i = 0; i < vector.Length; i++)
@@ -569,6 +584,7 @@ internal sealed class GroupMember
         long[] row = _acks[from];
         // The first digest of this member in this view: its vector (fresh, never negative) is the row.
         if (ReferenceEquals(row, _noAcks)) _acks[from] = row = vector;
+        _stabilityDirty = true;
         for (int i = 0; i < vector.Length; i++)
         {
             if (vector[i] > row[i]) row[i] = vector[i];
@@ -588,12 +604,15 @@ internal sealed class GroupMember
     }
 
     /// <remarks>
-    /// Called on every digest, so it must not cost members x members: only a stream holding
+    /// Called on every digest, so it must not cost members x members: it runs only when a delivery
+    /// or an acknowledgement changed since the last pass, only a stream holding
     /// delivered messages above stability can collect anything, and the scan of a stream stops at
     /// the first member known to hold nothing beyond what is already stable.
     /// </remarks>
     private void CollectStableMessages()
     {
+        if (!_stabilityDirty) return;
+        _stabilityDirty = false;
         for (int r = 0; r < _streams.Length; r++)
         {
             SenderStream s = _streams[r];
@@ -690,6 +709,7 @@ internal sealed class GroupMember
                 while (s.Delivered < cut[rank])
                 {
                     long seq = ++s.Delivered;
+                    _stabilityDirty = true;
                     OnStreamDelivered(rank, seq, s.Held[seq]);
                 }
             }
