@@ -68,6 +68,16 @@ internal sealed class GroupMember
     private long[][] _acks = [];
     private long[] _noAcks = [];
 
+    // Per sender r, kept up to date as digests arrive so stability never scans a column of _acks:
+    // _minAck[r], the least sequence of r any other member is known to hold (min over m != MyRank
+    // of _acks[m][r]); _atMinAck[r], how many other members are at it. When the last of them moves
+    // up, the column goes on _staleMins and its minimum is recomputed (one pass over the rows for
+    // every stale column at once) before stability next needs it.
+    private long[] _minAck = [];
+    private int[] _atMinAck = [];
+    private bool[] _minStale = [];
+    private readonly List<int> _staleMins = new();
+
     // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
     private bool _naksArmed;
 
@@ -191,10 +201,17 @@ internal sealed class GroupMember
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
         _noAcks = new long[view.Members.Length];
+        _minAck = new long[view.Members.Length];
+        _atMinAck = new int[view.Members.Length];
+        _minStale = new bool[view.Members.Length];
+        _staleMins.Clear();
+        int others = view.Members.Length - 1;
         for (int i = 0; i < _streams.Length; i++)
         {
             _streams[i] = new SenderStream();
             _acks[i] = _noAcks;
+            _minAck[i] = others > 0 ? 0 : long.MaxValue; // alone in the view, our own holdings are stable
+            _atMinAck[i] = others;
         }
         _stabilityDirty = true;
         _wedged = false;
@@ -582,12 +599,22 @@ internal sealed class GroupMember
             if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
         }
         long[] row = _acks[from];
-        // The first digest of this member in this view: its vector (fresh, never negative) is the row.
-        if (ReferenceEquals(row, _noAcks)) _acks[from] = row = vector;
+        // The first digest of this member in this view: its vector (fresh, never negative) becomes
+        // the row, and the shared zero row stands for the old values below (it is never written).
+        bool first = ReferenceEquals(row, _noAcks);
+        if (first) _acks[from] = vector;
         _stabilityDirty = true;
         for (int i = 0; i < vector.Length; i++)
         {
-            if (vector[i] > row[i]) row[i] = vector[i];
+            if (vector[i] > row[i])
+            {
+                if (from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
+                {
+                    _minStale[i] = true;
+                    _staleMins.Add(i);
+                }
+                if (!first) row[i] = vector[i];
+            }
             SenderStream s = _streams[i];
             if (vector[i] > s.KnownMax)
             {
@@ -603,27 +630,50 @@ internal sealed class GroupMember
         CollectStableMessages();
     }
 
+    /// <summary>
+    /// Garbage-collects, per sender, what every member of the view holds (and we delivered): the
+    /// prefix up to the least of our own holdings and every other member's acknowledgement.
+    /// </summary>
     /// <remarks>
     /// Called on every digest, so it must not cost members x members: it runs only when a delivery
-    /// or an acknowledgement changed since the last pass, only a stream holding
-    /// delivered messages above stability can collect anything, and the scan of a stream stops at
-    /// the first member known to hold nothing beyond what is already stable.
+    /// or an acknowledgement changed since the last pass, reads the per-sender minimum kept by
+    /// <see cref="OnDigest"/> (recomputing only the columns whose minimum moved), and skips a
+    /// stream holding no delivered message above stability.
     /// </remarks>
     private void CollectStableMessages()
     {
         if (!_stabilityDirty) return;
         _stabilityDirty = false;
+        if (_staleMins.Count > 0) RecomputeStaleMins();
         for (int r = 0; r < _streams.Length; r++)
         {
             SenderStream s = _streams[r];
             if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
-            long stable = s.Contiguous;
-            for (int m = 0; m < _acks.Length && stable > s.Stable; m++)
-            {
-                if (m != MyRank && _acks[m][r] < stable) stable = _acks[m][r];
-            }
-            s.CollectGarbage(stable);
+            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]));
         }
+    }
+
+    /// <summary>Recomputes the minimum of every stale column in one pass over the other members' rows.</summary>
+    private void RecomputeStaleMins()
+    {
+        foreach (int c in _staleMins)
+        {
+            _minAck[c] = long.MaxValue;
+            _atMinAck[c] = 0;
+        }
+        for (int m = 0; m < _acks.Length; m++)
+        {
+            if (m == MyRank) continue;
+            long[] row = _acks[m];
+            foreach (int c in _staleMins)
+            {
+                long v = row[c];
+                if (v < _minAck[c]) { _minAck[c] = v; _atMinAck[c] = 1; }
+                else if (v == _minAck[c]) _atMinAck[c]++;
+            }
+        }
+        foreach (int c in _staleMins) _minStale[c] = false;
+        _staleMins.Clear();
     }
 
     private void OnNak(int from, ref WireReader r)
