@@ -75,7 +75,10 @@ internal sealed record ScaleResult
     /// <summary>Size of each view the group went through until it was formed, in order (batching shows here).</summary>
     public IReadOnlyList<int> ViewSizes { get; init; } = [];
 
-    /// <summary>Managed memory per member once the group is formed: (heap after a full collection − baseline) / members.</summary>
+    /// <summary>
+    /// Managed memory per member once the group is formed: (heap after a full collection − baseline) / members.
+    /// The heap is the whole process's, so the figure means something only when nothing else runs in it (as in the CLI).
+    /// </summary>
     public long BytesPerMember { get; init; }
 
     /// <summary>

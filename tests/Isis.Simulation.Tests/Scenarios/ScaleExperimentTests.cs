@@ -38,7 +38,8 @@ public sealed class ScaleExperimentTests(ITestOutputHelper output)
         // Expulsion takes SuspicionCount silent heartbeat periods (5 x 100 ms), give or take one period.
         Assert.InRange(r.DetectionTime, 400_000, 700_000);
         Assert.True(r.KillToViewMin >= r.DetectionTime && r.KillToViewMin <= r.KillToViewMedian && r.KillToViewMedian <= r.KillToViewMax);
-        Assert.True(r.Packets > 0 && r.BytesPerMember > 0);
+        // Memory is not asserted: it is measured on the whole process, which other tests share.
+        Assert.True(r.Packets > 0);
     }
 
     [Fact]
