@@ -24,7 +24,9 @@ namespace Isis.Simulation;
 internal sealed class Simulator
 {
     public const string GroupName = "sim";
-    private const ulong FirstReplicaEndpoint = 1000;
+    // Processes listen on endpoints 1..N and the membership replicas above them: on 1000, 1001, ...
+    // below 1,000 processes (as every seeded scenario has), else on the next power of ten above N.
+    private readonly ulong _firstReplicaEndpoint;
     private const long TickInterval = 1_000;
 
     private readonly DeterministicRandom _random;
@@ -32,19 +34,29 @@ internal sealed class Simulator
     private readonly SimReplica[] _replicas;
     private readonly ulong[] _serviceEndpoints;
     private readonly SimProcess[] _processes;
+    private readonly Dictionary<ulong, SimProcess> _processByEndpoint = new();
     private readonly GroupId _group = GroupId.FromName(GroupName);
-    private readonly List<(long Time, long Order, Action Action)> _actions = new();
+    // Due actions run in (time, order of scheduling) order, exactly as a sorted list would run them.
+    private readonly PriorityQueue<Action, (long Time, long Order)> _actions = new();
     private long _actionOrder;
     private long _now;
+    private long _nextTick;
     private bool _healed;
 
-    public Simulator(ulong seed, Scenario scenario)
+    /// <param name="seed">Decides every coin flip of the run.</param>
+    /// <param name="scenario">The processes, faults and durations.</param>
+    /// <param name="recordHistory">Record a <see cref="History"/> (what the checker needs). The scale
+    /// experiment turns it off for large groups, so that the memory it measures is the protocol's.</param>
+    public Simulator(ulong seed, Scenario scenario, bool recordHistory = true)
     {
+        RecordsHistory = recordHistory;
         Seed = seed;
         Scenario = scenario;
         _random = new DeterministicRandom(seed);
         _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
-        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => FirstReplicaEndpoint + (ulong)i).ToArray();
+        _firstReplicaEndpoint = 1000;
+        while (_firstReplicaEndpoint <= (ulong)scenario.Processes) _firstReplicaEndpoint *= 10;
+        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => _firstReplicaEndpoint + (ulong)i).ToArray();
         _replicas = new SimReplica[scenario.Replicas];
         for (int i = 0; i < _replicas.Length; i++)
         {
@@ -52,8 +64,18 @@ internal sealed class Simulator
             StartReplica(_replicas[i]);
         }
         _processes = new SimProcess[scenario.Processes];
-        for (int i = 0; i < _processes.Length; i++) _processes[i] = new SimProcess((ulong)(i + 1));
+        for (int i = 0; i < _processes.Length; i++)
+        {
+            _processes[i] = new SimProcess((ulong)(i + 1));
+            _processByEndpoint.Add(_processes[i].Endpoint, _processes[i]);
+        }
     }
+
+    /// <summary>False when the run records no history (see the constructor).</summary>
+    public bool RecordsHistory { get; }
+
+    /// <summary>Sees every event a node reports, after the history records it (the scale experiment measures with it).</summary>
+    public Action<NodeId, NodeEvent>? Observer { get; set; }
 
     public ulong Seed { get; }
 
@@ -106,22 +128,24 @@ internal sealed class Simulator
 
     // ---------------------------------------------------------------- scheduling
 
-    private void At(long time, Action action) => _actions.Add((time, _actionOrder++, action));
+    private void At(long time, Action action) => _actions.Enqueue(action, (time, _actionOrder++));
 
     private bool TryTakeAction(long upTo, out Action action)
     {
-        int best = -1;
-        for (int i = 0; i < _actions.Count; i++)
+        if (_actions.TryPeek(out action!, out var key) && key.Time <= upTo)
         {
-            var a = _actions[i];
-            if (a.Time > upTo) continue;
-            if (best < 0 || (a.Time, a.Order).CompareTo((_actions[best].Time, _actions[best].Order)) < 0) best = i;
+            _actions.Dequeue();
+            return true;
         }
-        if (best < 0) { action = null!; return false; }
-        action = _actions[best].Action;
-        _actions.RemoveAt(best);
-        return true;
+        action = null!;
+        return false;
     }
+
+    /// <summary>The process whose endpoint is <paramref name="endpoint"/>, if any.</summary>
+    private SimProcess? ProcessAt(ulong endpoint) => _processByEndpoint.GetValueOrDefault(endpoint);
+
+    /// <summary>The process that runs incarnation <paramref name="node"/> now, if any.</summary>
+    private SimProcess? ProcessOf(NodeId node) => ProcessAt(node.Endpoint) is { } p && p.Node?.Self == node ? p : null;
 
     // ---------------------------------------------------------------- the run
 
@@ -140,32 +164,68 @@ internal sealed class Simulator
         PlanFaults(healAt);
         At(healAt, Heal);
 
-        long nextTick = 0;
-        while (true)
-        {
-            // Whatever is due now, in a fixed order: scheduled actions, packets, then the tick.
-            if (TryTakeAction(_now, out Action action)) { action(); continue; }
-            if (_network.TryTakeDue(_now, out var env)) { Deliver(env); continue; }
-            if (_now >= nextTick)
-            {
-                TickAll();
-                nextTick = _now + TickInterval;
-                continue;
-            }
-            long next = Math.Min(nextTick, NextActionTime());
-            if (_network.TryPeekTime(out long packetTime)) next = Math.Min(next, packetTime);
-            if (next > end) break;
-            _now = next;
-        }
+        RunUntil(end);
         History.RecordEnd(_now);
         return History;
     }
 
-    private long NextActionTime()
+    /// <summary>
+    /// Steps the run until nothing is due before virtual time <paramref name="end"/>, or until
+    /// <paramref name="stop"/> returns true (asked before every step). May be called again to go on.
+    /// </summary>
+    /// <returns>True if <paramref name="stop"/> ended it.</returns>
+    internal bool RunUntil(long end, Func<bool>? stop = null)
     {
-        long t = long.MaxValue;
-        foreach (var a in _actions) t = Math.Min(t, a.Time);
-        return t;
+        while (true)
+        {
+            if (stop != null && stop()) return true;
+            // Whatever is due now, in a fixed order: scheduled actions, packets, then the tick.
+            if (TryTakeAction(_now, out Action action)) { action(); continue; }
+            if (_network.TryTakeDue(_now, out var env)) { Deliver(env); continue; }
+            if (_now >= _nextTick)
+            {
+                TickAll();
+                _nextTick = _now + TickInterval;
+                continue;
+            }
+            long next = Math.Min(_nextTick, NextActionTime());
+            if (_network.TryPeekTime(out long packetTime)) next = Math.Min(next, packetTime);
+            if (next > end) return false;
+            _now = next;
+        }
+    }
+
+    private long NextActionTime() => _actions.TryPeek(out _, out var key) ? key.Time : long.MaxValue;
+
+    // ---------------------------------------------------------------- driving a run from outside
+
+    /// <summary>The node process <paramref name="index"/> runs now (null before it starts and after it crashes).</summary>
+    internal ProcessNode? NodeOf(int index) => _processes[index].Node;
+
+    /// <summary>Starts process <paramref name="index"/> at virtual time <paramref name="time"/>; it joins the group at once.</summary>
+    internal void StartAt(int index, long time) => At(time, () => { if (!_processes[index].Alive) Start(_processes[index]); });
+
+    /// <summary>Runs <paramref name="action"/> at virtual time <paramref name="time"/>, between steps.</summary>
+    internal void Schedule(long time, Action action) => At(time, action);
+
+    /// <summary>Process <paramref name="index"/> multicasts <paramref name="payload"/> in the group now.</summary>
+    internal void SendFrom(int index, byte[] payload, MessageKind kind = MessageKind.Send)
+    {
+        SimProcess p = _processes[index];
+        if (!p.Alive) return;
+        p.Node!.Send(_group, payload, _now, kind);
+        Flush(p);
+    }
+
+    /// <summary>Crashes process <paramref name="index"/> for good (the scale experiment never restarts it).</summary>
+    internal void CrashForGood(int index)
+    {
+        SimProcess p = _processes[index];
+        if (!p.Alive) return;
+        if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
+        p.Node = null;
+        p.Paused = false;
+        p.Backlog.Clear();
     }
 
     private void TickAll()
@@ -190,7 +250,7 @@ internal sealed class Simulator
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {
-        if (env.To >= FirstReplicaEndpoint)
+        if (env.To >= _firstReplicaEndpoint)
         {
             SimReplica? r = Array.Find(_replicas, x => x.Endpoint == env.To);
             if (r?.Node == null) return;
@@ -198,7 +258,7 @@ internal sealed class Simulator
             Flush(r);
             return;
         }
-        SimProcess? p = Array.Find(_processes, x => x.Endpoint == env.To);
+        SimProcess? p = ProcessAt(env.To);
         if (p == null || !p.Alive) return;
         if (p.Paused) { p.Backlog.Enqueue(env); return; }
         p.Node!.Receive(env.From, env.Bytes, _now);
@@ -216,7 +276,7 @@ internal sealed class Simulator
         p.FlushOutstanding = false;
         p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol, _now);
         p.WantsGroup = true;
-        History.RecordJoinRequested(_now, p.Node.Self, _group);
+        if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now);
         Flush(p);
     }
@@ -285,7 +345,8 @@ internal sealed class Simulator
 
     private void Record(NodeId process, NodeEvent e)
     {
-        History.RecordCoreEvent(_now, process, e);
+        if (RecordsHistory) History.RecordCoreEvent(_now, process, e);
+        Observer?.Invoke(process, e);
         // What the simulated application does with some events.
         switch (e)
         {
@@ -301,7 +362,7 @@ internal sealed class Simulator
     /// <summary>The application's query handler: every member answers at once with a small reply.</summary>
     private void AnswerQuery(NodeId process, MessageDelivered d)
     {
-        SimProcess? p = Array.Find(_processes, x => x.Node?.Self == process);
+        SimProcess? p = ProcessOf(process);
         if (p?.Node == null || p.Node.IsShutDown) return;
         long queryId = MessageKinds.QueryIdOf(d.Payload.Span);
         // Replies are queued behind the current step, as an application's handler would run after it.
@@ -316,7 +377,7 @@ internal sealed class Simulator
 
     private void OnFlushCompleted(NodeId process, FlushCompleted f)
     {
-        SimProcess? p = Array.Find(_processes, x => x.Node?.Self == process);
+        SimProcess? p = ProcessOf(process);
         if (p == null) return;
         p.FlushOutstanding = false;
         History.RecordFlushCompleted(_now, process, f.Group, p.Node!.FindGroup(f.Group)?.View?.Id ?? 0);
@@ -343,7 +404,7 @@ internal sealed class Simulator
     private void Crash(SimProcess p)
     {
         if (!p.Alive) return;
-        History.RecordCrash(_now, p.Node!.Self);
+        if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
         p.Node = null;
         p.Paused = false;
         p.Backlog.Clear();
@@ -509,8 +570,7 @@ internal sealed class Simulator
     {
         if (Leader?.ActiveFlushCoordinator(_group) is not { } coordinator) return;
         if (_now - _lastCoordinatorCrash < 500_000 || !_random.Chance(0.02)) return;
-        SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == coordinator);
-        if (p == null) return;
+        if (ProcessOf(coordinator) is not { Alive: true } p) return;
         _lastCoordinatorCrash = _now;
         Crash(p);
     }
@@ -524,8 +584,7 @@ internal sealed class Simulator
         var view = _processes.Where(x => x.Alive).Select(x => x.Node!.FindGroup(_group)?.View).Where(v => v != null).MaxBy(v => v!.Id);
         if (view == null || view.Members.Length < 3) return;
         NodeId target = view.Members[_random.Chance(0.5) ? 0 : _random.Next(Math.Min(3, view.Members.Length))];
-        SimProcess? p = Array.Find(_processes, x => x.Alive && x.Node!.Self == target);
-        if (p == null) return;
+        if (ProcessOf(target) is not { Alive: true } p) return;
         _lastRoleCrash = _now;
         Crash(p);
     }

@@ -62,7 +62,28 @@ internal sealed class GroupMember
     private SenderStream[] _streams = [];
 
     // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
+    // Until m's first digest of the view arrives its row is _noAcks, all zeros and never written:
+    // a view that is replaced before digests flow (joins arriving in a burst) then costs one row,
+    // not members x members longs.
     private long[][] _acks = [];
+    private long[] _noAcks = [];
+
+    // Per sender r, kept up to date as digests arrive so stability never scans a column of _acks:
+    // _minAck[r], the least sequence of r any other member is known to hold (min over m != MyRank
+    // of _acks[m][r]); _atMinAck[r], how many other members are at it. When the last of them moves
+    // up, the column goes on _staleMins and its minimum is recomputed (one pass over the rows for
+    // every stale column at once) before stability next needs it.
+    private long[] _minAck = [];
+    private int[] _atMinAck = [];
+    private bool[] _minStale = [];
+    private readonly List<int> _staleMins = new();
+
+    // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
+    private bool _naksArmed;
+
+    // Set whenever what stability depends on changes (a delivery, an acknowledgement row); a
+    // collection pass is a fixpoint, so passes in between would change nothing and are skipped.
+    private bool _stabilityDirty;
     private bool _digestDirty;
     private long _nextDigestAt;
     private long _lastDigestSentAt;
@@ -194,11 +215,20 @@ internal sealed class GroupMember
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
+        _noAcks = new long[view.Members.Length];
+        _minAck = new long[view.Members.Length];
+        _atMinAck = new int[view.Members.Length];
+        _minStale = new bool[view.Members.Length];
+        _staleMins.Clear();
+        int others = view.Members.Length - 1;
         for (int i = 0; i < _streams.Length; i++)
         {
             _streams[i] = new SenderStream();
-            _acks[i] = new long[view.Members.Length];
+            _acks[i] = _noAcks;
+            _minAck[i] = others > 0 ? 0 : long.MaxValue; // alone in the view, our own holdings are stable
+            _atMinAck[i] = others;
         }
+        _stabilityDirty = true;
         _wedged = false;
         _reportedAttempt = -1;
         _committedAttempt = -1;
@@ -361,6 +391,7 @@ internal sealed class GroupMember
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
         own.Delivered = seq;
+        _stabilityDirty = true;
         if (message.Kind.IsSafe()) _ownSafe[seq] = message;
         if (message.IsApplication)
         {
@@ -456,7 +487,11 @@ internal sealed class GroupMember
             _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, kind, payload));
             return;
         }
-        if (s.HasGap && s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+        if (s.HasGap && s.NextNakAt == 0)
+        {
+            s.NextNakAt = now + Options.NakInterval;
+            _naksArmed = true;
+        }
         DeliverReady(origin);
     }
 
@@ -468,6 +503,7 @@ internal sealed class GroupMember
         while (s.Delivered < s.Contiguous)
         {
             long seq = ++s.Delivered;
+            _stabilityDirty = true;
             OnStreamDelivered(origin, seq, s.Held[seq]);
         }
         if (!s.HasGap) { s.NextNakAt = 0; s.NakRound = 0; }
@@ -563,6 +599,14 @@ internal sealed class GroupMember
 
     private void OnDigest(int from, ref WireReader r, long now)
     {
+        // Most digests repeat what their sender said before (idle digests): then there is nothing
+        // to check (those values passed when first seen, and our streams only grow within a view),
+        // nothing to raise, no tail loss to notice, and nothing to allocate.
+        if (r.TrySkipLongsEqualTo(_acks[from]))
+        {
+            CollectStableMessages();
+            return;
+        }
         long[] vector = r.Longs();
         if (!r.Ok || vector.Length != _streams.Length) { r.Fail(); return; }
         for (int i = 0; i < vector.Length; i++)
@@ -570,31 +614,81 @@ internal sealed class GroupMember
             if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
         }
         long[] row = _acks[from];
+        // The first digest of this member in this view: its vector (fresh, never negative) becomes
+        // the row, and the shared zero row stands for the old values below (it is never written).
+        bool first = ReferenceEquals(row, _noAcks);
+        if (first) _acks[from] = vector;
+        _stabilityDirty = true;
         for (int i = 0; i < vector.Length; i++)
         {
-            if (vector[i] > row[i]) row[i] = vector[i];
+            if (vector[i] > row[i])
+            {
+                if (from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
+                {
+                    _minStale[i] = true;
+                    _staleMins.Add(i);
+                }
+                if (!first) row[i] = vector[i];
+            }
             SenderStream s = _streams[i];
             if (vector[i] > s.KnownMax)
             {
                 // Someone holds messages we have never seen: a tail loss. NAK after a short delay.
                 s.KnownMax = vector[i];
-                if (s.NextNakAt == 0) s.NextNakAt = now + Options.NakInterval;
+                if (s.NextNakAt == 0)
+                {
+                    s.NextNakAt = now + Options.NakInterval;
+                    _naksArmed = true;
+                }
             }
         }
         CollectStableMessages();
     }
 
+    /// <summary>
+    /// Garbage-collects, per sender, what every member of the view holds (and we delivered): the
+    /// prefix up to the least of our own holdings and every other member's acknowledgement.
+    /// </summary>
+    /// <remarks>
+    /// Called on every digest, so it must not cost members x members: it runs only when a delivery
+    /// or an acknowledgement changed since the last pass, reads the per-sender minimum kept by
+    /// <see cref="OnDigest"/> (recomputing only the columns whose minimum moved), and skips a
+    /// stream holding no delivered message above stability.
+    /// </remarks>
     private void CollectStableMessages()
     {
+        if (!_stabilityDirty) return;
+        _stabilityDirty = false;
+        if (_staleMins.Count > 0) RecomputeStaleMins();
         for (int r = 0; r < _streams.Length; r++)
         {
-            long stable = _streams[r].Contiguous;
-            for (int m = 0; m < _acks.Length; m++)
-            {
-                if (m != MyRank && _acks[m][r] < stable) stable = _acks[m][r];
-            }
-            _streams[r].CollectGarbage(stable);
+            SenderStream s = _streams[r];
+            if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
+            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]));
         }
+    }
+
+    /// <summary>Recomputes the minimum of every stale column in one pass over the other members' rows.</summary>
+    private void RecomputeStaleMins()
+    {
+        foreach (int c in _staleMins)
+        {
+            _minAck[c] = long.MaxValue;
+            _atMinAck[c] = 0;
+        }
+        for (int m = 0; m < _acks.Length; m++)
+        {
+            if (m == MyRank) continue;
+            long[] row = _acks[m];
+            foreach (int c in _staleMins)
+            {
+                long v = row[c];
+                if (v < _minAck[c]) { _minAck[c] = v; _atMinAck[c] = 1; }
+                else if (v == _minAck[c]) _atMinAck[c]++;
+            }
+        }
+        foreach (int c in _staleMins) _minStale[c] = false;
+        _staleMins.Clear();
     }
 
     private void OnNak(int from, ref WireReader r)
@@ -680,6 +774,7 @@ internal sealed class GroupMember
                 while (s.Delivered < cut[rank])
                 {
                     long seq = ++s.Delivered;
+                    _stabilityDirty = true;
                     OnStreamDelivered(rank, seq, s.Held[seq]);
                 }
             }
@@ -726,14 +821,19 @@ internal sealed class GroupMember
             if (_digestDirty || now - _lastDigestSentAt >= IdleDigestInterval) SendDigest(now);
         }
 
+        if (!_naksArmed) return;
+        bool armed = false;
         for (int rank = 0; rank < _streams.Length; rank++)
         {
             SenderStream s = _streams[rank];
-            if (rank == MyRank || s.NextNakAt == 0 || now < s.NextNakAt) continue;
+            if (rank == MyRank || s.NextNakAt == 0) continue;
+            armed = true;
+            if (now < s.NextNakAt) continue;
             if (!s.HasGap) { s.NextNakAt = 0; continue; }
             SendNak(rank, s);
             s.NextNakAt = now + Options.NakInterval;
         }
+        _naksArmed = armed;
     }
 
     /// <summary>

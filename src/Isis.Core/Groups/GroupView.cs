@@ -13,6 +13,11 @@ internal sealed class GroupView
     {
         Id = id;
         Members = members;
+        if (members.Length > LinearSearchLimit)
+        {
+            _ranks = new Dictionary<NodeId, int>(members.Length);
+            for (int i = 0; i < members.Length; i++) _ranks.TryAdd(members[i], i); // the first rank, as Array.IndexOf finds it
+        }
         Joiners = joiners;
         Leavers = leavers;
     }
@@ -25,8 +30,15 @@ internal sealed class GroupView
 
     public NodeId[] Leavers { get; }
 
+    /// <summary>Views larger than this look ranks up in a dictionary rather than by a linear search.</summary>
+    private const int LinearSearchLimit = 16;
+
+    // Rank by member in a large view: every packet a member receives asks for its sender's rank,
+    // which a linear search would make cost the group's size. Built once, read only afterwards.
+    private readonly Dictionary<NodeId, int>? _ranks;
+
     /// <summary>Rank of <paramref name="node"/> in this view, or -1.</summary>
-    public int RankOf(NodeId node) => Array.IndexOf(Members, node);
+    public int RankOf(NodeId node) => _ranks == null ? Array.IndexOf(Members, node) : _ranks.GetValueOrDefault(node, -1);
 
     public bool Contains(NodeId node) => RankOf(node) >= 0;
 

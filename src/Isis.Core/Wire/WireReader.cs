@@ -69,6 +69,22 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
         return result;
     }
 
+    /// <summary>
+    /// If the next field is a list of longs (as <see cref="Longs"/> reads it) equal to
+    /// <paramref name="expected"/>, consumes it and returns true; otherwise consumes nothing and
+    /// returns false, so the caller can read it with <see cref="Longs"/>. Allocates nothing.
+    /// </summary>
+    public bool TrySkipLongsEqualTo(ReadOnlySpan<long> expected)
+    {
+        if (_failed || !BitConverter.IsLittleEndian || Remaining < 4) return false;
+        ReadOnlySpan<byte> rest = _data[_position..];
+        int n = BinaryPrimitives.ReadInt32LittleEndian(rest);
+        if (n != expected.Length || (long)n * 8 > rest.Length - 4) return false;
+        if (!rest.Slice(4, n * 8).SequenceEqual(System.Runtime.InteropServices.MemoryMarshal.AsBytes(expected))) return false;
+        _position += 4 + n * 8;
+        return true;
+    }
+
     public byte[] Bytes()
     {
         int n = Count(1);

@@ -36,6 +36,9 @@ internal sealed class SimulatedNetwork
 
     public long Sent { get; private set; }
 
+    /// <summary>Bytes of every packet handed to the network (lost or not), headers included.</summary>
+    public long BytesSent { get; private set; }
+
     public long Lost { get; private set; }
 
     public long Duplicated { get; private set; }
@@ -49,6 +52,7 @@ internal sealed class SimulatedNetwork
     public void Send(ulong from, ulong to, byte[] bytes, long now)
     {
         Sent++;
+        BytesSent += bytes.Length;
         if (_cut.Contains((from, to))) { Partitioned++; return; }
         if (_random.Chance(Faults.LossRate)) { Lost++; return; }
         Enqueue(from, to, bytes, now);
