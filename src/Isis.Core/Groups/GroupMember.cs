@@ -97,6 +97,9 @@ internal sealed class GroupMember
     private long _nextRequestAt;
     private bool _terminating;
 
+    // The next view's install, received while this member lacked its lease (see OnInstallView).
+    private GroupView? _installAwaitingLease;
+
     public GroupMember(ProcessNode node, GroupId id, string name)
     {
         _node = node;
@@ -193,8 +196,15 @@ internal sealed class GroupMember
         int rank = view.RankOf(Self);
         if (rank < 0) return; // not addressed to a member: ignore
         // An install that arrives while we lack our lease may be one the service sent before it
-        // expelled us: take it only with the lease (the service retransmits until we acknowledge).
-        if (!_node.LeaseHeld) return;
+        // expelled us: take it only with the lease. Keep the next one until the lease comes (a
+        // joiner's first install often overtakes its first heartbeat's answer); an expelled
+        // incarnation never gets the lease back, so it never takes it.
+        if (!_node.LeaseHeld)
+        {
+            if (View == null || view.Id == View.Id + 1) _installAwaitingLease = view;
+            return;
+        }
+        _installAwaitingLease = null;
 
         if (View != null)
         {
@@ -257,8 +267,13 @@ internal sealed class GroupMember
     }
 
     /// <summary>The membership lease is back: deliver what waited and send what queued.</summary>
-    public void OnLeaseRenewed()
+    public void OnLeaseRenewed(long now)
     {
+        if (_installAwaitingLease is { } waiting && State != MemberState.Left)
+        {
+            _installAwaitingLease = null;
+            OnInstallView(waiting, now);
+        }
         if (View == null || State == MemberState.Left) return;
         for (int rank = 0; rank < _streams.Length; rank++) DeliverReady(rank);
         DeliverOrdered();

@@ -446,7 +446,7 @@ internal sealed class ProcessNode : IProtocolNode
         _leaseUntil = Math.Max(_leaseUntil, sentAt + LeaseDuration);
         if (!wasHeld && LeaseHeld)
         {
-            foreach (GroupMember g in _groups.Values) g.OnLeaseRenewed();
+            foreach (GroupMember g in _groups.Values) g.OnLeaseRenewed(_now);
         }
     }
 
