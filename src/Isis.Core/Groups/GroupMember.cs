@@ -154,6 +154,9 @@ internal sealed class GroupMember
         _nextRequestAt = now + Options.RetryInterval;
     }
 
+    /// <summary>Resends a pending join, leave or terminate request at the next tick (the service's leader changed).</summary>
+    public void RetryRequestsAt(long now) => _nextRequestAt = Math.Min(_nextRequestAt, now);
+
     /// <summary>Asks the membership service to delete the group: every member leaves it in one view change.</summary>
     public void RequestTerminate(long now)
     {

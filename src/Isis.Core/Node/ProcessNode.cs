@@ -341,7 +341,10 @@ internal sealed class ProcessNode : IProtocolNode
                 {
                     _leaderTerm = h.Number;
                     _leader = leader;
-                    _nextHeartbeatAt = _now; // ask the leader at once rather than wait a period
+                    // Ask the leader at once rather than wait a period: the heartbeat, and any join
+                    // or leave the previous replica turned away.
+                    _nextHeartbeatAt = _now;
+                    foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);
                 }
                 return;
             }
