@@ -47,7 +47,8 @@ internal sealed record BenchOptions
 {
     public const string Usage =
         "usage: Isis.Bench [--quick] [--matrix] [--members 3|5] [--primitive P[,P...]] [--response-delay K[,K...]] [--rounds N]\n" +
-        "                  [--out FILE.json|FILE.csv] [--warmup N] [--samples N] [--messages N] [--payload BYTES] [--timeout SECONDS]\n" +
+        "                  [--out FILE.json|FILE.csv|FILE.html] [--warmup N] [--samples N] [--messages N] [--payload BYTES[,BYTES...]]\n" +
+        "                  [--timeout SECONDS]\n" +
         "  --quick          small counts for CI smoke tests (checks that the harness runs, never a timing);\n" +
         "                   covers send, ordered, safe3 and query plus a short response-delay phase\n" +
         "  --matrix         every primitive for 3 and 5 members, plus the response-delay phase for K = 1, 10, 100;\n" +
@@ -58,12 +59,14 @@ internal sealed record BenchOptions
         "  --response-delay comma list of burst sizes K: time until the sender may answer an outside user after K\n" +
         "                   updates, (a) K Sends then Flush() versus (b) K SafeSendAsync (phi = all, and phi = 3 with 5 members)\n" +
         "  --rounds         recorded rounds per K and mode in the response-delay phase (default 300; quick 20)\n" +
-        "  --out            where to write the results (JSON, or CSV if the name ends in .csv)\n" +
+        "  --out            where to write the results: JSON, CSV if the name ends in .csv, or a self-contained\n" +
+        "                   HTML report with plots if it ends in .html (the CSV and JSON are written beside it)\n" +
         "  --warmup         latency round trips not recorded (default 2000; quick 100)\n" +
         "  --samples        latency round trips recorded (default 20000; quick 1000)\n" +
         "  --messages       messages in each throughput blast (default 300000 for send/ordered, a third of it for\n" +
         "                   safe and query; quick 20000)\n" +
-        "  --payload        bytes of application data per message (default 100)\n" +
+        "  --payload        bytes of application data per message, or a comma list run one after the other\n" +
+        "                   (for example 100,1024; default 100)\n" +
         "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)\n" +
         "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100; scale 500)\n" +
         "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30; scale 40)\n" +
@@ -149,7 +152,7 @@ internal sealed record BenchOptions
                 "--warmup" => o with { Warmup = Int(name, value, 0) },
                 "--samples" => o with { Samples = Int(name, value, 1) },
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
-                "--payload" => o with { Payload = Int(name, value, 24) },
+                "--payload" => o with { Payload = Ints(name, value, 24)[0], PayloadSizes = Ints(name, value, 24) },
                 "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
                 "--members" => o with { Members = Int(name, value, 3) },
                 "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
@@ -180,6 +183,9 @@ internal sealed record BenchOptions
     /// <summary>The group sizes of a run: 3 and 5 with --matrix, else --members.</summary>
     public int[] GroupSizes => Matrix ? [3, 5] : [Members];
 
+    /// <summary>Payload sizes to run, in order: --payload takes a comma list (for example 100,1024).</summary>
+    public int[] PayloadSizes { get; init; } = [100];
+
     /// <summary>The arguments that make a member process with these settings.</summary>
     public IEnumerable<string> MemberArguments(int index, int servicePort, string resultPath, int parentPid) =>
     [
@@ -201,6 +207,11 @@ internal sealed record BenchOptions
     ];
 
     private static string Str(int v) => v.ToString(CultureInfo.InvariantCulture);
+
+    private static int[] Ints(string name, string value, int min) =>
+        value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).Select(v => Int(name, v, min)).ToArray() is { Length: > 0 } all
+            ? all
+            : throw new ArgumentException($"{name} needs at least one value");
 
     private static int Int(string name, string value, int min)
     {

@@ -20,6 +20,11 @@ internal static class Coordinator
         {
             Machine = Environment.MachineName,
             Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
+            Os = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
+            MemoryBytes = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
+            Commit = GitCommit(),
+            Command = "dotnet run -c Release --project tools/Isis.Bench -- " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1)),
+            StartedUtc = DateTime.UtcNow,
             ProcessorCount = Environment.ProcessorCount,
             Quick = o.Quick,
             LoadAverageAtStart = LoadAverage(),
@@ -28,9 +33,12 @@ internal static class Coordinator
             Samples = o.Samples,
         };
         Console.WriteLine($"Isis.Bench: load average {report.LoadAverageAtStart}" + (o.Quick ? " (quick mode: smoke test, timings not meaningful)" : ""));
-        foreach (int size in o.GroupSizes)
+        foreach (int payload in o.PayloadSizes)
         {
-            if (RunGroup(o with { Members = size }, report) != 0) return 1;
+            foreach (int size in o.GroupSizes)
+            {
+                if (RunGroup(o with { Members = size, Payload = payload }, report) != 0) return 1;
+            }
         }
         report.WallSeconds = wall.Elapsed.TotalSeconds;
         report.LoadAverageAtEnd = LoadAverage();
@@ -187,7 +195,7 @@ internal static class Coordinator
             Primitive p = o.PrimitiveList[phase];
             PhaseResult sender = m[0].Phases[phase];
             int n = o.MessagesFor(p);
-            var run = new PrimitiveRun { Members = o.Members, Primitive = p.Name(), Phi = p.Phi(o.Members), MessagesPerBlast = n };
+            var run = new PrimitiveRun { Members = o.Members, PayloadBytes = o.Payload, Primitive = p.Name(), Phi = p.Phi(o.Members), MessagesPerBlast = n };
             run.Latency.Add(LatencySummary.Of("send->deliver, all receivers", receivers.SelectMany(r => r.Phases[phase].LatencyTicks)));
             foreach (MemberResult r in receivers) run.Latency.Add(LatencySummary.Of($"send->deliver, member {r.Index}", r.Phases[phase].LatencyTicks));
             run.Latency.Add(LatencySummary.Of("send->deliver, sender (local)", sender.LatencyTicks));
@@ -211,6 +219,7 @@ internal static class Coordinator
             report.ResponseDelay.Add(new ResponseDelaySummary
             {
                 Members = o.Members,
+                PayloadBytes = o.Payload,
                 K = d.K,
                 Mode = d.Mode,
                 Delay = LatencySummary.Of($"{d.Mode}, K={d.K}", d.Ticks),
@@ -255,13 +264,46 @@ internal static class Coordinator
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"wall time {r.WallSeconds:F1} s; load average {r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end"));
     }
 
+    /// <summary>
+    /// Writes the results: JSON, CSV (name ending in .csv), or the self-contained HTML report
+    /// (.html), which also writes the CSV and the JSON beside it.
+    /// </summary>
     internal static void Write(BenchReport report, string path)
     {
         string full = Path.GetFullPath(path);
         if (Path.GetDirectoryName(full) is { } dir) Directory.CreateDirectory(dir);
+        if (path.EndsWith(".html", StringComparison.OrdinalIgnoreCase))
+        {
+            File.WriteAllText(full, HtmlReport.Render(report));
+            File.WriteAllText(Path.ChangeExtension(full, ".csv"), report.ToCsv());
+            File.WriteAllText(Path.ChangeExtension(full, ".json"), JsonSerializer.Serialize(report, ResultJson.Options));
+            Console.WriteLine($"report written to {full} (with {Path.GetFileName(Path.ChangeExtension(full, ".csv"))} and {Path.GetFileName(Path.ChangeExtension(full, ".json"))})");
+            return;
+        }
         File.WriteAllText(full, path.EndsWith(".csv", StringComparison.OrdinalIgnoreCase)
             ? report.ToCsv()
             : JsonSerializer.Serialize(report, ResultJson.Options));
         Console.WriteLine($"results written to {full}");
+    }
+
+    /// <summary>The commit being measured: git's HEAD if git and the repository are at hand.</summary>
+    private static string GitCommit()
+    {
+        try
+        {
+            var psi = new ProcessStartInfo("git", "rev-parse --short=12 HEAD") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+            using Process? git = Process.Start(psi);
+            if (git == null) return "unknown";
+            string head = git.StandardOutput.ReadToEnd().Trim();
+            if (!git.WaitForExit(5_000) || git.ExitCode != 0 || head.Length == 0) return "unknown";
+            var dirty = new ProcessStartInfo("git", "status --porcelain --untracked-files=no") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+            using Process? status = Process.Start(dirty);
+            bool modified = status != null && status.StandardOutput.ReadToEnd().Trim().Length > 0;
+            return modified ? head + " (with local changes)" : head;
+        }
+        catch (System.ComponentModel.Win32Exception)
+        {
+            return "unknown"; // no git on this machine
+        }
     }
 }

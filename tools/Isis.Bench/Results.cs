@@ -92,6 +92,9 @@ internal sealed class LatencySummary
     public double Max { get; set; }
     public double Mean { get; set; }
 
+    /// <summary>The distribution for plotting: the value at 0%, 1%, ..., 100% of the samples (nearest rank).</summary>
+    public double[] Cdf { get; set; } = [];
+
     public static LatencySummary Of(string name, IEnumerable<long> ticks)
     {
         double[] us = ticks.Select(t => t * 1_000_000.0 / Stopwatch.Frequency).Order().ToArray();
@@ -108,6 +111,7 @@ internal sealed class LatencySummary
             P999 = P(0.999),
             Max = us[^1],
             Mean = us.Average(),
+            Cdf = Enumerable.Range(0, 101).Select(i => i == 0 ? us[0] : P(i / 100.0)).ToArray(),
         };
     }
 }
@@ -117,6 +121,8 @@ internal sealed class PrimitiveRun
 {
     public int Members { get; set; }
     public string Primitive { get; set; } = "";
+    /// <summary>Bytes of application data per message in this run.</summary>
+    public int PayloadBytes { get; set; }
     /// <summary>SafeSend threshold (0 for the others).</summary>
     public int Phi { get; set; }
     public int MessagesPerBlast { get; set; }
@@ -133,6 +139,7 @@ internal sealed class PrimitiveRun
 internal sealed class ResponseDelaySummary
 {
     public int Members { get; set; }
+    public int PayloadBytes { get; set; }
     public int K { get; set; }
     public string Mode { get; set; } = "";
     public LatencySummary Delay { get; set; } = new();
@@ -143,6 +150,13 @@ internal sealed class BenchReport
 {
     public string Machine { get; set; } = "";
     public string Runtime { get; set; } = "";
+    /// <summary>The source revision measured (git), or "unknown".</summary>
+    public string Commit { get; set; } = "";
+    /// <summary>The command line that produced this report.</summary>
+    public string Command { get; set; } = "";
+    public string Os { get; set; } = "";
+    public long MemoryBytes { get; set; }
+    public DateTime StartedUtc { get; set; }
     public int ProcessorCount { get; set; }
     public bool Quick { get; set; }
     public string LoadAverageAtStart { get; set; } = "";
@@ -163,20 +177,20 @@ internal sealed class BenchReport
     public string ToCsv()
     {
         if (Scale != null) return Scale.ToCsv(this);
-        var sb = new StringBuilder("kind,members,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s\n");
+        var sb = new StringBuilder("kind,members,payload_bytes,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s\n");
         foreach (PrimitiveRun r in Runs)
         {
             foreach (LatencySummary l in r.Latency)
-                sb.AppendLine(Inv($"latency,{r.Members},{r.Primitive},\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+                sb.AppendLine(Inv($"latency,{r.Members},{r.PayloadBytes},{r.Primitive},\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
             foreach (ThroughputResult t in r.Throughput)
-                sb.AppendLine(Inv($"throughput,{r.Members},{r.Primitive},member{t.Member} deliveries,{t.Deliveries},,,,,,,{t.DeliveriesPerSecond:F0}"));
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},member{t.Member} deliveries,{t.Deliveries},,,,,,,{t.DeliveriesPerSecond:F0}"));
             if (r.SenderCompletedPerSecond > 0)
-                sb.AppendLine(Inv($"throughput,{r.Members},{r.Primitive},sender completed,{r.MessagesPerBlast},,,,,,,{r.SenderCompletedPerSecond:F0}"));
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},sender completed,{r.MessagesPerBlast},,,,,,,{r.SenderCompletedPerSecond:F0}"));
         }
         foreach (ResponseDelaySummary d in ResponseDelay)
         {
             LatencySummary l = d.Delay;
-            sb.AppendLine(Inv($"response_delay,{d.Members},{d.Mode},K={d.K},{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+            sb.AppendLine(Inv($"response_delay,{d.Members},{d.PayloadBytes},{d.Mode},K={d.K},{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
         }
         return sb.ToString();
     }

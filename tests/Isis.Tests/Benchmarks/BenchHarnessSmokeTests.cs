@@ -23,12 +23,26 @@ public sealed class BenchHarnessSmokeTests
         Assert.True(File.Exists(dll), $"tools/Isis.Bench was not built: {dll} is missing");
 
         string dir = Directory.CreateTempSubdirectory("isis-bench-smoke-").FullName;
-        string output = Path.Combine(dir, "quick.json");
+        string report = Path.Combine(dir, "quick.html");
+        string output = Path.ChangeExtension(report, ".json");
         try
         {
-            var (exitCode, log) = await RunToExit([dll, "--quick", "--out", output], workingDirectory: null, TimeSpan.FromSeconds(120));
+            var (exitCode, log) = await RunToExit([dll, "--quick", "--out", report], workingDirectory: null, TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --quick exited with {exitCode}:\n{log}");
             Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
+
+            // The self-contained report: plots inline, the machine, the commit and the command on the page, sample counts in the tables.
+            string html = File.ReadAllText(report);
+            Assert.Contains("<svg", html);
+            Assert.Contains("Latency against group size", html);
+            Assert.Contains("Throughput against payload size", html);
+            Assert.Contains("--quick --out", html);
+            Assert.Contains(">commit<", html);
+            Assert.DoesNotContain("<script", html);
+            Assert.DoesNotContain("http://", html.Replace("http://www.w3.org/2000/svg", "", StringComparison.Ordinal));
+            string csv = File.ReadAllText(Path.ChangeExtension(report, ".csv"));
+            Assert.StartsWith("kind,members,payload_bytes,primitive", csv);
+            Assert.Contains("latency,3,100,send,", csv);
 
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             JsonElement root = result.RootElement;
@@ -45,6 +59,7 @@ public sealed class BenchHarnessSmokeTests
                 JsonElement[] latency = [.. run.GetProperty("Latency").EnumerateArray()];
                 Assert.NotEmpty(latency);
                 Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"{name}: no latency samples for {l.GetProperty("Name")}"));
+                Assert.All(latency, l => Assert.Equal(101, l.GetProperty("Cdf").GetArrayLength()));
                 JsonElement[] throughput = [.. run.GetProperty("Throughput").EnumerateArray()];
                 Assert.Equal(run.GetProperty("Members").GetInt32(), throughput.Length);
                 Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"{name}: member {t.GetProperty("Member")} delivered nothing"));
