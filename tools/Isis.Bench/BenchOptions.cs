@@ -46,14 +46,16 @@ internal static class Primitives
 internal sealed record BenchOptions
 {
     public const string Usage =
-        "usage: Isis.Bench [--quick] [--matrix] [--members 3|5] [--primitive P[,P...]] [--response-delay K[,K...]] [--rounds N]\n" +
+        "usage: Isis.Bench [--quick] [--matrix] [--members N[,N...]] [--primitive P[,P...]] [--response-delay K[,K...]] [--rounds N]\n" +
         "                  [--out FILE.json|FILE.csv|FILE.html] [--warmup N] [--samples N] [--messages N] [--payload BYTES[,BYTES...]]\n" +
         "                  [--timeout SECONDS]\n" +
         "  --quick          small counts for CI smoke tests (checks that the harness runs, never a timing);\n" +
         "                   covers send, ordered, safe3 and query plus a short response-delay phase\n" +
-        "  --matrix         every primitive for 3 and 5 members, plus the response-delay phase for K = 1, 10, 100;\n" +
+        "  --matrix         every primitive for 3, 5, 10, 20 and 50 members (or --members), plus the response-delay\n" +
+        "                   phase for K = 1, 10, 100;\n" +
         "                   one combined result file\n" +
-        "  --members        group size, 3 or 5 (default 3); member 0 sends, the others receive\n" +
+        "  --members        group size (3 or more; default 3), or a comma list run one after the other;\n" +
+        "                   member 0 sends, the others receive\n" +
         "  --primitive      send|ordered|safe1|safe3|safeall|query, or a comma list run one after the other in\n" +
         "                   the same group (default send); safeN is SafeSend with SetSafeSendThreshold(N), safeall phi = members\n" +
         "  --response-delay comma list of burst sizes K: time until the sender may answer an outside user after K\n" +
@@ -154,7 +156,7 @@ internal sealed record BenchOptions
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
                 "--payload" => o with { Payload = Ints(name, value, 24)[0], PayloadSizes = Ints(name, value, 24) },
                 "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
-                "--members" => o with { Members = Int(name, value, 3) },
+                "--members" => o with { Members = Ints(name, value, 3)[0], MemberSizes = Ints(name, value, 3) },
                 "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
                 "--response-delay" => o with { ResponseDelayBursts = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(k => Int(name, k, 1))] },
                 "--rounds" => o with { Rounds = Int(name, value, 1) },
@@ -175,13 +177,16 @@ internal sealed record BenchOptions
             o = o with { PrimitiveList = Primitives.All, ResponseDelayBursts = o.ResponseDelayBursts.Length > 0 ? o.ResponseDelayBursts : [1, 10, 100] };
         }
         if (o.PrimitiveList.Length == 0) throw new ArgumentException("--primitive needs at least one primitive");
-        if (!o.Scale && o.Members is not (3 or 5)) throw new ArgumentException($"--members must be 3 or 5 (or 3 or more with --scale); got {o.Members}");
+        if (o.Scale && o.MemberSizes is { Length: > 1 }) throw new ArgumentException("--scale runs one group size at a time; give --members one number");
         if (o.Scale && o.Matrix) throw new ArgumentException("--matrix and --scale do not go together");
         return o;
     }
 
     /// <summary>The group sizes of a run: 3 and 5 with --matrix, else --members.</summary>
-    public int[] GroupSizes => Matrix ? [3, 5] : [Members];
+    /// <summary>Group sizes to run, in order: --members takes a comma list; --matrix defaults to 3, 5, 10, 20 and 50.</summary>
+    public int[] GroupSizes => MemberSizes ?? (Matrix ? [3, 5, 10, 20, 50] : [Members]);
+
+    public int[]? MemberSizes { get; init; }
 
     /// <summary>Payload sizes to run, in order: --payload takes a comma list (for example 100,1024).</summary>
     public int[] PayloadSizes { get; init; } = [100];
