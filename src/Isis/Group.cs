@@ -152,18 +152,25 @@ public sealed partial class Group
 
     /// <summary>Leaves the group; completes once the membership service has installed a view without this process.</summary>
     /// <param name="cancellationToken">Stops waiting (the leave itself goes on).</param>
-    public Task LeaveAsync(CancellationToken cancellationToken = default)
+    public Task LeaveAsync(CancellationToken cancellationToken = default) =>
+        GoOut(nameof(Leave), GroupState.New, loop => loop.Node.Leave(Id, loop.Now), cancellationToken);
+
+    /// <summary>
+    /// Leaving and deleting the group end alike: this member is out once the service installs a
+    /// view without it. <paramref name="notBefore"/> is the state in which it is too early to ask.
+    /// </summary>
+    private Task GoOut(string operation, GroupState notBefore, Action<EventLoop> request, CancellationToken cancellationToken)
     {
         EventLoop loop = _runtime.RunningLoop();
         TaskCompletionSource left;
         lock (_gate)
         {
             if (_state is GroupState.Leaving or GroupState.Left) return StopWaitingWhenCancelled(_left!.Task, cancellationToken);
-            if (_state == GroupState.New) throw ExceptionFactory.NotJoined(Name, nameof(Leave));
+            if (_state <= notBefore) throw NotJoinedError(operation);
             _state = GroupState.Leaving;
             _left = left = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         }
-        loop.Post(() => loop.Node.Leave(Id, loop.Now));
+        loop.Post(() => request(loop));
         return StopWaitingWhenCancelled(left.Task, cancellationToken);
     }
 
@@ -213,20 +220,8 @@ public sealed partial class Group
 
     /// <summary>The asynchronous form of <see cref="Terminate"/>.</summary>
     /// <param name="cancellationToken">Stops waiting (the deletion itself goes on).</param>
-    public Task TerminateAsync(CancellationToken cancellationToken = default)
-    {
-        EventLoop loop = _runtime.RunningLoop();
-        TaskCompletionSource left;
-        lock (_gate)
-        {
-            if (_state is GroupState.Leaving or GroupState.Left) return StopWaitingWhenCancelled(_left!.Task, cancellationToken);
-            if (_state != GroupState.Joined) throw NotJoinedError(nameof(Terminate));
-            _state = GroupState.Leaving;
-            _left = left = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        }
-        loop.Post(() => loop.Node.Terminate(Id, loop.Now));
-        return StopWaitingWhenCancelled(left.Task, cancellationToken);
-    }
+    public Task TerminateAsync(CancellationToken cancellationToken = default) =>
+        GoOut(nameof(Terminate), GroupState.Joining, loop => loop.Node.Terminate(Id, loop.Now), cancellationToken);
 
     private IsisException NotJoinedError(string operation) =>
         _terminated ? ExceptionFactory.GroupTerminated(Name, operation) : ExceptionFactory.NotJoined(Name, operation);
