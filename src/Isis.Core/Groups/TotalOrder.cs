@@ -22,6 +22,7 @@ internal sealed class TotalOrder
 {
     public const int SequencerRank = 0;
 
+    private readonly List<(int Rank, long Seq, StreamMessage Message)> _newlyAccepted = new();
     private readonly Dictionary<(int Rank, long Seq), StreamMessage> _waiting = new();
     private readonly List<(int Rank, long Seq)> _positions = new();
     private readonly List<(int Rank, long Seq)> _toAnnounce = new();
@@ -93,9 +94,11 @@ internal sealed class TotalOrder
     /// Returns the newly accepted safe messages (for the history). A delivered position was held by
     /// every acceptor already, so positions before <see cref="_next"/> count as held.
     /// </summary>
-    public IEnumerable<(int Rank, long Seq, StreamMessage Message)> AdvanceMyAcceptance()
+    /// <remarks>The list is reused: it is valid until the next call (no allocation per ordered delivery).</remarks>
+    public List<(int Rank, long Seq, StreamMessage Message)> AdvanceMyAcceptance()
     {
-        var accepted = new List<(int, long, StreamMessage)>();
+        List<(int Rank, long Seq, StreamMessage Message)> accepted = _newlyAccepted;
+        accepted.Clear();
         while (_myAccepted < _positions.Count)
         {
             int index = (int)_myAccepted;
