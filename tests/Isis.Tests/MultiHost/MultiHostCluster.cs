@@ -20,8 +20,7 @@ internal sealed class MultiHostCluster : IDisposable
 
     private readonly List<MemberProcess> _members = new();
     private readonly List<MemberProcess> _serviceProcesses = new();
-    private readonly ITestOutputHelper _output;
-    private readonly DateTime _started = DateTime.UtcNow;
+    private readonly ElapsedLog _log;
 
     /// <param name="output">The test's output.</param>
     /// <param name="hosts">Number of hosts (network namespaces).</param>
@@ -30,7 +29,7 @@ internal sealed class MultiHostCluster : IDisposable
     /// <param name="suspicionCount">Heartbeat periods without news before the service expels a process (see <see cref="MultiProcessCluster"/> for why the tests use 20).</param>
     public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount)
     {
-        _output = output;
+        _log = new ElapsedLog(output);
         Services = services;
         Group = group;
         Suspicion = suspicionCount;
@@ -147,11 +146,7 @@ internal sealed class MultiHostCluster : IDisposable
 
     public static string S(int n) => n.ToString(CultureInfo.InvariantCulture);
 
-    public void Log(string text)
-    {
-        string line = $"[{(DateTime.UtcNow - _started).TotalSeconds,7:0.000} s] {text}";
-        try { _output.WriteLine(line); } catch (InvalidOperationException) { /* test already finished */ }
-    }
+    public void Log(string text) => _log.Write(text);
 
     /// <summary>Every child's recent output, for failure messages.</summary>
     public string Describe()

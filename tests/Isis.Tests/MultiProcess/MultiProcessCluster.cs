@@ -20,8 +20,7 @@ public sealed class MultiProcessCollection
 internal sealed class MultiProcessCluster : IDisposable
 {
     private readonly List<MemberProcess> _members = new();
-    private readonly ITestOutputHelper _output;
-    private readonly DateTime _started = DateTime.UtcNow;
+    private readonly ElapsedLog _log;
 
     /// <param name="output">The test's output.</param>
     /// <param name="group">The group every member joins.</param>
@@ -32,7 +31,7 @@ internal sealed class MultiProcessCluster : IDisposable
     /// </param>
     public MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount = 5)
     {
-        _output = output;
+        _log = new ElapsedLog(output);
         Group = group;
         Suspicion = suspicionCount;
         ServicePort = TestRuntimes.FreeUdpPort();
@@ -127,11 +126,7 @@ internal sealed class MultiProcessCluster : IDisposable
         }
     }
 
-    public void Log(string text)
-    {
-        string line = $"[{(DateTime.UtcNow - _started).TotalSeconds,7:0.000} s] {text}";
-        try { _output.WriteLine(line); } catch (InvalidOperationException) { /* test already finished */ }
-    }
+    public void Log(string text) => _log.Write(text);
 
     /// <summary>Every child's recent output, for failure messages.</summary>
     public string Describe()

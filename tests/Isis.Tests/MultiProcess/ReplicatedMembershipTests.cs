@@ -26,8 +26,8 @@ public sealed class ReplicatedMembershipTests(ITestOutputHelper output)
     {
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-replicas-");
         var processes = new List<MemberProcess>();
-        var started = DateTime.UtcNow;
-        void Log(string text) => output.WriteLine($"[{(DateTime.UtcNow - started).TotalSeconds,7:0.000} s] {text}");
+        var log = new ElapsedLog(output);
+        void Log(string text) => log.Write(text);
         try
         {
             string replicas = string.Join(",", Enumerable.Range(0, 3).Select(_ => $"127.0.0.1:{TestRuntimes.FreeUdpPort()}"));
