@@ -9,6 +9,9 @@ using Isis.Benchmarks;
 // CI smoke run (each benchmark once, in this process, no separate build; seconds, not minutes):
 //   dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --dry --filter '*'
 // which is BenchmarkDotNet's own "--job Dry" plus the in-process toolchain.
+// Where the Send path allocates, by type and thread (not a BenchmarkDotNet run):
+//   dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --allocations [--messages N] [--payload BYTES]
+if (args.Contains("--allocations")) return AllocationProfile.Run(args);
 IConfig config = new IsisBenchmarkConfig();
 if (args.Contains("--dry"))
 {
