@@ -31,6 +31,10 @@ internal sealed class Simulator
 
     private readonly DeterministicRandom _random;
     private readonly SimulatedNetwork _network;
+
+    // The processes recycle their buffers as the runtime does, into a pool that overwrites every
+    // returned array: a buffer used after its return shows up as a corrupted delivery in the history.
+    private readonly BufferPool _buffers = new() { Poison = true };
     private readonly SimReplica[] _replicas;
     private readonly ulong[] _serviceEndpoints;
     private readonly SimProcess[] _processes;
@@ -274,7 +278,7 @@ internal sealed class Simulator
         p.Backlog.Clear();
         p.Sent = 0;
         p.FlushOutstanding = false;
-        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol, _now);
+        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol with { BufferPool = _buffers }, _now);
         p.WantsGroup = true;
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now);
@@ -323,7 +327,7 @@ internal sealed class Simulator
     private void Flush(IProtocolNode node, NodeId self)
     {
         Outbox o = node.Outbox;
-        foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes, _now);
+        foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes.ToArray(), _now);
         foreach (NodeEvent e in o.Events) Record(self, e);
         o.Clear();
     }
@@ -365,12 +369,13 @@ internal sealed class Simulator
         SimProcess? p = ProcessOf(process);
         if (p?.Node == null || p.Node.IsShutDown) return;
         long queryId = MessageKinds.QueryIdOf(d.Payload.Span);
+        NodeId requester = d.Sender; // the event object is reused once the outbox clears
         // Replies are queued behind the current step, as an application's handler would run after it.
         ProcessNode node = p.Node;
         At(_now, () =>
         {
             if (p.Node != node || node.IsShutDown) return;
-            node.Reply(_group, d.Sender, queryId, ReplyKind.Values, BitConverter.GetBytes(process.Endpoint), _now);
+            node.Reply(_group, requester, queryId, ReplyKind.Values, BitConverter.GetBytes(process.Endpoint), _now);
             Flush(p);
         });
     }

@@ -215,21 +215,40 @@ public sealed partial class Group
         }
     }
 
-    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args, int phi = 0) =>
-        MulticastPayload(kind, operation, ArgumentCodec.Encode(opcode, args ?? [null]), phi);
+    /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
+        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
+        if (length > _runtime.Options.MaxMessageSize)
+        {
+            _runtime.Buffers.Return(array);
+            throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
+        }
+        PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+    }
 
     private void MulticastPayload(MessageKind kind, string operation, byte[] payload, int phi)
     {
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
+        PostSend(loop, kind, payload, phi, null);
+    }
+
+    private void PostSend(EventLoop loop, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, byte[]? pooled)
+    {
         WaitForWindow();
         Interlocked.Increment(ref _queuedSends);
-        loop.Post(() =>
-        {
-            Interlocked.Decrement(ref _queuedSends);
-            loop.Node.Send(Id, payload, loop.Now, kind, phi);
-        });
+        loop.PostSend(new QueuedSend(this, kind, payload, phi, pooled));
+    }
+
+    /// <summary>On the event loop: hands a queued Send to the protocol (which owns a pooled payload from here).</summary>
+    internal void SendQueued(EventLoop loop, in QueuedSend send)
+    {
+        Interlocked.Decrement(ref _queuedSends);
+        loop.Node.Send(Id, send.Payload, loop.Now, send.Kind, send.Phi, send.Pooled);
     }
 
     private void WaitForWindow()

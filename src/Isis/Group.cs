@@ -136,7 +136,7 @@ public sealed partial class Group
             if (_durability == SafeSendDurability.Disk) OpenSafeSendLog();
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-            _delivery = new DeliveryThread(Name);
+            _delivery = new DeliveryThread(Name, DispatchPending, _runtime.Buffers);
         }
         bool disk = _durability == SafeSendDurability.Disk;
         loop.Post(() => loop.Node.Join(Name, loop.Now, disk));
@@ -328,17 +328,25 @@ public sealed partial class Group
         _delivery.Enqueue(() => _joined?.TrySetResult());
     }
 
-    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlyMemory<byte> payload)
+    /// <summary>
+    /// Queues a delivered message for the handlers. The payload is copied into a pooled buffer
+    /// (the core recycles its copy once the message is stable), which the delivery thread returns.
+    /// </summary>
+    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlySpan<byte> payload)
     {
-        if (kind.IsQuery())
-        {
-            long queryId = MessageKinds.QueryIdOf(payload.Span);
-            _delivery!.Enqueue(() => DispatchQuery(sender, queryId, payload[8..]));
-        }
-        else
-        {
-            _delivery!.Enqueue(() => Dispatch(sender, payload));
-        }
+        bool query = kind.IsQuery();
+        long queryId = query ? MessageKinds.QueryIdOf(payload) : 0;
+        ReadOnlySpan<byte> body = query ? payload[Math.Min(8, payload.Length)..] : payload;
+        byte[] buffer = _runtime.Buffers.Rent(body.Length);
+        body.CopyTo(buffer);
+        _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId));
+    }
+
+    private void DispatchPending(PendingDelivery message)
+    {
+        ReadOnlyMemory<byte> payload = message.Buffer.AsMemory(0, message.Length);
+        if (message.IsQuery) DispatchQuery(message.Sender, message.QueryId, payload);
+        else Dispatch(message.Sender, payload);
     }
 
     /// <summary>Runs the handlers of a query request with Reply bound to it; a handler that did not answer sends a null reply, so no requester waits forever.</summary>

@@ -1,3 +1,5 @@
+using Isis.Serialization;
+using Isis.Core.Common;
 using System.Net;
 using System.Collections.Concurrent;
 using Isis.Core.Groups;
@@ -18,6 +20,8 @@ namespace Isis;
 public sealed class IsisRuntime : IDisposable, IEventSink
 {
     private readonly ConcurrentDictionary<GroupId, Group> _groups = new();
+    private readonly Lock _groupSnapshotGate = new();
+    private volatile Group[] _groupSnapshot = [];
     private readonly object _lifecycle = new();
     private EventLoop? _loop;
     private volatile string? _shutdownReason;
@@ -32,12 +36,21 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Options = options ?? new IsisOptions();
         Options.Validate();
         Logger = (Options.LoggerFactory ?? NullLoggerFactory.Instance).CreateLogger("Isis");
+        _encodingWriters = new ThreadLocal<PooledBufferWriter>(() => new PooledBufferWriter(Buffers));
     }
 
     /// <summary>The settings this runtime was created with.</summary>
     public IsisOptions Options { get; }
 
     internal ILogger Logger { get; }
+
+    /// <summary>Buffers for messages on their way (encoded Sends, held messages, payloads waiting for handlers), reused instead of allocated per message.</summary>
+    internal IBufferPool Buffers { get; } = new SharedBufferPool();
+
+    private readonly ThreadLocal<PooledBufferWriter> _encodingWriters;
+
+    /// <summary>This thread's writer for encoding a message into a pooled array.</summary>
+    internal PooledBufferWriter EncodingWriter => _encodingWriters.Value!;
 
     /// <summary>This process incarnation's address, once started.</summary>
     public Address? Address { get; private set; }
@@ -72,7 +85,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         lock (_lifecycle)
         {
             if (_loop != null) throw new InvalidOperationException("This IsisRuntime is already started; create a new IsisRuntime to start another.");
-            var loop = new EventLoop(Options, this);
+            var loop = new EventLoop(Options, this, Buffers);
             Address = new Address(loop.Node.Self);
             _loop = loop;
             loop.Start();
@@ -107,6 +120,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         var stopped = ExceptionFactory.ShutDown("IsisRuntime.Shutdown() was called.");
         foreach (Group g in _groups.Values) g.OnRuntimeStopped(stopped);
         _groups.Clear();
+        RefreshGroupSnapshot();
         Log.Stopped(Logger, Address?.ToString() ?? "?");
     }
 
@@ -122,6 +136,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         var stopped = ExceptionFactory.ShutDown("the runtime was stopped abruptly.");
         foreach (Group g in _groups.Values) g.OnRuntimeStopped(stopped);
         _groups.Clear();
+        RefreshGroupSnapshot();
     }
 
     /// <summary>Same as <see cref="Shutdown"/>.</summary>
@@ -176,9 +191,21 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     internal void Register(Group group)
     {
         if (!_groups.TryAdd(group.Id, group)) throw ExceptionFactory.DuplicateGroup(group.Name);
+        RefreshGroupSnapshot();
     }
 
-    internal void Unregister(Group group) => _groups.TryRemove(new KeyValuePair<GroupId, Group>(group.Id, group));
+    internal void Unregister(Group group)
+    {
+        _groups.TryRemove(new KeyValuePair<GroupId, Group>(group.Id, group));
+        RefreshGroupSnapshot();
+    }
+
+    // The event loop walks every group after each batch: an array to walk, rebuilt on (rare)
+    // joins and leaves, instead of the dictionary's allocating Values snapshot per batch.
+    private void RefreshGroupSnapshot()
+    {
+        lock (_groupSnapshotGate) _groupSnapshot = _groups.Values.ToArray();
+    }
 
     internal void CountMismatch() => Interlocked.Increment(ref _handlerMismatches);
 
@@ -195,7 +222,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case MessageDelivered d:
                 if (_groups.TryGetValue(d.Group, out Group? g))
                 {
-                    g.OnDelivered(d.Sender, d.Kind, d.Payload);
+                    g.OnDelivered(d.Sender, d.Kind, d.Payload.Span);
                     if (d.Kind == MessageKind.Safe && d.Sender == loop.Node.Self) g.OnOwnSafeDelivered();
                 }
                 break;
@@ -227,7 +254,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         {
             if (_groups.TryGetValue(r.Group, out Group? g) && g.SafeSendLog is { } log)
             {
-                log.Append(r.Phi, r.Payload);
+                log.Append(r.Phi, r.Payload.Span);
                 touched.Add(log);
             }
         }
@@ -244,7 +271,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     void IEventSink.AfterBatch()
     {
         EventLoop loop = _loop!;
-        foreach (Group g in _groups.Values) g.PublishWindow(loop.Node.FindGroup(g.Id));
+        foreach (Group g in _groupSnapshot) g.PublishWindow(loop.Node.FindGroup(g.Id));
     }
 
     private void OnShutDownByProtocol(string reason)

@@ -204,7 +204,7 @@ internal sealed class TestCluster
 
     private void Collect(IProtocolNode node)
     {
-        foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue(new Envelope(node.Endpoint, p.Destination, p.Bytes));
+        foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue(new Envelope(node.Endpoint, p.Destination, p.Bytes.ToArray()));
         List<NodeEvent> log = node == Oracle ? OracleEvents : Events[(int)node.Endpoint - 1];
         log.AddRange(node.Outbox.Events);
         node.Outbox.Clear();

@@ -57,6 +57,9 @@ internal sealed class GroupMember
     private long _nextFlushPokeAt;
     private long _sentCount;
     private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
+    private int _sentLogStart; // entries before it are stable: see TrimSentLog
+    private long[] _ownDigest = [];
+    private long[] _digestScratch = [];
     private readonly List<(long Token, long Target, int MinHolders)> _flushWaiters = new();
 
     private SenderStream[] _streams = [];
@@ -226,6 +229,7 @@ internal sealed class GroupMember
         MyRank = rank;
         _order.Reset(view.Members.Length);
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
+        _sentLogStart = 0;
         _streams = new SenderStream[view.Members.Length];
         _acks = new long[view.Members.Length][];
         _noAcks = new long[view.Members.Length];
@@ -289,10 +293,15 @@ internal sealed class GroupMember
     // ---------------------------------------------------------------- Send
 
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
-    public void Send(MessageKind kind, byte[] payload, int phi = 0)
+    // pooled: the pool array behind payload (a Send's); the stream returns it once the message is stable.
+    public void Send(MessageKind kind, ReadOnlyMemory<byte> payload, int phi = 0, byte[]? pooled = null)
     {
-        var message = new StreamMessage(kind, payload, phi);
-        if (State is not (MemberState.Active or MemberState.Joining)) return;
+        var message = new StreamMessage(kind, payload, phi, kind == MessageKind.Send ? pooled : null);
+        if (State is not (MemberState.Active or MemberState.Joining))
+        {
+            if (pooled != null) _node.Outbox.Pool?.Return(pooled); // never referenced
+            return;
+        }
         if (!kind.IsSafe()) _issued++; // SafeSend is durable on delivery; Flush covers the cheap primitives
         if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
         else _pendingSends.Enqueue(message);
@@ -369,13 +378,7 @@ internal sealed class GroupMember
     private void CompleteFlushes()
     {
         if (_flushWaiters.Count == 0) return;
-        if (MyRank >= 0)
-        {
-            long stable = _streams[MyRank].Stable;
-            int settled = 0;
-            while (settled < _sentLog.Count && _sentLog[settled].View == View!.Id && _sentLog[settled].Seq <= stable) settled++;
-            _sentLog.RemoveRange(0, settled);
-        }
+        TrimSentLog();
         bool atOnce = (Options.Mutations & ProtocolMutations.FlushReturnsAtOnce) != 0;
         for (int i = _flushWaiters.Count - 1; i >= 0; i--)
         {
@@ -386,11 +389,35 @@ internal sealed class GroupMember
         }
     }
 
+    /// <summary>
+    /// Forgets the sent messages that are stable here (settled for every Flush). Runs whenever our
+    /// own stream's stability advances, Flush or not, so a sender that never flushes does not
+    /// accumulate an entry per message; the list is compacted only when its settled head is the
+    /// larger half, so trimming costs O(1) per message.
+    /// </summary>
+    private void TrimSentLog()
+    {
+        if (MyRank < 0 || View == null) return;
+        long stable = _streams[MyRank].Stable;
+        while (_sentLogStart < _sentLog.Count && _sentLog[_sentLogStart].View == View.Id && _sentLog[_sentLogStart].Seq <= stable) _sentLogStart++;
+        if (_sentLogStart == _sentLog.Count)
+        {
+            _sentLog.Clear();
+            _sentLogStart = 0;
+        }
+        else if (_sentLogStart > 1024 && _sentLogStart * 2 > _sentLog.Count)
+        {
+            _sentLog.RemoveRange(0, _sentLogStart);
+            _sentLogStart = 0;
+        }
+    }
+
     private bool FlushSettled(long target, int minHolders)
     {
         if (target > _sentCount) return false; // some of its messages still wait to be sent
-        int last = _sentLog.FindLastIndex(e => e.Issue <= target);
-        if (last < 0) return true;
+        int last = _sentLog.Count - 1;
+        while (last >= _sentLogStart && _sentLog[last].Issue > target) last--;
+        if (last < _sentLogStart) return true;
         long seq = _sentLog[last].Seq;
         int members = View!.Members.Length;
         int need = minHolders <= 0 ? members : Math.Min(minHolders, members);
@@ -414,10 +441,10 @@ internal sealed class GroupMember
         if (message.IsApplication)
         {
             if (!message.Kind.IsSafe()) _sentLog.Add((++_sentCount, view.Id, seq));
-            _node.Emit(new MessageSent(Id, view.Id, seq, message.Kind, message.Payload, message.Phi));
+            _node.Outbox.Sent(Id, view.Id, seq, message.Kind, message.Payload, message.Phi);
         }
         OnStreamDelivered(MyRank, seq, message);
-        byte[] packet = DataPacket(MyRank, seq, message);
+        ReadOnlyMemory<byte> packet = DataPacket(MyRank, seq, message);
         foreach (NodeId member in view.Members)
         {
             if (member != Self) _node.SendTo(member.Endpoint, packet);
@@ -425,9 +452,9 @@ internal sealed class GroupMember
         _digestDirty = true;
     }
 
-    private byte[] DataPacket(int originRank, long seq, StreamMessage message) =>
+    private ReadOnlyMemory<byte> DataPacket(int originRank, long seq, StreamMessage message) =>
         _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq))
-            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).Tail(message.Payload).Finish();
+            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).Tail(message.Payload.Span).Finish(_node.Outbox);
 
     // ---------------------------------------------------------------- receive path
 
@@ -489,20 +516,21 @@ internal sealed class GroupMember
         int origin = r.I32();
         var kind = (MessageKind)r.U8();
         int phi = r.I32();
-        byte[] payload = r.Tail();
+        ReadOnlySpan<byte> payload = r.TailSpan();
         if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); return; }
-        var message = new StreamMessage(kind, payload, phi);
         if (origin == MyRank) { _node.Counters.Duplicates++; return; }
         // Flow control keeps every sender far closer than this to what receivers hold.
         if (seq > _streams[origin].Contiguous + MaxAhead) { r.Fail(); return; }
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
-        if (!s.Add(seq, message)) { _node.Counters.Duplicates++; return; }
+        if (seq <= s.Contiguous || s.Held.ContainsKey(seq)) { _node.Counters.Duplicates++; return; }
+        StreamMessage message = Keep(kind, payload, phi);
+        s.Add(seq, message);
         _digestDirty = true;
         if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1 && kind == MessageKind.Send)
         {
             // Deliberate bug: deliver whatever arrives.
-            _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[origin], seq, kind, payload));
+            _node.Outbox.Delivered(Id, View!.Id, View.Members[origin], seq, kind, message.Payload, atViewEnd: false);
             return;
         }
         if (s.HasGap && s.NextNakAt == 0)
@@ -511,6 +539,19 @@ internal sealed class GroupMember
             _naksArmed = true;
         }
         DeliverReady(origin);
+    }
+
+    /// <summary>
+    /// A received message's own copy of its payload. A Send's lives in a pooled array (its stream
+    /// is its last holder, and returns it once stable); other kinds may be held elsewhere too
+    /// (total order, SafeSend resends), so they get an array of their own.
+    /// </summary>
+    private StreamMessage Keep(MessageKind kind, ReadOnlySpan<byte> payload, int phi)
+    {
+        if (kind != MessageKind.Send || _node.Outbox.Pool is not { } pool) return new StreamMessage(kind, payload.ToArray(), phi);
+        byte[] array = pool.Rent(payload.Length);
+        payload.CopyTo(array);
+        return new StreamMessage(kind, array.AsMemory(0, payload.Length), phi, array);
     }
 
     /// <summary>Delivers the contiguous prefix of one sender's stream, unless a flush wedged us.</summary>
@@ -547,7 +588,7 @@ internal sealed class GroupMember
                 DeliverOrdered();
                 break;
             case MessageKind.SafeAccept:
-                if (!_order.TryAddAcceptance(rank, message.Payload))
+                if (!_order.TryAddAcceptance(rank, message.Payload.Span))
                 {
                     _node.Counters.DroppedMalformed++;
                     break;
@@ -555,7 +596,7 @@ internal sealed class GroupMember
                 DeliverOrdered();
                 break;
             case MessageKind.OrderAnnouncement:
-                if (rank != TotalOrder.SequencerRank || !_order.TryAddPositions(message.Payload, _streams.Length))
+                if (rank != TotalOrder.SequencerRank || !_order.TryAddPositions(message.Payload.Span, _streams.Length))
                 {
                     _node.Counters.DroppedMalformed++;
                     break;
@@ -582,9 +623,9 @@ internal sealed class GroupMember
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
     private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
     {
-        _node.Emit(new MessageDelivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd));
+        _node.Outbox.Delivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd);
         if (rank == MyRank) _ownSafe.Remove(seq);
-        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload), View);
+        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View);
     }
 
     /// <summary>
@@ -625,8 +666,10 @@ internal sealed class GroupMember
             CollectStableMessages();
             return;
         }
-        long[] vector = r.Longs();
-        if (!r.Ok || vector.Length != _streams.Length) { r.Fail(); return; }
+        if (_digestScratch.Length != _streams.Length) _digestScratch = new long[_streams.Length];
+        long[] vector = _digestScratch;
+        r.LongsInto(vector);
+        if (!r.Ok) { r.Fail(); return; }
         for (int i = 0; i < vector.Length; i++)
         {
             if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
@@ -635,7 +678,7 @@ internal sealed class GroupMember
         // The first digest of this member in this view: its vector (fresh, never negative) becomes
         // the row, and the shared zero row stands for the old values below (it is never written).
         bool first = ReferenceEquals(row, _noAcks);
-        if (first) _acks[from] = vector;
+        if (first) _acks[from] = (long[])vector.Clone(); // the scratch is reused by the next digest
         _stabilityDirty = true;
         for (int i = 0; i < vector.Length; i++)
         {
@@ -682,8 +725,9 @@ internal sealed class GroupMember
         {
             SenderStream s = _streams[r];
             if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
-            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]));
+            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]), _node.Outbox);
         }
+        TrimSentLog();
     }
 
     /// <summary>Recomputes the minimum of every stale column in one pass over the other members' rows.</summary>
@@ -869,10 +913,12 @@ internal sealed class GroupMember
     {
         _digestDirty = false;
         _lastDigestSentAt = now;
-        var vector = new long[_streams.Length];
+        // Our own row is rewritten in place: a digest per step must not cost an allocation.
+        if (_ownDigest.Length != _streams.Length) _ownDigest = new long[_streams.Length];
+        long[] vector = _ownDigest;
         for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
         _acks[MyRank] = vector;
-        byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish();
+        ReadOnlyMemory<byte> packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish(_node.Outbox);
         foreach (NodeId member in View.Members)
         {
             if (member != Self && (only == null || member == only)) _node.SendTo(member.Endpoint, packet);

@@ -101,6 +101,7 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
 
     public void Tick(long now)
     {
+        if (_pending.Count == 0) return; // every tick of every group: no copy to walk when nothing waits
         foreach (Pending p in _pending.Values.ToList())
         {
             if (now < p.Deadline) continue;

@@ -37,11 +37,14 @@ internal sealed class SenderStream
 
     public bool HasGap => KnownMax > Contiguous;
 
-    /// <summary>Drops messages up to <paramref name="stable"/> that were delivered here.</summary>
-    public void CollectGarbage(long stable)
+    /// <summary>Drops messages up to <paramref name="stable"/> that were delivered here; their pooled arrays go back when <paramref name="outbox"/> clears.</summary>
+    public void CollectGarbage(long stable, Node.Outbox outbox)
     {
         long upTo = Math.Min(stable, Delivered);
-        for (long s = Stable + 1; s <= upTo; s++) Held.Remove(s);
+        for (long s = Stable + 1; s <= upTo; s++)
+        {
+            if (Held.Remove(s, out StreamMessage dropped) && dropped.Pooled is { } array) outbox.ReturnOnClear(array);
+        }
         if (upTo > Stable) Stable = upTo;
     }
 }

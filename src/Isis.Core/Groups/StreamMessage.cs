@@ -53,7 +53,11 @@ internal static class MessageKinds
 /// One message of a sender's stream: its kind, its payload (opaque to the core) and, for SafeSend,
 /// its acceptor count phi (0 = every member of the view).
 /// </summary>
-internal readonly record struct StreamMessage(MessageKind Kind, byte[] Payload, int Phi = 0)
+/// <remarks>
+/// <see cref="Pooled"/>: the buffer-pool array behind <see cref="Payload"/>, which the stream
+/// returns to the pool when it drops the message (only Sends, whose last holder is the stream).
+/// </remarks>
+internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null)
 {
     public bool IsApplication => !Kind.IsControl();
 }

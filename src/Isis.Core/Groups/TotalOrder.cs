@@ -61,9 +61,8 @@ internal sealed class TotalOrder
     }
 
     /// <summary>Reads an announcement: a count, then (rank, seq) pairs.</summary>
-    public bool TryAddPositions(byte[] announcement, int ranks)
+    public bool TryAddPositions(ReadOnlySpan<byte> span, int ranks)
     {
-        ReadOnlySpan<byte> span = announcement;
         if (span.Length < 4) return false;
         int count = BinaryPrimitives.ReadInt32LittleEndian(span);
         if (count < 0 || (long)count * 12 != span.Length - 4) return false;
@@ -80,7 +79,7 @@ internal sealed class TotalOrder
     }
 
     /// <summary>An acceptor's acknowledgement arrived (through its stream).</summary>
-    public bool TryAddAcceptance(int rank, byte[] payload)
+    public bool TryAddAcceptance(int rank, ReadOnlySpan<byte> payload)
     {
         if (payload.Length != 8 || rank < 0 || rank >= _acceptedThrough.Length) return false;
         long through = BinaryPrimitives.ReadInt64LittleEndian(payload);

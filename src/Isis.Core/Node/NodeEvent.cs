@@ -6,12 +6,54 @@ namespace Isis.Core.Node;
 /// <summary>Something a node asks its driver to hand to the application (or to a history).</summary>
 internal abstract record NodeEvent;
 
-/// <summary>This member sent a message: it got sequence number <paramref name="Seq"/> in view <paramref name="ViewId"/>.</summary>
-internal sealed record MessageSent(GroupId Group, int ViewId, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0) : NodeEvent;
+/// <summary>This member sent a message: it got sequence number <see cref="Seq"/> in view <see cref="ViewId"/>.</summary>
+/// <remarks>One event per message, so a recycling <see cref="Outbox"/> reuses the object (and the payload memory) after <see cref="Outbox.Clear"/>.</remarks>
+internal sealed record MessageSent : NodeEvent
+{
+    public GroupId Group { get; private set; }
+    public int ViewId { get; private set; }
+    public long Seq { get; private set; }
+    public MessageKind Kind { get; private set; }
+    public ReadOnlyMemory<byte> Payload { get; private set; }
+    public int Phi { get; private set; }
+
+    internal void Set(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi)
+    {
+        Group = group;
+        ViewId = viewId;
+        Seq = seq;
+        Kind = kind;
+        Payload = payload;
+        Phi = phi;
+    }
+}
 
 /// <summary>Deliver this message to the group's handlers, in the order of the event list.</summary>
-/// <remarks><paramref name="AtViewEnd"/>: delivered by the view change's flush rather than on the normal path.</remarks>
-internal sealed record MessageDelivered(GroupId Group, int ViewId, NodeId Sender, long Seq, MessageKind Kind, ReadOnlyMemory<byte> Payload, bool AtViewEnd = false) : NodeEvent;
+/// <remarks>
+/// <see cref="AtViewEnd"/>: delivered by the view change's flush rather than on the normal path.
+/// One event per message, so a recycling <see cref="Outbox"/> reuses the object (and the payload memory) after <see cref="Outbox.Clear"/>.
+/// </remarks>
+internal sealed record MessageDelivered : NodeEvent
+{
+    public GroupId Group { get; private set; }
+    public int ViewId { get; private set; }
+    public NodeId Sender { get; private set; }
+    public long Seq { get; private set; }
+    public MessageKind Kind { get; private set; }
+    public ReadOnlyMemory<byte> Payload { get; private set; }
+    public bool AtViewEnd { get; private set; }
+
+    internal void Set(GroupId group, int viewId, NodeId sender, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, bool atViewEnd)
+    {
+        Group = group;
+        ViewId = viewId;
+        Sender = sender;
+        Seq = seq;
+        Kind = kind;
+        Payload = payload;
+        AtViewEnd = atViewEnd;
+    }
+}
 
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;

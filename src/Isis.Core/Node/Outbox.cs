@@ -1,10 +1,15 @@
+using Isis.Core.Common;
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+
 namespace Isis.Core.Node;
 
 /// <summary>A packet the driver must send.</summary>
-internal readonly record struct OutboundPacket(ulong Destination, byte[] Bytes);
+/// <remarks>Built by a node with a buffer pool, <paramref name="Bytes"/> is valid only until <see cref="Outbox.Clear"/>: copy it to keep it.</remarks>
+internal readonly record struct OutboundPacket(ulong Destination, ReadOnlyMemory<byte> Bytes);
 
 /// <summary>A SafeSend this acceptor must make durable (append and fsync) before the step's packets leave.</summary>
-internal readonly record struct DurableRecord(Identity.GroupId Group, int Phi, byte[] Payload);
+internal readonly record struct DurableRecord(GroupId Group, int Phi, ReadOnlyMemory<byte> Payload);
 
 /// <summary>
 /// Everything one step of a node produced. The driver's contract (docs/architecture.md): after
@@ -13,6 +18,29 @@ internal readonly record struct DurableRecord(Identity.GroupId Group, int Phi, b
 /// </summary>
 internal sealed class Outbox
 {
+    private const int ArenaSize = 64 * 1024;
+
+    private readonly IBufferPool? _pool;
+    private readonly List<byte[]> _returnOnClear = new();
+    private readonly Stack<MessageDelivered> _freeDeliveries = new();
+    private readonly Stack<MessageSent> _freeSends = new();
+    private readonly List<byte[]> _fullArenas = new();
+    private readonly Stack<byte[]> _freeArenas = new();
+    private byte[]? _arena;
+    private int _arenaUsed;
+
+    /// <param name="pool">
+    /// With a pool the outbox recycles: packets built with <see cref="Keep"/> live in reused
+    /// memory, <see cref="MessageDelivered"/> and <see cref="MessageSent"/> events are reused, and
+    /// payload arrays the node let go of return to the pool, all at <see cref="Clear"/>. The driver
+    /// must then copy whatever it keeps of a packet or an event before it clears. Without a pool
+    /// nothing is reused, and drivers (tests) may keep anything.
+    /// </param>
+    public Outbox(IBufferPool? pool = null) => _pool = pool;
+
+    /// <summary>The pool held payloads come from, if the node recycles.</summary>
+    public IBufferPool? Pool => _pool;
+
     public List<OutboundPacket> Packets { get; } = new();
 
     public List<NodeEvent> Events { get; } = new();
@@ -29,8 +57,54 @@ internal sealed class Outbox
 
     public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && DurableWrites.Count == 0 && ReplicaRecords.Count == 0;
 
+    /// <summary>A copy of a finished packet in memory valid until <see cref="Clear"/> (a new array when the outbox does not recycle).</summary>
+    public ReadOnlyMemory<byte> Keep(ReadOnlySpan<byte> packet)
+    {
+        if (_pool == null || packet.Length > ArenaSize) return packet.ToArray();
+        if (_arena == null || _arenaUsed + packet.Length > ArenaSize)
+        {
+            if (_arena != null) _fullArenas.Add(_arena);
+            _arena = _freeArenas.Count > 0 ? _freeArenas.Pop() : new byte[ArenaSize];
+            _arenaUsed = 0;
+        }
+        packet.CopyTo(_arena.AsSpan(_arenaUsed));
+        var kept = new ReadOnlyMemory<byte>(_arena, _arenaUsed, packet.Length);
+        _arenaUsed += packet.Length;
+        return kept;
+    }
+
+    /// <summary>Returns <paramref name="array"/> to the pool at the next <see cref="Clear"/>, after the driver is done with this step's events.</summary>
+    public void ReturnOnClear(byte[] array) => _returnOnClear.Add(array);
+
+    public void Delivered(GroupId group, int viewId, NodeId sender, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, bool atViewEnd)
+    {
+        MessageDelivered e = _freeDeliveries.Count > 0 ? _freeDeliveries.Pop() : new MessageDelivered();
+        e.Set(group, viewId, sender, seq, kind, payload, atViewEnd);
+        Events.Add(e);
+    }
+
+    public void Sent(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi)
+    {
+        MessageSent e = _freeSends.Count > 0 ? _freeSends.Pop() : new MessageSent();
+        e.Set(group, viewId, seq, kind, payload, phi);
+        Events.Add(e);
+    }
+
     public void Clear()
     {
+        if (_pool != null)
+        {
+            foreach (NodeEvent e in Events)
+            {
+                if (e is MessageDelivered d) { d.Set(default, 0, default, 0, default, default, false); _freeDeliveries.Push(d); }
+                else if (e is MessageSent m) { m.Set(default, 0, 0, default, default, 0); _freeSends.Push(m); }
+            }
+            foreach (byte[] array in _returnOnClear) _pool.Return(array);
+            foreach (byte[] arena in _fullArenas) _freeArenas.Push(arena);
+            _fullArenas.Clear();
+            _arenaUsed = 0;
+        }
+        _returnOnClear.Clear();
         Packets.Clear();
         Events.Clear();
         DurableWrites.Clear();

@@ -13,7 +13,7 @@ namespace Isis.Core.Node;
 internal sealed class ProcessNode : IProtocolNode
 {
     private readonly Dictionary<GroupId, GroupMember> _groups = new();
-    private readonly Queue<byte[]> _loopback = new();
+    private readonly Queue<ReadOnlyMemory<byte>> _loopback = new();
     private readonly Firewall _firewall;
     private long _now;
     private long _nextHeartbeatAt;
@@ -42,6 +42,7 @@ internal sealed class ProcessNode : IProtocolNode
         Self = self;
         _service = serviceReplicas;
         Options = options;
+        Outbox = new Outbox(options.BufferPool);
         _firewall = new Firewall(options);
         _now = now;
         _lastHeardFromOracle = now;
@@ -61,7 +62,7 @@ internal sealed class ProcessNode : IProtocolNode
 
     public ProtocolOptions Options { get; }
 
-    public Outbox Outbox { get; } = new();
+    public Outbox Outbox { get; }
 
     public NodeCounters Counters { get; } = new();
 
@@ -96,7 +97,7 @@ internal sealed class ProcessNode : IProtocolNode
     internal void Emit(NodeEvent e) => Outbox.Events.Add(e);
 
     /// <summary>Sends a packet; packets to ourselves are processed locally, after the current input.</summary>
-    internal void SendTo(ulong endpoint, byte[] packet)
+    internal void SendTo(ulong endpoint, ReadOnlyMemory<byte> packet)
     {
         if (endpoint == Self.Endpoint) _loopback.Enqueue(packet);
         else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
@@ -173,11 +174,16 @@ internal sealed class ProcessNode : IProtocolNode
 
     /// <summary>Multicasts <paramref name="payload"/> to the group (queued if the group is joining or wedged).</summary>
     /// <remarks>For SafeSend, <c>phi</c> is how many acceptors (the first phi members) must hold it before anyone delivers it; 0 = all.</remarks>
-    public void Send(GroupId id, byte[] payload, long now, MessageKind kind = MessageKind.Send, int phi = 0)
+    // pooled: the buffer-pool array behind payload, if it is one; the node owns it from here and returns it once the message is stable.
+    public void Send(GroupId id, ReadOnlyMemory<byte> payload, long now, MessageKind kind = MessageKind.Send, int phi = 0, byte[]? pooled = null)
     {
         _now = now;
-        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.Send(kind, payload, phi);
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member))
+        {
+            if (pooled != null) Outbox.Pool?.Return(pooled);
+            return;
+        }
+        member.Send(kind, payload, phi, pooled);
         Drain();
     }
 
@@ -239,7 +245,7 @@ internal sealed class ProcessNode : IProtocolNode
         {
             do
             {
-                while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue());
+                while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue().Span);
                 if (!IsShutDown) foreach (GroupMember g in _groups.Values) g.EndOfStep();
             }
             while (_loopback.Count > 0);

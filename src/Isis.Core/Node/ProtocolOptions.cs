@@ -62,6 +62,13 @@ internal sealed record ProtocolOptions
 
     /// <summary>Deliberate protocol bugs, for showing that the simulator's checker catches them.</summary>
     public ProtocolMutations Mutations { get; init; } = ProtocolMutations.None;
+
+    /// <summary>
+    /// Where a node takes the arrays of the messages it holds, and returns them once the messages
+    /// are stable. With a pool the node's outbox recycles (see <see cref="Outbox(Common.IBufferPool?)"/>):
+    /// the steady-state Send path then allocates nothing. Null (tests that keep events) allocates.
+    /// </summary>
+    public Common.IBufferPool? BufferPool { get; init; }
 }
 
 /// <summary>

@@ -10,7 +10,7 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
         w.I32(messages.Count);
         foreach (HeldMessage m in messages)
         {
-            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).Bytes(m.Message.Payload);
+            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).Bytes(m.Message.Payload.Span);
         }
     }
 

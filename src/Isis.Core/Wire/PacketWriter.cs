@@ -5,7 +5,7 @@ using Isis.Core.Identity;
 namespace Isis.Core.Wire;
 
 /// <summary>
-/// Builds one packet: header, then body fields, then <see cref="Finish"/> fills in the length and
+/// Builds one packet: header, then body fields, then <see cref="Finish()"/> fills in the length and
 /// checksum. One writer is reused for every packet a node builds, so building allocates only the
 /// finished array.
 /// </summary>
@@ -87,11 +87,19 @@ internal sealed class PacketWriter
 
     public PacketWriter String(string value) => Bytes(Encoding.UTF8.GetBytes(value));
 
-    public byte[] Finish()
+    public byte[] Finish() => Complete().ToArray();
+
+    /// <summary>
+    /// Finishes the packet into <paramref name="outbox"/>'s reused memory (valid until its Clear):
+    /// for the packets of every message and digest, which must not allocate.
+    /// </summary>
+    public ReadOnlyMemory<byte> Finish(Node.Outbox outbox) => outbox.Keep(Complete());
+
+    private ReadOnlySpan<byte> Complete()
     {
         Span<byte> packet = _buffer.AsSpan(0, _position);
         _header.WriteTo(packet, _position);
         BinaryPrimitives.WriteUInt32LittleEndian(packet[PacketHeader.ChecksumOffset..], Crc32C.Compute(packet));
-        return packet.ToArray();
+        return packet;
     }
 }

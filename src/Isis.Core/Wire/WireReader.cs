@@ -61,6 +61,14 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
         return result;
     }
 
+    /// <summary>A count-prefixed list of longs into <paramref name="into"/>, which must be exactly that long (else the read fails): no allocation.</summary>
+    public void LongsInto(Span<long> into)
+    {
+        int n = Count(8);
+        if (n != into.Length) { _failed = true; return; }
+        for (int i = 0; i < n; i++) into[i] = I64();
+    }
+
     public long[] Longs()
     {
         int n = Count(8);
@@ -92,6 +100,9 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
     }
 
     public byte[] Tail() => Take(Remaining).ToArray();
+
+    /// <summary>The rest of the packet, borrowed (valid as long as the packet).</summary>
+    public ReadOnlySpan<byte> TailSpan() => Take(Remaining);
 
     public string String(int maxBytes)
     {

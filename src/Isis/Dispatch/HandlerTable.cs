@@ -58,15 +58,32 @@ internal sealed class HandlerTable
         Volatile.Write(ref _snapshot, next.ToFrozenDictionary());
     }
 
+    // Dispatch runs on the group's one delivery thread; these are reused by every dispatch so the
+    // steady state allocates nothing but the handlers' own argument values. A dispatch that finds
+    // them taken (re-entered from a handler) falls back to fresh arrays.
+    private readonly ArgumentInfo[] _argumentScratch = new ArgumentInfo[ArgumentCodec.MaxArguments];
+    private readonly List<(HandlerEntry Entry, object?[] Values)> _callScratch = new();
+    private readonly List<object?[]> _valueScratch = new();
+    private bool _scratchInUse;
+
     /// <summary>Validates <paramref name="payload"/> and runs every handler whose signature matches. Never throws.</summary>
     public DispatchResult Dispatch(ReadOnlySpan<byte> payload)
     {
-        if (!ArgumentCodec.TryReadHeader(payload, out int opcode, out var args, out var error))
+        bool reuse = !_scratchInUse;
+        _scratchInUse = true;
+        try
         {
-            ArgumentCodec.TryPeekOpcode(payload, out opcode);
-            return DispatchResult.Malformed(opcode, error!);
+            if (!ArgumentCodec.TryReadHeader(payload, out int opcode, out var args, out var error, reuse ? _argumentScratch : null))
+            {
+                ArgumentCodec.TryPeekOpcode(payload, out opcode);
+                return DispatchResult.Malformed(opcode, error!);
+            }
+            return Dispatch(opcode, args, reuse);
         }
-        return Dispatch(opcode, args);
+        finally
+        {
+            if (reuse) _scratchInUse = false;
+        }
     }
 
     /// <summary>
@@ -74,7 +91,9 @@ internal sealed class HandlerTable
     /// equal the argument types. All arguments are decoded before any handler runs, so a value that
     /// fails to decode leaves the replica untouched. Handler exceptions are returned, not thrown.
     /// </summary>
-    public DispatchResult Dispatch(int opcode, in EncodedArguments args)
+    public DispatchResult Dispatch(int opcode, in EncodedArguments args) => Dispatch(opcode, args, reuse: false);
+
+    private DispatchResult Dispatch(int opcode, in EncodedArguments args, bool reuse)
     {
         if (!Volatile.Read(ref _snapshot).TryGetValue(opcode, out var entries))
             return DispatchResult.NoHandler(opcode);
@@ -89,34 +108,56 @@ internal sealed class HandlerTable
             return DispatchResult.Mismatch(opcode, MismatchMessage(opcode, args, entries));
 
         // Each handler gets its own decoded objects so one cannot change what the next one sees.
-        var calls = new (HandlerEntry Entry, object?[] Values)[matches];
-        int next = 0;
-        foreach (var entry in entries)
+        var calls = reuse ? _callScratch : new List<(HandlerEntry Entry, object?[] Values)>(matches);
+        calls.Clear();
+        try
         {
-            if (!entry.Matches(args))
-                continue;
-            var values = entry.Parameters.Length == 0 ? [] : new object?[entry.Parameters.Length];
-            for (int i = 0; i < values.Length; i++)
+            foreach (var entry in entries)
             {
-                if (!args.TryMaterialize(i, entry.Parameters[i], out values[i], out var error))
-                    return DispatchResult.Malformed(opcode, error!);
+                if (!entry.Matches(args))
+                    continue;
+                var values = ValuesFor(entry.Parameters.Length, calls.Count, reuse);
+                for (int i = 0; i < values.Length; i++)
+                {
+                    if (!args.TryMaterialize(i, entry.Parameters[i], out values[i], out var error))
+                        return DispatchResult.Malformed(opcode, error!);
+                }
+                calls.Add((entry, values));
             }
-            calls[next++] = (entry, values);
-        }
 
-        for (int i = 0; i < calls.Length; i++)
-        {
-            try
+            for (int i = 0; i < calls.Count; i++)
             {
-                calls[i].Entry.Invoker(calls[i].Values);
+                try
+                {
+                    calls[i].Entry.Invoker(calls[i].Values);
+                }
+                catch (Exception e)
+                {
+                    // Stop here: this replica's state is now in doubt, and the group decides whether it leaves.
+                    return DispatchResult.Threw(opcode, i, calls[i].Entry.Signature, e);
+                }
             }
-            catch (Exception e)
+            return DispatchResult.Invoked(opcode, calls.Count);
+        }
+        finally
+        {
+            if (reuse)
             {
-                // Stop here: this replica's state is now in doubt, and the group decides whether it leaves.
-                return DispatchResult.Threw(opcode, i, calls[i].Entry.Signature, e);
+                // Reused arrays must not keep the application's objects alive.
+                foreach (var call in calls) Array.Clear(call.Values);
+                calls.Clear();
             }
         }
-        return DispatchResult.Invoked(opcode, calls.Length);
+    }
+
+    /// <summary>The argument array for the <paramref name="call"/>-th matching handler: a reused one of the right length, or a new one.</summary>
+    private object?[] ValuesFor(int length, int call, bool reuse)
+    {
+        if (length == 0) return [];
+        if (!reuse) return new object?[length];
+        while (_valueScratch.Count <= call) _valueScratch.Add([]);
+        if (_valueScratch[call].Length != length) _valueScratch[call] = new object?[length];
+        return _valueScratch[call];
     }
 
     private static string MismatchMessage(int opcode, in EncodedArguments args, HandlerEntry[] entries)

@@ -23,8 +23,9 @@ internal sealed class EventLoop : IDisposable
 {
     private static readonly long TickInterval = 1_000; // microseconds
 
-    private readonly ConcurrentQueue<Action> _commands = new();
-    private readonly ConcurrentQueue<(bool ForService, ulong Source, ReadOnlyMemory<byte> Packet)> _inbox = new();
+    // API commands in the order they were posted: a Send is a struct (no closure per message), anything else an Action.
+    private readonly ConcurrentQueue<(Action? Command, QueuedSend Send)> _commands = new();
+    private readonly ConcurrentQueue<(bool ForService, ulong Source, ReadOnlyMemory<byte> Packet, ReceiveSlab? Slab)> _inbox = new();
     private readonly ManualResetEventSlim _wake = new(false, spinCount: 0);
     private readonly Stopwatch _clock = Stopwatch.StartNew();
     private readonly Thread _thread;
@@ -34,12 +35,16 @@ internal sealed class EventLoop : IDisposable
     private readonly DurableRecordFile? _serviceLog;
     private volatile bool _stopping;
 
-    public EventLoop(IsisOptions options, IEventSink sink)
+    /// <param name="options">The runtime's settings.</param>
+    /// <param name="sink">Where events go.</param>
+    /// <param name="buffers">The runtime's buffer pool: the process node holds its Sends' payloads in its arrays and recycles its outbox.</param>
+    public EventLoop(IsisOptions options, IEventSink sink, Core.Common.IBufferPool buffers)
     {
         _sink = sink;
         var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
         var dataTransportOptions = transportOptions with { Faults = options.TransportFaults };
         ProtocolOptions protocol = options.ToProtocolOptions();
+        ProtocolOptions processProtocol = protocol with { BufferPool = buffers };
 
         IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
         ulong[] replicaEndpoints = replicas.Select(EndpointConversions.FromIPEndPoint).ToArray();
@@ -69,10 +74,10 @@ internal sealed class EventLoop : IDisposable
             }
         }
 
-        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p) => Post(false, s, p), dataTransportOptions);
+        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab), dataTransportOptions);
         // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
         uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
-        Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), replicaEndpoints, protocol, Now);
+        Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), replicaEndpoints, processProtocol, Now);
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
 
@@ -94,7 +99,7 @@ internal sealed class EventLoop : IDisposable
     {
         try
         {
-            return new UdpTransport(replica, (s, p) => Post(true, s, p), transportOptions);
+            return new UdpTransport(replica, (s, p, slab) => Post(true, s, p, slab), transportOptions);
         }
         catch (SocketException e) when (e.SocketErrorCode is SocketError.AddressAlreadyInUse or SocketError.AddressNotAvailable)
         {
@@ -107,13 +112,20 @@ internal sealed class EventLoop : IDisposable
     /// <summary>Runs <paramref name="command"/> on the loop thread, soon.</summary>
     public void Post(Action command)
     {
-        _commands.Enqueue(command);
+        _commands.Enqueue((command, default));
         _wake.Set();
     }
 
-    private void Post(bool forService, ulong source, ReadOnlyMemory<byte> packet)
+    /// <summary>Hands a multicast to the protocol on the loop thread, after every command posted before it.</summary>
+    public void PostSend(in QueuedSend send)
     {
-        _inbox.Enqueue((forService, source, packet));
+        _commands.Enqueue((null, send));
+        _wake.Set();
+    }
+
+    private void Post(bool forService, ulong source, ReadOnlyMemory<byte> packet, ReceiveSlab? slab)
+    {
+        _inbox.Enqueue((forService, source, packet, slab));
         _wake.Set();
     }
 
@@ -151,13 +163,18 @@ internal sealed class EventLoop : IDisposable
             // batches are bounded: a sender blasting Sends or a flood of packets must never starve
             // the tick, which carries the heartbeats that keep this process in the system.
             int commands = 512;
-            while (commands-- > 0 && _commands.TryDequeue(out Action? command)) command();
+            while (commands-- > 0 && _commands.TryDequeue(out var item))
+            {
+                if (item.Command != null) item.Command();
+                else item.Send.Group.SendQueued(this, item.Send);
+            }
             int budget = 2048;
             while (budget-- > 0 && _inbox.TryDequeue(out var item))
             {
                 now = Now;
                 if (item.ForService) Service?.Receive(item.Source, item.Packet.Span, now);
                 else Node.Receive(item.Source, item.Packet.Span, now);
+                item.Slab?.Release(); // the core took a span: it copied whatever it keeps
             }
             now = Now;
             if (now >= nextTick)
@@ -180,14 +197,14 @@ internal sealed class EventLoop : IDisposable
                 foreach (byte[] record in service.Outbox.ReplicaRecords) _serviceLog.Append(record);
                 _serviceLog.Sync(); // before any vote or acknowledgement leaves
             }
-            foreach (OutboundPacket p in service.Outbox.Packets) _serviceTransport.Enqueue(p.Destination, p.Bytes);
+            foreach (OutboundPacket p in service.Outbox.Packets) _serviceTransport.Enqueue(p.Destination, p.Bytes.Span);
             _serviceTransport.Flush();
             foreach (NodeEvent e in service.Outbox.Events) _sink.OnServiceEvent(e);
             service.Outbox.Clear();
         }
         // The contract's order: durable first, then packets, then the application.
         if (Node.Outbox.DurableWrites.Count > 0) _sink.MakeDurable(Node.Outbox.DurableWrites);
-        foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes);
+        foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
         _transport.Flush();
         foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
         Node.Outbox.Clear();
@@ -205,6 +222,12 @@ internal sealed class EventLoop : IDisposable
     }
 }
 
+/// <summary>
+/// A Send, OrderedSend or SafeSend on its way from an API thread to the protocol. For a Send,
+/// Pooled is the buffer-pool array behind Payload: the protocol returns it once the message is stable.
+/// </summary>
+internal readonly record struct QueuedSend(Group Group, Core.Groups.MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi, byte[]? Pooled);
+
 /// <summary>Where the event loop hands the core's events (implemented by the runtime).</summary>
 internal interface IEventSink
 {
@@ -218,3 +241,4 @@ internal interface IEventSink
     /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
     void AfterBatch();
 }
+

@@ -22,6 +22,21 @@ internal static class ArgumentCodec
         return buffer.WrittenSpan.ToArray();
     }
 
+    /// <summary>Encodes into an array from <paramref name="writer"/>'s pool, which the caller then owns.</summary>
+    public static (byte[] Array, int Length) Encode(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter writer)
+    {
+        try
+        {
+            Encode(opcode, args, (IBufferWriter<byte>)writer);
+        }
+        catch
+        {
+            writer.Reset();
+            throw;
+        }
+        return writer.Detach();
+    }
+
     /// <summary>
     /// Appends the payload to <paramref name="output"/>. Throws <see cref="ArgumentException"/> for
     /// arguments that cannot be sent or a payload over the size limit; the output then holds a
@@ -64,14 +79,15 @@ internal static class ArgumentCodec
     /// Parses and fully validates a payload without creating argument objects or resolving type
     /// names. Never throws, whatever the bytes.
     /// </summary>
-    public static bool TryReadHeader(ReadOnlySpan<byte> payload, out int opcode, out EncodedArguments args, out string? error)
+    // scratch: Reused storage for the argument infos (MaxArguments long), so parsing allocates nothing; valid until the next parse into it.
+    public static bool TryReadHeader(ReadOnlySpan<byte> payload, out int opcode, out EncodedArguments args, out string? error, ArgumentInfo[]? scratch = null)
     {
-        if (!PayloadValidator.TryParse(payload, out opcode, out var infos, out error))
+        if (!PayloadValidator.TryParse(payload, out opcode, out var infos, out error, scratch))
         {
             args = default;
             return false;
         }
-        args = new EncodedArguments(payload, infos);
+        args = new EncodedArguments(payload, infos, payload[4]);
         return true;
     }
 

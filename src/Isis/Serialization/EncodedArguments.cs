@@ -15,16 +15,19 @@ internal readonly ref struct EncodedArguments
 {
     private readonly ReadOnlySpan<byte> _payload;
     private readonly ArgumentInfo[]? _arguments;
+    private readonly int _count;
 
-    internal EncodedArguments(ReadOnlySpan<byte> payload, ArgumentInfo[] arguments)
+    // count: How many entries of arguments are this payload's (the array may be longer scratch).
+    internal EncodedArguments(ReadOnlySpan<byte> payload, ArgumentInfo[] arguments, int count)
     {
         _payload = payload;
         _arguments = arguments;
+        _count = count;
     }
 
-    public int Count => _arguments?.Length ?? 0;
+    public int Count => _count;
 
-    public ArgumentInfo this[int index] => _arguments![index];
+    public ArgumentInfo this[int index] => (uint)index < (uint)_count ? _arguments![index] : throw new ArgumentOutOfRangeException(nameof(index));
 
     public TypeTag GetTag(int index) => this[index].Tag;
 

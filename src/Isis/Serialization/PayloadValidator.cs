@@ -12,7 +12,8 @@ internal static class PayloadValidator
 {
     private enum Context { TopLevel, Element, NullableInner }
 
-    public static bool TryParse(ReadOnlySpan<byte> payload, out int opcode, out ArgumentInfo[] arguments, out string? error)
+    // scratch: Where to put the argument infos (at least ArgumentCodec.MaxArguments long), instead of a new array; arguments is then that array, of which the first payload[4] entries are valid.
+    public static bool TryParse(ReadOnlySpan<byte> payload, out int opcode, out ArgumentInfo[] arguments, out string? error, ArgumentInfo[]? scratch = null)
     {
         opcode = 0;
         arguments = [];
@@ -29,7 +30,7 @@ internal static class PayloadValidator
             return false;
         }
 
-        var infos = count == 0 ? [] : new ArgumentInfo[count];
+        var infos = scratch ?? (count == 0 ? [] : new ArgumentInfo[count]);
         int pos = ArgumentCodec.HeaderSize;
         for (int i = 0; i < count; i++)
         {

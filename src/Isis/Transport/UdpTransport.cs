@@ -13,8 +13,9 @@ namespace Isis.Transport;
 /// <para>Threading: <see cref="Enqueue"/>, <see cref="Flush"/> and <see cref="Dispose"/> belong to one
 /// thread (the event loop). The callback runs on the receive thread, one packet at a time.</para>
 /// <para>Ownership of received memory: the <see cref="ReadOnlyMemory{T}"/> given to the callback is
-/// never written again by the transport, so the callback may keep it (for example enqueue it to the
-/// event loop) for as long as it likes; it must not write into it.</para>
+/// not written again by the transport until the callback's consumer releases the packet's
+/// <see cref="ReceiveSlab"/> (if it never does, never), so the callback may enqueue it to the
+/// event loop; it must not write into it.</para>
 /// <para>An exception thrown by the callback is a bug in the caller: it escapes the receive thread
 /// and terminates the process, loudly, rather than silently losing packets.</para>
 /// <para>Socket errors never throw: they are counted in <see cref="Counters"/>.</para>
@@ -28,7 +29,7 @@ internal sealed class UdpTransport : IDisposable
 
     private readonly Socket _socket;
     private readonly UdpTransportOptions _options;
-    private readonly Action<ulong, ReadOnlyMemory<byte>> _onPacket;
+    private readonly ReceivedPacketCallback _onPacket;
     private readonly FragmentIdCounter _fragmentIds;
     private readonly Dictionary<ulong, Destination> _destinations = [];
     private readonly List<Destination> _pending = [];
@@ -48,7 +49,7 @@ internal sealed class UdpTransport : IDisposable
     /// <param name="bindTo">IPv4 address and port to bind; port 0 picks a free one.</param>
     /// <param name="onPacket">Called on the receive thread with (source endpoint, packet) for each packet received.</param>
     /// <param name="options">Settings; null for the defaults.</param>
-    public UdpTransport(IPEndPoint bindTo, Action<ulong, ReadOnlyMemory<byte>> onPacket, UdpTransportOptions? options = null)
+    public UdpTransport(IPEndPoint bindTo, ReceivedPacketCallback onPacket, UdpTransportOptions? options = null)
     {
         ArgumentNullException.ThrowIfNull(bindTo);
         ArgumentNullException.ThrowIfNull(onPacket);

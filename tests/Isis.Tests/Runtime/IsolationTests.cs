@@ -57,7 +57,7 @@ public sealed class IsolationTests
         TestRuntimes.WaitUntil(() => groups[0].GetView()!.Members.Length == 1, "the crashed incarnation is expelled");
 
         // The old incarnation "wakes up": datagrams from its address and with its identity.
-        using var ghost = new UdpTransport(new IPEndPoint(IPAddress.Loopback, (int)EndpointCodec.PortOf(old.Endpoint)), (_, _) => { });
+        using var ghost = new UdpTransport(new IPEndPoint(IPAddress.Loopback, (int)EndpointCodec.PortOf(old.Endpoint)), (_, _, _) => { });
         ulong to = member.Address!.Node.Endpoint;
         long before = member.GetStatistics().DroppedFirewall;
         for (int i = 0; i < 5; i++)

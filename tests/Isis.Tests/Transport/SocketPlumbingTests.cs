@@ -33,6 +33,6 @@ public sealed class SocketPlumbingTests
     public void OnlyIPv4IsAccepted()
     {
         Assert.Throws<ArgumentException>(() => EndpointConversions.FromIPEndPoint(new IPEndPoint(IPAddress.IPv6Loopback, 1)));
-        Assert.Throws<ArgumentException>(() => new UdpTransport(new IPEndPoint(IPAddress.IPv6Loopback, 0), (_, _) => { }));
+        Assert.Throws<ArgumentException>(() => new UdpTransport(new IPEndPoint(IPAddress.IPv6Loopback, 0), (_, _, _) => { }));
     }
 }

@@ -43,7 +43,7 @@ internal sealed class PacketInbox
 {
     private readonly ConcurrentQueue<(ulong Source, ReadOnlyMemory<byte> Packet)> _packets = new();
 
-    public void OnPacket(ulong source, ReadOnlyMemory<byte> packet) => _packets.Enqueue((source, packet));
+    public void OnPacket(ulong source, ReadOnlyMemory<byte> packet, ReceiveSlab? slab) => _packets.Enqueue((source, packet)); // kept, so never released
 
     public int Count => _packets.Count;
 
