@@ -78,7 +78,8 @@ internal sealed record BenchOptions
         "                   safe and query; quick 20000)\n" +
         "  --payload        bytes of application data per message, or a comma list run one after the other\n" +
         "                   (for example 100,1024; default 100)\n" +
-        "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)\n" +
+        "  --timeout        hard limit on each group's run; members are killed after it (default 600, or 20 s per\n" +
+        "                   member where that is more: 1,000 s at 50 members; quick 60)\n" +
         "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100 below 20 members, else 500;\n" +
         "                   scale 500)\n" +
         "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30 below\n" +
@@ -111,6 +112,7 @@ internal sealed record BenchOptions
     public int? SlowMessages { get; init; }
     public int Payload { get; init; } = 100;
     public int TimeoutSeconds { get; init; } = 600;
+    public bool TimeoutGiven { get; init; }
     public int Members { get; init; } = 3;
     public Primitive[] PrimitiveList { get; init; } = [Primitive.Send];
     public int[] ResponseDelayBursts { get; init; } = [];
@@ -177,7 +179,7 @@ internal sealed record BenchOptions
                 "--cooldown" => o with { CooldownGiven = Int(name, value, 0) },
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
                 "--payload" => o with { Payload = Ints(name, value, 24)[0], PayloadSizes = Ints(name, value, 24) },
-                "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
+                "--timeout" => o with { TimeoutSeconds = Int(name, value, 5), TimeoutGiven = true },
                 "--members" => o with { Members = Ints(name, value, 3)[0], MemberSizes = Ints(name, value, 3) },
                 "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
                 "--response-delay" => o with { ResponseDelayBursts = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(k => Int(name, k, 1))] },
@@ -237,6 +239,9 @@ internal sealed record BenchOptions
             Messages = messages,
             SlowMessages = slow,
             Rounds = responseRounds,
+            // The 50-member group took 210-290 s on 2 cores with nothing else running; another user of the
+            // machine can double that, so large groups get 20 s per member before they count as stuck.
+            TimeoutSeconds = TimeoutGiven ? TimeoutSeconds : Math.Max(TimeoutSeconds, 20 * members),
         };
     }
 

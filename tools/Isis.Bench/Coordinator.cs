@@ -62,6 +62,7 @@ internal static class Coordinator
             PayloadBytes = o.Payload,
             HeartbeatMs = o.HeartbeatMs,
             Suspicion = o.Suspicion,
+            TimeoutSeconds = o.TimeoutSeconds,
             LatencyWarmupRounds = o.Warmup,
             LatencyRecordedRounds = o.Samples,
             LatencyCooldownRounds = o.Cooldown,
@@ -92,7 +93,7 @@ internal static class Coordinator
         Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
                           $"({o.MessagesFor(Primitive.Query)} for safe and query), the first and last 10 % not counted" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay: {o.ResponseWarmup} + {o.Rounds} + {o.ResponseCooldown} rounds" : "") +
-                          $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}");
+                          $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s");
 
         using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort, o));
         service.Start();

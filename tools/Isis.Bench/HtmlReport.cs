@@ -50,12 +50,12 @@ internal static class HtmlReport
             .Append("failure detection is heartbeat period x silent periods before expulsion (relaxed from 20 members on, where the group saturates 2 cores). ")
             .Append("Rounds are per primitive; blast messages are for send and ordered / for safe and query.</p>")
             .Append("<table><tr><th>members</th><th>payload B</th><th>failure detection</th><th>latency rounds: warm-up</th><th>recorded</th><th>cool-down</th>")
-            .Append("<th>blast messages</th><th>blast deliveries not counted, each end</th><th>response-delay rounds: warm-up / recorded / cool-down</th><th>all joined after s</th><th>wall s</th><th>status</th></tr>");
+            .Append("<th>blast messages</th><th>blast deliveries not counted, each end</th><th>response-delay rounds: warm-up / recorded / cool-down</th><th>all joined after s</th><th>wall s</th><th>time limit s</th><th>status</th></tr>");
         foreach (GroupRun g in r.Groups)
         {
             html.Append(Inv($"<tr><td>{g.Members}</td><td>{g.PayloadBytes}</td><td>{g.HeartbeatMs} ms x {g.Suspicion}</td><td>{g.LatencyWarmupRounds}</td><td>{g.LatencyRecordedRounds}</td><td>{g.LatencyCooldownRounds}</td>"))
                 .Append(Inv($"<td>{g.MessagesPerBlast} / {g.SlowMessagesPerBlast}</td><td>{g.BlastEdgeFraction:P0}</td>"))
-                .Append(Inv($"<td>{g.ResponseDelayWarmupRounds} / {g.ResponseDelayRecordedRounds} / {g.ResponseDelayCooldownRounds}</td><td>{g.FormedSeconds:F1}</td><td>{g.WallSeconds:F1}</td>"))
+                .Append(Inv($"<td>{g.ResponseDelayWarmupRounds} / {g.ResponseDelayRecordedRounds} / {g.ResponseDelayCooldownRounds}</td><td>{g.FormedSeconds:F1}</td><td>{g.WallSeconds:F1}</td><td>{g.TimeoutSeconds}</td>"))
                 .Append($"<td>{(g.Completed ? "completed" : "<b>failed</b>: " + E(g.Failure ?? ""))}</td></tr>");
         }
         html.Append("</table>");

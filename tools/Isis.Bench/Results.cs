@@ -184,6 +184,8 @@ internal sealed class GroupRun
     public int PayloadBytes { get; set; }
     public int HeartbeatMs { get; set; }
     public int Suspicion { get; set; }
+    /// <summary>The group's hard time limit (--timeout, or its default for this size).</summary>
+    public int TimeoutSeconds { get; set; }
     /// <summary>Latency rounds per primitive: warm-up (not recorded), recorded, cool-down (not recorded).</summary>
     public int LatencyWarmupRounds { get; set; }
     public int LatencyRecordedRounds { get; set; }
