@@ -47,8 +47,16 @@ internal sealed record BenchOptions
 {
     public const string Usage =
         "usage: Isis.Bench [--quick] [--matrix] [--members N[,N...]] [--primitive P[,P...]] [--response-delay K[,K...]] [--rounds N]\n" +
-        "                  [--out FILE.json|FILE.csv|FILE.html] [--warmup N] [--samples N] [--messages N] [--payload BYTES[,BYTES...]]\n" +
-        "                  [--timeout SECONDS]\n" +
+        "                  [--out FILE.json|FILE.csv|FILE.html] [--warmup N] [--samples N] [--cooldown N] [--messages N]\n" +
+        "                  [--payload BYTES[,BYTES...]] [--timeout SECONDS] [--heartbeat-ms H] [--suspicion K]\n" +
+        "  Each primitive runs a warm-up, a measured phase and a cool-down: latency rounds before and after the\n" +
+        "  recorded ones are run but not recorded, and a throughput blast's rate is taken over its middle 80 %\n" +
+        "  (the first and the last 10 % of the deliveries at each member are not counted), so every member is\n" +
+        "  under load during the whole measured window. The report states every count.\n" +
+        "  Counts not given on the command line are scaled down with the group size N so each size takes a\n" +
+        "  bounded time on a small machine: latency and response-delay rounds by (3/N)^2 (at least 100 recorded\n" +
+        "  latency rounds, 20 warm-up, 20 response-delay rounds), blasts by 3/N (at least 5,000 messages, 2,000\n" +
+        "  for safe and query); a count given on the command line is used as is at every size.\n" +
         "  --quick          small counts for CI smoke tests (checks that the harness runs, never a timing);\n" +
         "                   covers send, ordered, safe3 and query plus a short response-delay phase\n" +
         "  --matrix         every primitive for 3, 5, 10, 20 and 50 members (or --members), plus the response-delay\n" +
@@ -63,15 +71,19 @@ internal sealed record BenchOptions
         "  --rounds         recorded rounds per K and mode in the response-delay phase (default 300; quick 20)\n" +
         "  --out            where to write the results: JSON, CSV if the name ends in .csv, or a self-contained\n" +
         "                   HTML report with plots if it ends in .html (the CSV and JSON are written beside it)\n" +
-        "  --warmup         latency round trips not recorded (default 2000; quick 100)\n" +
+        "  --warmup         latency round trips not recorded, before the recorded ones (default 2000; quick 100)\n" +
         "  --samples        latency round trips recorded (default 20000; quick 1000)\n" +
+        "  --cooldown       latency round trips not recorded, after the recorded ones (default a tenth of the samples, at least 1)\n" +
         "  --messages       messages in each throughput blast (default 300000 for send/ordered, a third of it for\n" +
         "                   safe and query; quick 20000)\n" +
         "  --payload        bytes of application data per message, or a comma list run one after the other\n" +
         "                   (for example 100,1024; default 100)\n" +
-        "  --timeout        hard limit on each group's run; members are killed after it (default 600; quick 60)\n" +
-        "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100; scale 500)\n" +
-        "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30; scale 40)\n" +
+        "  --timeout        hard limit on each group's run; members are killed after it (default 600, or 20 s per\n" +
+        "                   member where that is more: 1,000 s at 50 members; quick 60)\n" +
+        "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100 below 20 members, else 500;\n" +
+        "                   scale 500)\n" +
+        "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30 below\n" +
+        "                   20 members, else 40; scale 40)\n" +
         "\n" +
         "Scale mode: N member processes join one group, every member Sends, one member is SIGKILLed:\n" +
         "  Isis.Bench --scale [--members N] [--sends K] [--payload BYTES] [--idle-seconds S] [--timeout SECONDS]\n" +
@@ -89,11 +101,18 @@ internal sealed record BenchOptions
     public string? Out { get; init; }
     public int Warmup { get; init; } = 2_000;
     public int Samples { get; init; } = 20_000;
+    /// <summary>Latency rounds run after the recorded ones and not recorded (null: a tenth of the samples, at least 1).</summary>
+    public int? CooldownGiven { get; init; }
+    public int Cooldown => CooldownGiven ?? Math.Max(1, Samples / 10);
+    public bool WarmupGiven { get; init; }
+    public bool SamplesGiven { get; init; }
+    public bool RoundsGiven { get; init; }
     public int Messages { get; init; } = 300_000;
     public bool MessagesGiven { get; init; }
     public int? SlowMessages { get; init; }
     public int Payload { get; init; } = 100;
     public int TimeoutSeconds { get; init; } = 600;
+    public bool TimeoutGiven { get; init; }
     public int Members { get; init; } = 3;
     public Primitive[] PrimitiveList { get; init; } = [Primitive.Send];
     public int[] ResponseDelayBursts { get; init; } = [];
@@ -104,8 +123,12 @@ internal sealed record BenchOptions
     // because 100 members overload 2 cores even when idle (docs/performance.md, "Scale").
     public int? HeartbeatGiven { get; init; }
     public int? SuspicionGiven { get; init; }
-    public int HeartbeatMs => HeartbeatGiven ?? (Scale ? 500 : 100);
-    public int Suspicion => SuspicionGiven ?? (Scale ? 40 : 30);
+    // From 20 members on, the benchmark's group alone saturates 2 cores during blasts (and the idle group
+    // uses most of them at 50), so a starved member can be silent for seconds: it gets 500 ms x 40 as in
+    // scale mode. Nobody is killed in this benchmark, so slow detection costs nothing.
+    public int HeartbeatMs => HeartbeatGiven ?? (Scale || Members >= LargeGroup ? 500 : 100);
+    public int Suspicion => SuspicionGiven ?? (Scale || Members >= LargeGroup ? 40 : 30);
+    public const int LargeGroup = 20;
 
     // Scale mode.
     public bool Scale { get; init; }
@@ -151,15 +174,16 @@ internal sealed record BenchOptions
             o = name switch
             {
                 "--out" => o with { Out = value },
-                "--warmup" => o with { Warmup = Int(name, value, 0) },
-                "--samples" => o with { Samples = Int(name, value, 1) },
+                "--warmup" => o with { Warmup = Int(name, value, 0), WarmupGiven = true },
+                "--samples" => o with { Samples = Int(name, value, 1), SamplesGiven = true },
+                "--cooldown" => o with { CooldownGiven = Int(name, value, 0) },
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
                 "--payload" => o with { Payload = Ints(name, value, 24)[0], PayloadSizes = Ints(name, value, 24) },
-                "--timeout" => o with { TimeoutSeconds = Int(name, value, 5) },
+                "--timeout" => o with { TimeoutSeconds = Int(name, value, 5), TimeoutGiven = true },
                 "--members" => o with { Members = Ints(name, value, 3)[0], MemberSizes = Ints(name, value, 3) },
                 "--primitive" => o with { PrimitiveList = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(Primitives.Parse)] },
                 "--response-delay" => o with { ResponseDelayBursts = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(k => Int(name, k, 1))] },
-                "--rounds" => o with { Rounds = Int(name, value, 1) },
+                "--rounds" => o with { Rounds = Int(name, value, 1), RoundsGiven = true },
                 "--slow-messages" => o with { SlowMessages = Int(name, value, 1) },
                 "--index" => o with { Index = Int(name, value, 0) },
                 "--service-port" => o with { ServicePort = Int(name, value, 1) },
@@ -182,7 +206,6 @@ internal sealed record BenchOptions
         return o;
     }
 
-    /// <summary>The group sizes of a run: 3 and 5 with --matrix, else --members.</summary>
     /// <summary>Group sizes to run, in order: --members takes a comma list; --matrix defaults to 3, 5, 10, 20 and 50.</summary>
     public int[] GroupSizes => MemberSizes ?? (Matrix ? [3, 5, 10, 20, 50] : [Members]);
 
@@ -191,11 +214,53 @@ internal sealed record BenchOptions
     /// <summary>Payload sizes to run, in order: --payload takes a comma list (for example 100,1024).</summary>
     public int[] PayloadSizes { get; init; } = [100];
 
+    /// <summary>
+    /// The settings of one group of <paramref name="members"/> processes: counts not given on the command line
+    /// scaled down with the group size (latency and response-delay rounds by (3/N)^2, blasts by 3/N, with
+    /// floors), so each size takes a bounded time on a small machine. On 2 cores a latency round costs about
+    /// 0.3 ms at 3 members, 3 ms at 10, 15 ms at 20 and 150 ms at 50 (roughly N^2: every receiver acknowledges,
+    /// and all of them share the cores), and a receiver's blast rate falls about as 1/N.
+    /// </summary>
+    public BenchOptions ForGroupSize(int members)
+    {
+        double rounds = Math.Min(1.0, 9.0 / ((double)members * members));
+        double blast = Math.Min(1.0, 3.0 / members);
+        int samples = SamplesGiven ? Samples : Math.Min(Samples, Math.Max(MinSamples, (int)Math.Round(Samples * rounds)));
+        int warmup = WarmupGiven ? Warmup : Math.Min(Warmup, Math.Max(MinWarmup, (int)Math.Round(Warmup * rounds)));
+        int messages = MessagesGiven ? Messages : Math.Min(Messages, Math.Max(MinMessages, (int)Math.Round(Messages * blast)));
+        int? slow = SlowMessages ?? (MessagesGiven ? null : Math.Min(MessagesFor(Primitive.Query), Math.Max(MinSlowMessages, (int)Math.Round(MessagesFor(Primitive.Query) * blast))));
+        int responseRounds = RoundsGiven ? Rounds : Math.Min(Rounds, Math.Max(MinResponseRounds, (int)Math.Round(Rounds * rounds)));
+        return this with
+        {
+            Members = members,
+            Samples = samples,
+            Warmup = warmup,
+            CooldownGiven = CooldownGiven ?? Math.Max(1, samples / 10),
+            Messages = messages,
+            SlowMessages = slow,
+            Rounds = responseRounds,
+            // The 50-member group took 210-290 s on 2 cores with nothing else running; another user of the
+            // machine can double that, so large groups get 20 s per member before they count as stuck.
+            TimeoutSeconds = TimeoutGiven ? TimeoutSeconds : Math.Max(TimeoutSeconds, 20 * members),
+        };
+    }
+
+    private const int MinSamples = 100, MinWarmup = 20, MinMessages = 5_000, MinSlowMessages = 2_000, MinResponseRounds = 20;
+
+    /// <summary>Response-delay rounds run before the recorded ones and not recorded.</summary>
+    public int ResponseWarmup => Math.Max(3, Rounds / 10);
+
+    /// <summary>Response-delay rounds run after the recorded ones and not recorded.</summary>
+    public int ResponseCooldown => Math.Max(1, Rounds / 10);
+
+    /// <summary>Deliveries of a blast not counted at its start (warm-up) and, as many, at its end (cool-down): a tenth each.</summary>
+    public static int BlastEdge(int messages) => messages / 10;
+
     /// <summary>The arguments that make a member process with these settings.</summary>
     public IEnumerable<string> MemberArguments(int index, int servicePort, string resultPath, int parentPid) =>
     [
         "member", "--index", Str(index), "--service-port", Str(servicePort), "--result", resultPath, "--parent-pid", Str(parentPid),
-        "--warmup", Str(Warmup), "--samples", Str(Samples), "--payload", Str(Payload),
+        "--warmup", Str(Warmup), "--samples", Str(Samples), "--cooldown", Str(Cooldown), "--payload", Str(Payload),
         "--messages", Str(Messages), "--slow-messages", Str(MessagesFor(Primitive.Query)),
         "--timeout", Str(TimeoutSeconds), "--members", Str(Members), "--rounds", Str(Rounds),
         "--primitive", string.Join(',', PrimitiveList.Select(p => p.Name())),

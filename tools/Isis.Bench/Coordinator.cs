@@ -31,24 +31,58 @@ internal static class Coordinator
             PayloadBytes = o.Payload,
             Warmup = o.Warmup,
             Samples = o.Samples,
+            Cooldown = o.Cooldown,
         };
         Console.WriteLine($"Isis.Bench: load average {report.LoadAverageAtStart}" + (o.Quick ? " (quick mode: smoke test, timings not meaningful)" : ""));
+        // A group that fails (a member times out or is expelled) is reported as failed and the run goes on with
+        // the next one: a long matrix keeps what it measured, and the exit code says that something failed.
         foreach (int payload in o.PayloadSizes)
         {
             foreach (int size in o.GroupSizes)
             {
-                if (RunGroup(o with { Members = size, Payload = payload }, report) != 0) return 1;
+                report.Groups.Add(RunGroup(o.ForGroupSize(size) with { Payload = payload }, report));
             }
         }
         report.WallSeconds = wall.Elapsed.TotalSeconds;
         report.LoadAverageAtEnd = LoadAverage();
         Print(report);
         if (o.Out != null) Write(report, o.Out);
-        return 0;
+        var failed = report.Groups.Where(g => !g.Completed).ToList();
+        foreach (GroupRun g in failed) Console.Error.WriteLine($"Isis.Bench: {g.Members} members, {g.PayloadBytes} B did not complete: {g.Failure}");
+        return failed.Count == 0 ? 0 : 1;
     }
 
     /// <summary>One group of <c>o.Members</c> processes running every primitive of the list, then the response-delay phase.</summary>
-    private static int RunGroup(BenchOptions o, BenchReport report)
+    private static GroupRun RunGroup(BenchOptions o, BenchReport report)
+    {
+        var wall = Stopwatch.StartNew();
+        var group = new GroupRun
+        {
+            Members = o.Members,
+            PayloadBytes = o.Payload,
+            HeartbeatMs = o.HeartbeatMs,
+            Suspicion = o.Suspicion,
+            TimeoutSeconds = o.TimeoutSeconds,
+            LatencyWarmupRounds = o.Warmup,
+            LatencyRecordedRounds = o.Samples,
+            LatencyCooldownRounds = o.Cooldown,
+            MessagesPerBlast = o.MessagesFor(Primitive.Send),
+            SlowMessagesPerBlast = o.MessagesFor(Primitive.Query),
+            BlastEdgeFraction = 0.1,
+            ResponseDelayWarmupRounds = o.ResponseDelayBursts.Length > 0 ? o.ResponseWarmup : 0,
+            ResponseDelayRecordedRounds = o.ResponseDelayBursts.Length > 0 ? o.Rounds : 0,
+            ResponseDelayCooldownRounds = o.ResponseDelayBursts.Length > 0 ? o.ResponseCooldown : 0,
+        };
+        group.Failure = RunMembers(o, report, group);
+        group.Completed = group.Failure == null;
+        group.WallSeconds = wall.Elapsed.TotalSeconds;
+        Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+            $"Isis.Bench: {o.Members} members, {o.Payload} B: {(group.Completed ? "completed" : "FAILED")} in {group.WallSeconds:F1} s (all joined after {group.FormedSeconds:F1} s)"));
+        return group;
+    }
+
+    /// <summary>Starts the members of one group and waits for them; null if every member finished, else why not.</summary>
+    private static string? RunMembers(BenchOptions o, BenchReport report, GroupRun group)
     {
         var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
@@ -56,21 +90,24 @@ internal static class Coordinator
         Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
-        Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded rounds; throughput: {o.Messages} messages of {o.Payload} B " +
-                          $"({o.MessagesFor(Primitive.Query)} for safe and query)");
+        Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
+                          $"({o.MessagesFor(Primitive.Query)} for safe and query), the first and last 10 % not counted" +
+                          (o.ResponseDelayBursts.Length > 0 ? $"; response delay: {o.ResponseWarmup} + {o.Rounds} + {o.ResponseCooldown} rounds" : "") +
+                          $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s");
 
         using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort, o));
         service.Start();
 
         var children = new List<Process>();
         var results = new string[o.Members];
+        var lastError = new string?[o.Members];
         bool ok = false;
         try
         {
             for (int i = 0; i < o.Members; i++)
             {
                 results[i] = Path.Combine(work, $"member{i}.json");
-                children.Add(StartMember(o, i, servicePort, results[i]));
+                children.Add(StartMember(o, i, servicePort, results[i], lastError, group));
             }
             // Wait for all members; one that fails makes the others pointless, so stop them at once.
             var limit = TimeSpan.FromSeconds(o.TimeoutSeconds + 10);
@@ -78,25 +115,28 @@ internal static class Coordinator
             {
                 if (children.FirstOrDefault(c => c.HasExited && c.ExitCode != 0) is { } dead)
                 {
-                    Console.Error.WriteLine($"Isis.Bench: member {children.IndexOf(dead)} exited with code {dead.ExitCode}; stopping the others");
-                    return 1;
+                    dead.WaitForExit(); // its last words
+                    int index = children.IndexOf(dead);
+                    Console.Error.WriteLine($"Isis.Bench: member {index} exited with code {dead.ExitCode}; stopping the others");
+                    return $"member {index} exited with code {dead.ExitCode} after {wall.Elapsed.TotalSeconds:F0} s" + (lastError[index] is { } why ? ": " + why : "");
                 }
                 if (wall.Elapsed > limit)
                 {
                     Console.Error.WriteLine($"Isis.Bench: members still running after {limit.TotalSeconds:F0} s; killing them");
-                    return 1;
+                    return $"members still running after {limit.TotalSeconds:F0} s (--timeout {o.TimeoutSeconds})";
                 }
                 Thread.Sleep(100);
             }
             foreach (Process child in children) child.WaitForExit(); // flush the redirected output
             var failed = children.Select((c, i) => (c.ExitCode, i)).Where(x => x.ExitCode != 0).ToList();
             foreach (var (code, i) in failed) Console.Error.WriteLine($"Isis.Bench: member {i} exited with code {code}");
-            if (failed.Count > 0) return 1;
+            if (failed.Count > 0) return $"member {failed[0].i} exited with code {failed[0].ExitCode}" + (lastError[failed[0].i] is { } why ? ": " + why : "");
 
             MemberResult[] members = results.Select(path => JsonSerializer.Deserialize<MemberResult>(File.ReadAllText(path), ResultJson.Options)!).ToArray();
+            group.FormedSeconds = members[0].FormedSeconds;
             Summarize(o, members, report);
             ok = true;
-            return 0;
+            return null;
         }
         finally
         {
@@ -149,7 +189,7 @@ internal static class Coordinator
         SuspicionCount = o.Suspicion,
     };
 
-    private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath)
+    private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)
     {
         var (host, dll) = SelfCommand();
         var psi = new ProcessStartInfo(host)
@@ -161,8 +201,22 @@ internal static class Coordinator
         if (dll != null) psi.ArgumentList.Add(dll);
         foreach (string a in o.MemberArguments(index, servicePort, resultPath, Environment.ProcessId)) psi.ArgumentList.Add(a);
         var p = new Process { StartInfo = psi };
-        p.OutputDataReceived += (_, e) => { if (e.Data != null) Console.WriteLine($"[member {index}] {e.Data}"); };
-        p.ErrorDataReceived += (_, e) => { if (e.Data != null) Console.Error.WriteLine($"[member {index}] {e.Data}"); };
+        p.OutputDataReceived += (_, e) =>
+        {
+            if (e.Data == null) return;
+            Console.WriteLine($"[member {index}] {e.Data}");
+            // The sender's "all N members joined at X s": kept for the report even if the group fails later.
+            const string joined = "members joined at ";
+            int at = e.Data.IndexOf(joined, StringComparison.Ordinal);
+            if (index == 0 && at >= 0 && double.TryParse(e.Data.AsSpan(at + joined.Length).TrimEnd(" s"), NumberStyles.Float, CultureInfo.InvariantCulture, out double seconds))
+                group.FormedSeconds = seconds;
+        };
+        p.ErrorDataReceived += (_, e) =>
+        {
+            if (e.Data == null) return;
+            Console.Error.WriteLine($"[member {index}] {e.Data}");
+            if (e.Data.StartsWith($"member {index}: ", StringComparison.Ordinal)) lastError[index] = e.Data;
+        };
         p.Start();
         p.BeginOutputReadLine();
         p.BeginErrorReadLine();
@@ -195,7 +249,19 @@ internal static class Coordinator
             Primitive p = o.PrimitiveList[phase];
             PhaseResult sender = m[0].Phases[phase];
             int n = o.MessagesFor(p);
-            var run = new PrimitiveRun { Members = o.Members, PayloadBytes = o.Payload, Primitive = p.Name(), Phi = p.Phi(o.Members), MessagesPerBlast = n };
+            var run = new PrimitiveRun
+            {
+                Members = o.Members,
+                PayloadBytes = o.Payload,
+                Primitive = p.Name(),
+                Phi = p.Phi(o.Members),
+                MessagesPerBlast = n,
+                LatencyWarmupRounds = o.Warmup,
+                LatencyRecordedRounds = o.Samples,
+                LatencyCooldownRounds = o.Cooldown,
+                BlastWarmupDeliveries = BenchOptions.BlastEdge(n),
+                BlastCooldownDeliveries = BenchOptions.BlastEdge(n),
+            };
             run.Latency.Add(LatencySummary.Of("send->deliver, all receivers", receivers.SelectMany(r => r.Phases[phase].LatencyTicks)));
             foreach (MemberResult r in receivers) run.Latency.Add(LatencySummary.Of($"send->deliver, member {r.Index}", r.Phases[phase].LatencyTicks));
             run.Latency.Add(LatencySummary.Of("send->deliver, sender (local)", sender.LatencyTicks));
@@ -205,7 +271,7 @@ internal static class Coordinator
                 : "round trip (send -> every receiver's ack delivered at sender)", sender.RoundTripTicks));
 
             run.Throughput = receivers.Select(r => r.Phases[phase].Throughput[0]).Prepend(sender.Throughput[0]).OrderBy(t => t.Member).ToList();
-            run.SenderCallsPerSecond = sender.SendCallsSeconds > 0 ? n / sender.SendCallsSeconds : 0;
+            run.SenderCallsPerSecond = sender.MeasuredCallsSeconds > 0 ? sender.MeasuredCalls / sender.MeasuredCallsSeconds : 0;
             run.SenderCompletedPerSecond = sender.CompletedSeconds > 0 ? n / sender.CompletedSeconds : 0;
             foreach (MemberResult r in receivers)
             {
@@ -222,6 +288,8 @@ internal static class Coordinator
                 PayloadBytes = o.Payload,
                 K = d.K,
                 Mode = d.Mode,
+                WarmupRounds = o.ResponseWarmup,
+                CooldownRounds = o.ResponseCooldown,
                 Delay = LatencySummary.Of($"{d.Mode}, K={d.K}", d.Ticks),
             });
         }
@@ -234,19 +302,22 @@ internal static class Coordinator
         foreach (PrimitiveRun run in r.Runs)
         {
             Console.WriteLine();
-            Console.WriteLine($"{run.Primitive}{(run.Phi > 0 ? $" (phi {run.Phi})" : "")}, {run.Members} members, latency ({r.PayloadBytes} B, one at a time), microseconds");
+            Console.WriteLine($"{run.Primitive}{(run.Phi > 0 ? $" (phi {run.Phi})" : "")}, {run.Members} members, latency ({run.PayloadBytes} B, one at a time; " +
+                              $"{run.LatencyWarmupRounds} warm-up + {run.LatencyRecordedRounds} recorded + {run.LatencyCooldownRounds} cool-down rounds), microseconds");
             Console.WriteLine($"  {"measure",-62} {"samples",8} {"p50",9} {"p90",9} {"p99",9} {"p99.9",9} {"max",9}");
             foreach (LatencySummary l in run.Latency)
                 Console.WriteLine($"  {l.Name,-62} {l.Samples,8} {F(l.P50)} {F(l.P90)} {F(l.P99)} {F(l.P999)} {F(l.Max)}");
-            Console.WriteLine($"  throughput, one sender, {run.MessagesPerBlast} messages of {r.PayloadBytes} B");
+            Console.WriteLine($"  throughput, one sender, {run.MessagesPerBlast} messages of {run.PayloadBytes} B; the rate over the middle " +
+                              $"{run.MessagesPerBlast - run.BlastWarmupDeliveries - run.BlastCooldownDeliveries} deliveries at each member " +
+                              $"(first {run.BlastWarmupDeliveries} and last {run.BlastCooldownDeliveries} not counted)");
             foreach (ThroughputResult t in run.Throughput)
             {
                 string role = t.Member == 0 ? "sender (local delivery)" : "receiver";
                 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-                    $"    member {t.Member} {role,-24} {t.Deliveries,9} deliveries in {t.Seconds,7:F3} s = {t.DeliveriesPerSecond,10:N0} deliveries/s"));
+                    $"    member {t.Member} {role,-24} {t.MeasuredDeliveries,9} deliveries in {t.Seconds,7:F3} s = {t.DeliveriesPerSecond,10:N0} deliveries/s (whole blast {t.WholeBlastPerSecond:N0}/s)"));
             }
             string completed = run.SenderCompletedPerSecond > 0
-                ? string.Create(CultureInfo.InvariantCulture, $"; completed at the sender: {run.SenderCompletedPerSecond:N0}/s")
+                ? string.Create(CultureInfo.InvariantCulture, $"; completed at the sender: {run.SenderCompletedPerSecond:N0}/s (whole blast)")
                 : "";
             Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"    sender's calls: {run.SenderCallsPerSecond:N0}/s (they block on flow control)") + completed);
             if (run.PacketsPerDatagramAtReceivers.Count > 0)
@@ -257,9 +328,17 @@ internal static class Coordinator
         {
             Console.WriteLine();
             Console.WriteLine("Response delay: time until the application may answer an outside user after K updates, microseconds");
-            Console.WriteLine($"  {"members",7} {"K",5} {"mode",-18} {"rounds",7} {"p50",9} {"p90",9} {"p99",9} {"max",9}");
+            Console.WriteLine($"  {"members",7} {"K",5} {"mode",-18} {"rounds",7} {"p50",9} {"p90",9} {"p99",9} {"max",9}   (recorded rounds; warm-up and cool-down rounds before and after)");
             foreach (ResponseDelaySummary d in r.ResponseDelay)
                 Console.WriteLine($"  {d.Members,7} {d.K,5} {d.Mode,-18} {d.Delay.Samples,7} {F(d.Delay.P50)} {F(d.Delay.P90)} {F(d.Delay.P99)} {F(d.Delay.Max)}");
+        }
+        Console.WriteLine();
+        Console.WriteLine("Groups: failure detection, latency rounds (warm-up + recorded + cool-down) per primitive, blast messages, time until every member joined, wall time");
+        foreach (GroupRun g in r.Groups)
+        {
+            Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
+                $"  {g.Members,3} members {g.PayloadBytes,5} B  {g.HeartbeatMs} ms x {g.Suspicion}  {g.LatencyWarmupRounds} + {g.LatencyRecordedRounds} + {g.LatencyCooldownRounds} rounds  " +
+                $"{g.MessagesPerBlast}/{g.SlowMessagesPerBlast} messages  joined {g.FormedSeconds:F1} s  wall {g.WallSeconds:F1} s  {(g.Completed ? "completed" : "FAILED: " + g.Failure)}"));
         }
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"wall time {r.WallSeconds:F1} s; load average {r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end"));
     }

@@ -31,10 +31,34 @@ internal static class HtmlReport
             .Append(Row("runtime", E(r.Runtime)))
             .Append(Row("started (UTC)", E(r.StartedUtc.ToString("yyyy-MM-dd HH:mm:ss", CultureInfo.InvariantCulture))))
             .Append(Row("load average", E($"{r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end")))
-            .Append(Row("phases", E($"{r.Warmup} warm-up rounds (not recorded), then {r.Samples} recorded rounds per primitive; a throughput blast; wall time {r.WallSeconds:F1} s")))
+            .Append(Row("phases", E("per primitive and group: warm-up latency rounds (run, not recorded), the recorded rounds, cool-down rounds (run, not recorded); " +
+                                    "then a throughput blast whose rate is taken over its middle 80 % at each member (the first and the last 10 % of the deliveries are warm-up and cool-down); " +
+                                    "the counts of every group are in the table below")))
+            .Append(Row("wall time", E(Inv($"{r.WallSeconds:F1} s"))))
             .Append("</table>");
+        if (r.Groups.Any(g => !g.Completed))
+        {
+            html.Append("<p><b>Not every group completed:</b></p><ul>");
+            foreach (GroupRun g in r.Groups.Where(g => !g.Completed)) html.Append(Inv($"<li>{g.Members} members, {g.PayloadBytes} B: {E(g.Failure ?? "")}</li>"));
+            html.Append("</ul>");
+        }
         if (r.Quick) html.Append("<p class=\"note\"><b>Quick mode</b>: a smoke test of the harness with small counts; its timings are not meaningful.</p>");
         html.Append("<p class=\"note\">Every figure below comes from measured samples; each table gives the sample count. Latencies are from the send call to the handler's run at each member, on one clock (all members run on this machine).</p>");
+
+        html.Append("<h2>Groups: settings and sample counts</h2>")
+            .Append("<p class=\"note\">Counts not given on the command line are scaled down with the group size so that each size takes a bounded time on a small machine; ")
+            .Append("failure detection is heartbeat period x silent periods before expulsion (relaxed from 20 members on, where the group saturates 2 cores). ")
+            .Append("Rounds are per primitive; blast messages are for send and ordered / for safe and query.</p>")
+            .Append("<table><tr><th>members</th><th>payload B</th><th>failure detection</th><th>latency rounds: warm-up</th><th>recorded</th><th>cool-down</th>")
+            .Append("<th>blast messages</th><th>blast deliveries not counted, each end</th><th>response-delay rounds: warm-up / recorded / cool-down</th><th>all joined after s</th><th>wall s</th><th>time limit s</th><th>status</th></tr>");
+        foreach (GroupRun g in r.Groups)
+        {
+            html.Append(Inv($"<tr><td>{g.Members}</td><td>{g.PayloadBytes}</td><td>{g.HeartbeatMs} ms x {g.Suspicion}</td><td>{g.LatencyWarmupRounds}</td><td>{g.LatencyRecordedRounds}</td><td>{g.LatencyCooldownRounds}</td>"))
+                .Append(Inv($"<td>{g.MessagesPerBlast} / {g.SlowMessagesPerBlast}</td><td>{g.BlastEdgeFraction:P0}</td>"))
+                .Append(Inv($"<td>{g.ResponseDelayWarmupRounds} / {g.ResponseDelayRecordedRounds} / {g.ResponseDelayCooldownRounds}</td><td>{g.FormedSeconds:F1}</td><td>{g.WallSeconds:F1}</td><td>{g.TimeoutSeconds}</td>"))
+                .Append($"<td>{(g.Completed ? "completed" : "<b>failed</b>: " + E(g.Failure ?? ""))}</td></tr>");
+        }
+        html.Append("</table>");
 
         html.Append("<h2>Latency against group size</h2><div class=\"charts\">");
         foreach (int payload in r.Runs.Select(x => x.PayloadBytes).Distinct().Order())
@@ -75,29 +99,34 @@ internal static class HtmlReport
                     .Select(g => (g.Key, g.OrderBy(d => d.K).Select(d => ((double)d.K, d.Delay.P50)).ToArray())).ToList();
                 html.Append(LineChart($"{members} members, {payload} B: p50 response delay", "K (burst size)", "microseconds", series));
             }
-            html.Append("</div><table><tr><th>members</th><th>payload B</th><th>K</th><th>mode</th><th>rounds</th><th>p50 us</th><th>p90 us</th><th>p99 us</th><th>max us</th></tr>");
+            html.Append("</div><table><tr><th>members</th><th>payload B</th><th>K</th><th>mode</th><th>warm-up rounds</th><th>recorded rounds</th><th>cool-down rounds</th><th>p50 us</th><th>p90 us</th><th>p99 us</th><th>max us</th></tr>");
             foreach (ResponseDelaySummary d in r.ResponseDelay)
             {
-                html.Append(Inv($"<tr><td>{d.Members}</td><td>{d.PayloadBytes}</td><td>{d.K}</td><td>{E(d.Mode)}</td><td>{d.Delay.Samples}</td><td>{d.Delay.P50:F1}</td><td>{d.Delay.P90:F1}</td><td>{d.Delay.P99:F1}</td><td>{d.Delay.Max:F1}</td></tr>"));
+                html.Append(Inv($"<tr><td>{d.Members}</td><td>{d.PayloadBytes}</td><td>{d.K}</td><td>{E(d.Mode)}</td><td>{d.WarmupRounds}</td><td>{d.Delay.Samples}</td><td>{d.CooldownRounds}</td><td>{d.Delay.P50:F1}</td><td>{d.Delay.P90:F1}</td><td>{d.Delay.P99:F1}</td><td>{d.Delay.Max:F1}</td></tr>"));
             }
             html.Append("</table>");
         }
 
-        html.Append("<h2>Every latency figure</h2><table><tr><th>primitive</th><th>members</th><th>payload B</th><th>measure</th><th>samples</th><th>p50 us</th><th>p90 us</th><th>p99 us</th><th>p99.9 us</th><th>max us</th></tr>");
+        html.Append("<h2>Every latency figure</h2><p class=\"note\">samples: recorded rounds (pooled over the receivers in the first row of each primitive); " +
+                    "the warm-up and cool-down rounds around them were run and not recorded.</p>")
+            .Append("<table><tr><th>primitive</th><th>members</th><th>payload B</th><th>measure</th><th>warm-up rounds</th><th>samples</th><th>cool-down rounds</th><th>p50 us</th><th>p90 us</th><th>p99 us</th><th>p99.9 us</th><th>max us</th></tr>");
         foreach (PrimitiveRun run in r.Runs)
         {
             foreach (LatencySummary l in run.Latency)
             {
-                html.Append(Inv($"<tr><td>{E(Label(run))}</td><td>{run.Members}</td><td>{run.PayloadBytes}</td><td>{E(l.Name)}</td><td>{l.Samples}</td><td>{l.P50:F1}</td><td>{l.P90:F1}</td><td>{l.P99:F1}</td><td>{l.P999:F1}</td><td>{l.Max:F1}</td></tr>"));
+                html.Append(Inv($"<tr><td>{E(Label(run))}</td><td>{run.Members}</td><td>{run.PayloadBytes}</td><td>{E(l.Name)}</td><td>{run.LatencyWarmupRounds}</td><td>{l.Samples}</td><td>{run.LatencyCooldownRounds}</td><td>{l.P50:F1}</td><td>{l.P90:F1}</td><td>{l.P99:F1}</td><td>{l.P999:F1}</td><td>{l.Max:F1}</td></tr>"));
             }
         }
-        html.Append("</table><h2>Every throughput figure</h2><table><tr><th>primitive</th><th>members</th><th>payload B</th><th>member</th><th>deliveries</th><th>seconds</th><th>deliveries/s</th></tr>");
+        html.Append("</table><h2>Every throughput figure</h2><p class=\"note\">deliveries/s is over the measured window: the deliveries between the warm-up and the cool-down deliveries at that member; " +
+                    "the whole blast's rate is given for comparison. The sender's calls per second are over the same middle part of its calls.</p>")
+            .Append("<table><tr><th>primitive</th><th>members</th><th>payload B</th><th>member</th><th>warm-up deliveries</th><th>measured deliveries</th><th>cool-down deliveries</th><th>seconds</th><th>deliveries/s</th><th>whole blast /s</th></tr>");
         foreach (PrimitiveRun run in r.Runs)
         {
             foreach (ThroughputResult t in run.Throughput)
             {
-                html.Append(Inv($"<tr><td>{E(Label(run))}</td><td>{run.Members}</td><td>{run.PayloadBytes}</td><td>{(t.Member == 0 ? "0 (sender)" : t.Member.ToString(CultureInfo.InvariantCulture))}</td><td>{t.Deliveries}</td><td>{t.Seconds:F3}</td><td>{t.DeliveriesPerSecond:F0}</td></tr>"));
+                html.Append(Inv($"<tr><td>{E(Label(run))}</td><td>{run.Members}</td><td>{run.PayloadBytes}</td><td>{(t.Member == 0 ? "0 (sender)" : t.Member.ToString(CultureInfo.InvariantCulture))}</td><td>{t.WarmupDeliveries}</td><td>{t.MeasuredDeliveries}</td><td>{t.CooldownDeliveries}</td><td>{t.Seconds:F3}</td><td>{t.DeliveriesPerSecond:F0}</td><td>{t.WholeBlastPerSecond:F0}</td></tr>"));
             }
+            html.Append(Inv($"<tr><td>{E(Label(run))}</td><td>{run.Members}</td><td>{run.PayloadBytes}</td><td>sender's calls</td><td>{run.BlastWarmupDeliveries}</td><td>{run.MessagesPerBlast - run.BlastWarmupDeliveries - run.BlastCooldownDeliveries}</td><td>{run.BlastCooldownDeliveries}</td><td></td><td>{run.SenderCallsPerSecond:F0}</td><td>{(run.SenderCompletedPerSecond > 0 ? run.SenderCompletedPerSecond.ToString("F0", CultureInfo.InvariantCulture) + " completed" : "")}</td></tr>"));
         }
         html.Append("</table></body></html>");
         return html.ToString();

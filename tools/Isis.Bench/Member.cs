@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Globalization;
 using System.Text.Json;
 
 namespace Isis.Bench;
@@ -16,10 +17,12 @@ namespace Isis.Bench;
 /// <item>Latency: the sender multicasts PING(phase, round, timestamp, padding) with the primitive
 /// and waits until every receiver answered ACK(round) (a Send) before the next round; every member
 /// records delivery - send in its handler. Query: QueryAsync(ALL, QPING...) instead, every member
-/// Replies, and the round ends when the task completes.</item>
+/// Replies, and the round ends when the task completes. --warmup rounds come first and --cooldown
+/// rounds last; only the --samples rounds between them are recorded.</item>
 /// <item>Throughput: the sender multicasts DATA(phase, payload) as fast as flow control lets it
-/// (Query: QDATA with at most 1,000 queries in flight); each receiver timestamps its first and last
-/// delivery and, having all of them, Sends DONE.</item>
+/// (Query: QDATA with at most 1,000 queries in flight); each member timestamps its first and last
+/// delivery and the edges of the measured window (the first and the last tenth of the deliveries
+/// are warm-up and cool-down, not counted) and each receiver, having all of them, Sends DONE.</item>
 /// </list>
 /// Then, with --response-delay, the sender times bursts of K Sends + Flush against K SafeSends;
 /// finally it Sends FINISH and everyone writes its result file and shuts down.
@@ -29,7 +32,14 @@ internal static class Member
     private const string GroupName = "isis-bench";
     private const int Ready = 1, Ping = 2, Ack = 3, Data = 4, Done = 5, Finish = 6, QPing = 7, QData = 8, Update = 9;
     private const int QueriesInFlight = 1_000;
-    private static readonly TimeSpan RoundTimeout = TimeSpan.FromSeconds(5);
+
+    /// <summary>
+    /// How long one latency or response-delay round may take before the run fails: 5 s, or the failure-detection
+    /// time if longer (20 s from 20 members on). A round that stalls longer than a silent member would take to
+    /// be expelled is a stuck protocol, not a slow machine; a shorter limit made 50-member runs fail on 2 cores.
+    /// </summary>
+    private static TimeSpan RoundTimeout(BenchOptions o) =>
+        TimeSpan.FromMilliseconds(Math.Max(5_000, (long)o.HeartbeatMs * o.Suspicion));
 
     public static int Run(BenchOptions o)
     {
@@ -74,6 +84,8 @@ internal static class Member
             DataCount = new long[n];
             FirstData = new long[n];
             LastData = new long[n];
+            WindowStart = new long[n];
+            WindowEnd = new long[n];
             BlastStart = new StatsSnapshot?[n];
             BlastEnd = new StatsSnapshot?[n];
         }
@@ -88,10 +100,13 @@ internal static class Member
         public readonly long[] DataCount;
         public readonly long[] FirstData;
         public readonly long[] LastData;
+        /// <summary>Throughput: this member's delivery that opens the measured window (the first after the warm-up tenth) and the one that closes it.</summary>
+        public readonly long[] WindowStart;
+        public readonly long[] WindowEnd;
         public readonly StatsSnapshot?[] BlastStart;
         public readonly StatsSnapshot?[] BlastEnd;
         public readonly CountdownEvent DoneReceivers;
-        public readonly Dictionary<int, (long Count, long First, long Last)> Reported = new();
+        public readonly Dictionary<int, BlastTimes> Reported = new();
         public readonly ManualResetEventSlim Finished = new(false);
     }
 
@@ -104,7 +119,8 @@ internal static class Member
         void OnPing(int phase, long round, long sentAt, bool query)
         {
             long now = Stopwatch.GetTimestamp();
-            if (round >= o.Warmup && s.LatencyCount[phase] < o.Samples) s.Latency[phase][s.LatencyCount[phase]++] = now - sentAt;
+            // Warm-up and cool-down rounds are delivered and acknowledged like the others but not recorded.
+            if (round >= o.Warmup && round < o.Warmup + o.Samples && s.LatencyCount[phase] < o.Samples) s.Latency[phase][s.LatencyCount[phase]++] = now - sentAt;
             if (query) g.Reply(o.Index);
             else if (o.Index != 0) g.Send(Ack, o.Index, phase, round);
         }
@@ -118,25 +134,30 @@ internal static class Member
         void OnData(int phase, bool query)
         {
             long now = Stopwatch.GetTimestamp();
-            if (s.DataCount[phase]++ == 0)
+            int n = o.MessagesFor(o.PrimitiveList[phase]);
+            int edge = BenchOptions.BlastEdge(n);
+            long count = ++s.DataCount[phase];
+            if (count == 1)
             {
                 s.FirstData[phase] = now;
                 if (o.Index != 0) s.BlastStart[phase] = Stats(runtime);
             }
+            if (count == edge + 1) s.WindowStart[phase] = now;
+            if (count == n - edge) s.WindowEnd[phase] = now;
             s.LastData[phase] = now;
             if (query) g.Reply(o.Index);
-            if (o.Index != 0 && s.DataCount[phase] == o.MessagesFor(o.PrimitiveList[phase]))
+            if (o.Index != 0 && count == n)
             {
                 s.BlastEnd[phase] = Stats(runtime);
-                g.Send(Done, o.Index, s.DataCount[phase], s.FirstData[phase], s.LastData[phase]);
+                g.Send(Done, o.Index, count, s.FirstData[phase], s.LastData[phase], s.WindowStart[phase], s.WindowEnd[phase]);
             }
         }
         g.Handlers[Data] += (Action<int, byte[]>)((phase, _) => OnData(phase, query: false));
         g.Handlers[QData] += (Action<int, byte[]>)((phase, _) => OnData(phase, query: true));
-        g.Handlers[Done] += (Action<int, long, long, long>)((index, count, first, last) =>
+        g.Handlers[Done] += (Action<int, long, long, long, long, long>)((index, count, first, last, windowStart, windowEnd) =>
         {
             if (o.Index != 0) return;
-            lock (s.Reported) s.Reported[index] = (count, first, last);
+            lock (s.Reported) s.Reported[index] = new BlastTimes(count, first, last, windowStart, windowEnd);
             s.DoneReceivers.Signal();
         });
         g.Handlers[Update] += (Action<int>)(_ => { });
@@ -146,6 +167,8 @@ internal static class Member
     private static void RunSender(Group g, State s, BenchOptions o, Stopwatch deadline, MemberResult result)
     {
         WaitFor(() => s.ReadyReceivers.IsSet, "READY from every receiver", o, deadline, s.ReadyReceivers.WaitHandle);
+        result.FormedSeconds = deadline.Elapsed.TotalSeconds;
+        Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"member 0: all {o.Members} members joined at {result.FormedSeconds:F1} s"));
         var pad = new byte[Math.Max(0, o.Payload - 24)];
         var payload = new byte[o.Payload];
         for (int phase = 0; phase < o.PrimitiveList.Length; phase++)
@@ -155,10 +178,12 @@ internal static class Member
             if (p.IsSafe()) g.SetSafeSendThreshold(p.Phi(o.Members));
             Volatile.Write(ref s.CurrentPhase, phase);
 
-            // Latency: one operation at a time, each acknowledged by every receiver before the next.
+            // Latency: one operation at a time, each acknowledged by every receiver before the next:
+            // warm-up rounds, the recorded rounds, then cool-down rounds (run, not recorded).
             var roundTrips = new long[o.Samples];
             var completions = p.IsSafe() || p == Primitive.Query ? new long[o.Samples] : null;
-            for (long round = 0; round < o.Warmup + o.Samples; round++)
+            TimeSpan roundTimeout = RoundTimeout(o);
+            for (long round = 0; round < o.Warmup + o.Samples + o.Cooldown; round++)
             {
                 s.Acks = 0;
                 s.RoundDone.Reset();
@@ -175,21 +200,21 @@ internal static class Member
                         break;
                     case Primitive.Query:
                         Task<IReadOnlyList<int>> q = g.QueryAsync<int>(Group.ALL, QPing, phase, round, sentAt, pad);
-                        if (!q.Wait(RoundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: the query did not complete within {RoundTimeout.TotalSeconds} s");
+                        if (!q.Wait(roundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: the query did not complete within {roundTimeout.TotalSeconds} s");
                         completed = Stopwatch.GetTimestamp();
                         if (q.Result.Count != o.Members) throw new InvalidOperationException($"query round {round}: {q.Result.Count} replies, expected {o.Members}");
                         s.RoundDone.Set();
                         break;
                     default:
                         Task t = g.SafeSendAsync(Ping, phase, round, sentAt, pad);
-                        if (!t.Wait(RoundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: not delivered here within {RoundTimeout.TotalSeconds} s");
+                        if (!t.Wait(roundTimeout)) throw new TimeoutException($"{p.Name()} round {round}: not delivered here within {roundTimeout.TotalSeconds} s");
                         completed = Stopwatch.GetTimestamp();
                         break;
                 }
-                if (!s.RoundDone.Wait(RoundTimeout))
-                    throw new TimeoutException($"{p.Name()} round {round}: the receivers did not acknowledge within {RoundTimeout.TotalSeconds} s");
+                if (!s.RoundDone.Wait(roundTimeout))
+                    throw new TimeoutException($"{p.Name()} round {round}: the receivers did not acknowledge within {roundTimeout.TotalSeconds} s");
                 long end = p == Primitive.Query ? completed : Stopwatch.GetTimestamp();
-                if (round >= o.Warmup)
+                if (round >= o.Warmup && round < o.Warmup + o.Samples)
                 {
                     roundTrips[round - o.Warmup] = end - sentAt;
                     if (completions != null) completions[round - o.Warmup] = completed - sentAt;
@@ -198,9 +223,18 @@ internal static class Member
             }
             r.RoundTripTicks = roundTrips;
             r.CompletionTicks = completions ?? [];
+            Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"member 0: {p.Name()} latency rounds done at {deadline.Elapsed.TotalSeconds:F1} s"));
 
             // Throughput: one sender, as fast as the primitive lets it (calls block when the unstable window is full).
+            // The calls' rate is taken over the same middle window as the deliveries' (calls edge .. n - edge - 1).
             int n = o.MessagesFor(p);
+            int edge = BenchOptions.BlastEdge(n);
+            long callsFrom = 0, callsTo = 0;
+            void Mark(int i)
+            {
+                if (i == edge) callsFrom = Stopwatch.GetTimestamp();
+                else if (i == n - edge) callsTo = Stopwatch.GetTimestamp();
+            }
             s.DoneReceivers.Reset();
             lock (s.Reported) s.Reported.Clear();
             long start = Stopwatch.GetTimestamp();
@@ -208,10 +242,18 @@ internal static class Member
             switch (p)
             {
                 case Primitive.Send:
-                    for (int i = 0; i < n; i++) g.Send(Data, phase, payload);
+                    for (int i = 0; i < n; i++)
+                    {
+                        Mark(i);
+                        g.Send(Data, phase, payload);
+                    }
                     break;
                 case Primitive.Ordered:
-                    for (int i = 0; i < n; i++) g.OrderedSend(Data, phase, payload);
+                    for (int i = 0; i < n; i++)
+                    {
+                        Mark(i);
+                        g.OrderedSend(Data, phase, payload);
+                    }
                     break;
                 case Primitive.Query:
                 {
@@ -220,6 +262,7 @@ internal static class Member
                     int failures = 0;
                     for (int i = 0; i < n; i++)
                     {
+                        Mark(i);
                         inFlight.Wait();
                         g.QueryAsync<int>(Group.ALL, QData, phase, payload).ContinueWith(t =>
                         {
@@ -237,7 +280,11 @@ internal static class Member
                 default:
                 {
                     var tasks = new Task[n];
-                    for (int i = 0; i < n; i++) tasks[i] = g.SafeSendAsync(Data, phase, payload);
+                    for (int i = 0; i < n; i++)
+                    {
+                        Mark(i);
+                        tasks[i] = g.SafeSendAsync(Data, phase, payload);
+                    }
                     r.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
                     if (!Task.WaitAll(tasks, TimeSpan.FromSeconds(Math.Max(1, o.TimeoutSeconds - deadline.Elapsed.TotalSeconds))))
                         throw new TimeoutException("the blast's SafeSends did not complete");
@@ -246,13 +293,16 @@ internal static class Member
                 }
             }
             if (r.SendCallsSeconds == 0) r.SendCallsSeconds = Stopwatch.GetElapsedTime(start).TotalSeconds;
+            if (callsTo == 0) callsTo = Stopwatch.GetTimestamp(); // edge == 0: the window is the whole blast
+            r.MeasuredCalls = n - 2 * edge;
+            r.MeasuredCallsSeconds = (callsTo - callsFrom) / (double)Stopwatch.Frequency;
             if (lastCompleted != 0) r.CompletedSeconds = (lastCompleted - start) / (double)Stopwatch.Frequency;
             WaitFor(() => s.DoneReceivers.IsSet, "DONE from every receiver", o, deadline, s.DoneReceivers.WaitHandle);
             lock (s.Reported)
             {
                 r.Throughput = s.Reported.OrderBy(x => x.Key)
-                    .Select(x => Rate(x.Key, x.Value.Count, x.Value.First, x.Value.Last))
-                    .Prepend(Rate(0, s.DataCount[phase], s.FirstData[phase], s.LastData[phase]))
+                    .Select(x => Rate(x.Key, x.Value, edge))
+                    .Prepend(Rate(0, new BlastTimes(s.DataCount[phase], s.FirstData[phase], s.LastData[phase], s.WindowStart[phase], s.WindowEnd[phase]), edge))
                     .ToList();
             }
             r.LatencyTicks = s.Latency[phase][..s.LatencyCount[phase]];
@@ -274,7 +324,8 @@ internal static class Member
         var modes = new List<(string Name, int Phi)> { ("send+flush", 0) };
         if (o.Members > 3) modes.Add(("safesend phi=3", 3));
         modes.Add(("safesend phi=all", o.Members));
-        int warmup = Math.Max(3, o.Rounds / 10);
+        int warmup = o.ResponseWarmup, cooldown = o.ResponseCooldown;
+        TimeSpan roundTimeout = RoundTimeout(o);
         foreach (int k in o.ResponseDelayBursts)
         {
             foreach (var (name, phi) in modes)
@@ -282,7 +333,7 @@ internal static class Member
                 if (phi > 0) g.SetSafeSendThreshold(phi);
                 var ticks = new long[o.Rounds];
                 var tasks = new Task[k];
-                for (int round = 0; round < warmup + o.Rounds; round++)
+                for (int round = 0; round < warmup + o.Rounds + cooldown; round++)
                 {
                     long start = Stopwatch.GetTimestamp();
                     if (phi == 0)
@@ -293,9 +344,9 @@ internal static class Member
                     else
                     {
                         for (int i = 0; i < k; i++) tasks[i] = g.SafeSendAsync(Update, i);
-                        if (!Task.WaitAll(tasks, RoundTimeout)) throw new TimeoutException($"{name} K={k}: not complete within {RoundTimeout.TotalSeconds} s");
+                        if (!Task.WaitAll(tasks, roundTimeout)) throw new TimeoutException($"{name} K={k}: not complete within {roundTimeout.TotalSeconds} s");
                     }
-                    if (round >= warmup) ticks[round - warmup] = Stopwatch.GetTimestamp() - start;
+                    if (round >= warmup && round < warmup + o.Rounds) ticks[round - warmup] = Stopwatch.GetTimestamp() - start;
                     CheckDeadline(o, deadline);
                 }
                 result.ResponseDelay.Add(new ResponseDelayRaw { K = k, Mode = name, Ticks = ticks });
@@ -314,22 +365,38 @@ internal static class Member
             {
                 Primitive = o.PrimitiveList[phase].Name(),
                 LatencyTicks = s.Latency[phase][..s.LatencyCount[phase]],
-                Throughput = [Rate(o.Index, s.DataCount[phase], s.FirstData[phase], s.LastData[phase])],
+                Throughput = [Rate(o.Index, new BlastTimes(s.DataCount[phase], s.FirstData[phase], s.LastData[phase], s.WindowStart[phase], s.WindowEnd[phase]),
+                    BenchOptions.BlastEdge(o.MessagesFor(o.PrimitiveList[phase])))],
                 BlastStart = s.BlastStart[phase],
                 BlastEnd = s.BlastEnd[phase],
             });
         }
     }
 
-    private static ThroughputResult Rate(int index, long count, long first, long last)
+    /// <summary>A member's blast: deliveries, first and last delivery, and the deliveries that open and close the measured window.</summary>
+    internal readonly record struct BlastTimes(long Count, long First, long Last, long WindowStart, long WindowEnd);
+
+    /// <summary>
+    /// Deliveries per second over the measured window: from the delivery after the <paramref name="edge"/>
+    /// warm-up deliveries to the last before the <paramref name="edge"/> cool-down ones, (measured - 1) / seconds
+    /// (measured deliveries make measured - 1 intervals); the whole blast's rate is kept beside it.
+    /// </summary>
+    private static ThroughputResult Rate(int index, BlastTimes b, int edge)
     {
-        double seconds = (last - first) / (double)Stopwatch.Frequency;
+        double whole = (b.Last - b.First) / (double)Stopwatch.Frequency;
+        long measured = Math.Max(0, b.Count - 2 * edge);
+        double seconds = edge == 0 ? whole : (b.WindowEnd - b.WindowStart) / (double)Stopwatch.Frequency;
         return new ThroughputResult
         {
             Member = index,
-            Deliveries = count,
+            Deliveries = b.Count,
+            WarmupDeliveries = edge,
+            MeasuredDeliveries = measured,
+            CooldownDeliveries = edge,
             Seconds = seconds,
-            DeliveriesPerSecond = count > 1 && seconds > 0 ? (count - 1) / seconds : 0,
+            DeliveriesPerSecond = measured > 1 && seconds > 0 ? (measured - 1) / seconds : 0,
+            WholeBlastSeconds = whole,
+            WholeBlastPerSecond = b.Count > 1 && whole > 0 ? (b.Count - 1) / whole : 0,
         };
     }
 

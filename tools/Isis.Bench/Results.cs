@@ -18,6 +18,9 @@ internal sealed class MemberResult
     public List<ResponseDelayRaw> ResponseDelay { get; set; } = [];
 
     public StatsSnapshot? Final { get; set; }
+
+    /// <summary>Sender only: seconds from its start until every receiver had joined and announced READY.</summary>
+    public double FormedSeconds { get; set; }
 }
 
 /// <summary>One member's measurements of one primitive.</summary>
@@ -39,6 +42,11 @@ internal sealed class PhaseResult
     /// <summary>Sender: how long the calls of the blast took (they block on flow control).</summary>
     public double SendCallsSeconds { get; set; }
 
+    /// <summary>Sender: the calls of the measured window (the blast less its first and last tenth) and how long they took.</summary>
+    public long MeasuredCalls { get; set; }
+
+    public double MeasuredCallsSeconds { get; set; }
+
     /// <summary>Sender, SafeSend and Query: from the first call until the last task completed.</summary>
     public double CompletedSeconds { get; set; }
 
@@ -55,12 +63,25 @@ internal sealed class ResponseDelayRaw
     public long[] Ticks { get; set; } = [];
 }
 
+/// <summary>One member's deliveries in a blast; the rate is over the measured window, the middle of the blast.</summary>
 internal sealed class ThroughputResult
 {
     public int Member { get; set; }
+    /// <summary>Every delivery of the blast at this member.</summary>
     public long Deliveries { get; set; }
+    /// <summary>Deliveries at the start of the blast not counted in the rate (warm-up).</summary>
+    public long WarmupDeliveries { get; set; }
+    /// <summary>Deliveries in the measured window: every member is under load throughout it.</summary>
+    public long MeasuredDeliveries { get; set; }
+    /// <summary>Deliveries at the end of the blast not counted in the rate (cool-down).</summary>
+    public long CooldownDeliveries { get; set; }
+    /// <summary>From the first to the last delivery of the measured window.</summary>
     public double Seconds { get; set; }
+    /// <summary>(MeasuredDeliveries - 1) / Seconds.</summary>
     public double DeliveriesPerSecond { get; set; }
+    /// <summary>The whole blast, first to last delivery, for comparison.</summary>
+    public double WholeBlastSeconds { get; set; }
+    public double WholeBlastPerSecond { get; set; }
 }
 
 internal sealed class StatsSnapshot
@@ -126,8 +147,16 @@ internal sealed class PrimitiveRun
     /// <summary>SafeSend threshold (0 for the others).</summary>
     public int Phi { get; set; }
     public int MessagesPerBlast { get; set; }
+    /// <summary>Latency rounds: run before the recorded ones (not recorded), recorded, run after them (not recorded).</summary>
+    public int LatencyWarmupRounds { get; set; }
+    public int LatencyRecordedRounds { get; set; }
+    public int LatencyCooldownRounds { get; set; }
+    /// <summary>Blast deliveries at each member left out of the rate at the start and at the end (MessagesPerBlast less both is the measured window).</summary>
+    public int BlastWarmupDeliveries { get; set; }
+    public int BlastCooldownDeliveries { get; set; }
     public List<LatencySummary> Latency { get; set; } = [];
     public List<ThroughputResult> Throughput { get; set; } = [];
+    /// <summary>The sender's calls per second over the measured window (they block on flow control).</summary>
     public double SenderCallsPerSecond { get; set; }
     /// <summary>SafeSend and Query: operations completed at the sender per second (first call to last completion).</summary>
     public double SenderCompletedPerSecond { get; set; }
@@ -142,7 +171,40 @@ internal sealed class ResponseDelaySummary
     public int PayloadBytes { get; set; }
     public int K { get; set; }
     public string Mode { get; set; } = "";
+    /// <summary>Rounds run before and after the recorded ones (Delay.Samples), not recorded.</summary>
+    public int WarmupRounds { get; set; }
+    public int CooldownRounds { get; set; }
     public LatencySummary Delay { get; set; } = new();
+}
+
+/// <summary>One group of member processes (one size, one payload): its settings, its counts, and whether it completed.</summary>
+internal sealed class GroupRun
+{
+    public int Members { get; set; }
+    public int PayloadBytes { get; set; }
+    public int HeartbeatMs { get; set; }
+    public int Suspicion { get; set; }
+    /// <summary>The group's hard time limit (--timeout, or its default for this size).</summary>
+    public int TimeoutSeconds { get; set; }
+    /// <summary>Latency rounds per primitive: warm-up (not recorded), recorded, cool-down (not recorded).</summary>
+    public int LatencyWarmupRounds { get; set; }
+    public int LatencyRecordedRounds { get; set; }
+    public int LatencyCooldownRounds { get; set; }
+    /// <summary>Messages per blast: send and ordered; safe and query.</summary>
+    public int MessagesPerBlast { get; set; }
+    public int SlowMessagesPerBlast { get; set; }
+    /// <summary>Fraction of a blast's deliveries left out at its start and, as many, at its end.</summary>
+    public double BlastEdgeFraction { get; set; }
+    public int ResponseDelayWarmupRounds { get; set; }
+    public int ResponseDelayRecordedRounds { get; set; }
+    public int ResponseDelayCooldownRounds { get; set; }
+    /// <summary>From the sender's start until every member had joined (0 if it never got there).</summary>
+    public double FormedSeconds { get; set; }
+    public double WallSeconds { get; set; }
+    public bool Completed { get; set; }
+    /// <summary>Why the group did not complete (null if it did).</summary>
+    [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
+    public string? Failure { get; set; }
 }
 
 /// <summary>The whole run: what --out receives.</summary>
@@ -162,9 +224,13 @@ internal sealed class BenchReport
     public string LoadAverageAtStart { get; set; } = "";
     public string LoadAverageAtEnd { get; set; } = "";
     public int PayloadBytes { get; set; }
+    /// <summary>Latency rounds as given or defaulted (at 3 members); each group's own counts are in Groups.</summary>
     public int Warmup { get; set; }
     public int Samples { get; set; }
+    public int Cooldown { get; set; }
     public double WallSeconds { get; set; }
+    /// <summary>Every group run (size x payload), completed or not, with its counts and failure-detection settings.</summary>
+    public List<GroupRun> Groups { get; set; } = [];
     public List<PrimitiveRun> Runs { get; set; } = [];
     public List<ResponseDelaySummary> ResponseDelay { get; set; } = [];
     /// <summary>Each member's transport and protocol counters at the end of its group's run.</summary>
@@ -177,25 +243,36 @@ internal sealed class BenchReport
     public string ToCsv()
     {
         if (Scale != null) return Scale.ToCsv(this);
-        var sb = new StringBuilder("kind,members,payload_bytes,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s\n");
+        // samples_or_deliveries is what was measured (recorded rounds, or deliveries in the measured window);
+        // warmup and cooldown are the rounds or deliveries before and after it that were run but not counted.
+        var sb = new StringBuilder("kind,members,payload_bytes,primitive,name,samples_or_deliveries,p50_us,p90_us,p99_us,p999_us,max_us,mean_us,per_s,warmup,cooldown\n");
+        foreach (GroupRun g in Groups)
+        {
+            string status = g.Completed ? "completed" : "FAILED: " + g.Failure;
+            string name = Quote(Inv($"{status}; heartbeat {g.HeartbeatMs} ms x {g.Suspicion}; formed {g.FormedSeconds:F1} s; wall {g.WallSeconds:F1} s; latency rounds per primitive"));
+            sb.AppendLine(Inv($"group,{g.Members},{g.PayloadBytes},,{name},{g.LatencyRecordedRounds},,,,,,,,{g.LatencyWarmupRounds},{g.LatencyCooldownRounds}"));
+        }
         foreach (PrimitiveRun r in Runs)
         {
             foreach (LatencySummary l in r.Latency)
-                sb.AppendLine(Inv($"latency,{r.Members},{r.PayloadBytes},{r.Primitive},\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+                sb.AppendLine(Inv($"latency,{r.Members},{r.PayloadBytes},{r.Primitive},\"{l.Name}\",{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},,{r.LatencyWarmupRounds},{r.LatencyCooldownRounds}"));
             foreach (ThroughputResult t in r.Throughput)
-                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},member{t.Member} deliveries,{t.Deliveries},,,,,,,{t.DeliveriesPerSecond:F0}"));
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},member{t.Member} deliveries,{t.MeasuredDeliveries},,,,,,,{t.DeliveriesPerSecond:F0},{t.WarmupDeliveries},{t.CooldownDeliveries}"));
             if (r.SenderCompletedPerSecond > 0)
-                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},sender completed,{r.MessagesPerBlast},,,,,,,{r.SenderCompletedPerSecond:F0}"));
+                sb.AppendLine(Inv($"throughput,{r.Members},{r.PayloadBytes},{r.Primitive},sender completed (whole blast),{r.MessagesPerBlast},,,,,,,{r.SenderCompletedPerSecond:F0},0,0"));
         }
         foreach (ResponseDelaySummary d in ResponseDelay)
         {
             LatencySummary l = d.Delay;
-            sb.AppendLine(Inv($"response_delay,{d.Members},{d.PayloadBytes},{d.Mode},K={d.K},{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},"));
+            sb.AppendLine(Inv($"response_delay,{d.Members},{d.PayloadBytes},{d.Mode},K={d.K},{l.Samples},{l.P50:F1},{l.P90:F1},{l.P99:F1},{l.P999:F1},{l.Max:F1},{l.Mean:F1},,{d.WarmupRounds},{d.CooldownRounds}"));
         }
         return sb.ToString();
     }
 
     internal static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+
+    /// <summary>A CSV field in quotes, its quotes doubled and line breaks made spaces.</summary>
+    private static string Quote(string s) => "\"" + s.Replace("\"", "\"\"", StringComparison.Ordinal).Replace('\n', ' ').Replace('\r', ' ') + "\"";
 }
 
 /// <summary>Min, median (nearest rank) and max of one figure across member processes.</summary>

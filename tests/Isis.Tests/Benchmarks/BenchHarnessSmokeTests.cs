@@ -7,8 +7,8 @@ namespace Isis.Tests.Benchmarks;
 /// <summary>
 /// CI smoke test of the multi-process harness (tools/Isis.Bench): it starts, forms its 3-member
 /// group, runs the latency and throughput phases of send, ordered, safe3 and query plus the
-/// response-delay phase, and writes its result file; scale mode runs with 4 members. Asserts
-/// counts only, never a timing.
+/// response-delay phase, and writes its result file with the warm-up, measured and cool-down counts
+/// of every phase; scale mode runs with 4 members. Asserts counts only, never a timing.
 /// Runs alone: its four processes would otherwise starve the in-process runtime tests.
 /// </summary>
 [Collection(nameof(BenchHarnessCollection))]
@@ -38,14 +38,25 @@ public sealed class BenchHarnessSmokeTests
             Assert.Contains("Throughput against payload size", html);
             Assert.Contains("--quick --out", html);
             Assert.Contains(">commit<", html);
+            Assert.Contains("Groups: settings and sample counts", html);
+            Assert.Contains("cool-down rounds", html);
             Assert.DoesNotContain("<script", html);
             Assert.DoesNotContain("http://", html.Replace("http://www.w3.org/2000/svg", "", StringComparison.Ordinal));
             string csv = File.ReadAllText(Path.ChangeExtension(report, ".csv"));
             Assert.StartsWith("kind,members,payload_bytes,primitive", csv);
+            Assert.Contains(",warmup,cooldown\n", csv);
             Assert.Contains("latency,3,100,send,", csv);
+            Assert.Contains("group,3,100,,\"completed;", csv);
 
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             JsonElement root = result.RootElement;
+            // Every phase states its counts: warm-up, measured and cool-down, for the run and for each group.
+            Assert.True(root.GetProperty("Cooldown").GetInt32() > 0, "no cool-down rounds reported");
+            JsonElement group = Assert.Single(root.GetProperty("Groups").EnumerateArray());
+            Assert.True(group.GetProperty("Completed").GetBoolean(), $"the group did not complete:\n{log}");
+            Assert.Equal(3, group.GetProperty("Members").GetInt32());
+            foreach (string count in (string[])["LatencyWarmupRounds", "LatencyRecordedRounds", "LatencyCooldownRounds", "ResponseDelayCooldownRounds"])
+                Assert.True(group.GetProperty(count).GetInt32() > 0, $"group: {count} not reported");
             JsonElement[] runs = [.. root.GetProperty("Runs").EnumerateArray()];
             // --quick covers Send plus at least one ordered and one safe primitive, and the Query round trip.
             string[] primitives = [.. runs.Select(r => r.GetProperty("Primitive").GetString()!)];
@@ -60,14 +71,25 @@ public sealed class BenchHarnessSmokeTests
                 Assert.NotEmpty(latency);
                 Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"{name}: no latency samples for {l.GetProperty("Name")}"));
                 Assert.All(latency, l => Assert.Equal(101, l.GetProperty("Cdf").GetArrayLength()));
+                Assert.True(run.GetProperty("LatencyCooldownRounds").GetInt32() > 0, $"{name}: no cool-down rounds reported");
+                Assert.Equal(run.GetProperty("LatencyRecordedRounds").GetInt32(), latency[^1].GetProperty("Samples").GetInt32()); // the sender's round trips
                 JsonElement[] throughput = [.. run.GetProperty("Throughput").EnumerateArray()];
                 Assert.Equal(run.GetProperty("Members").GetInt32(), throughput.Length);
                 Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"{name}: member {t.GetProperty("Member")} delivered nothing"));
+                // The rate is over the middle of the blast: warm-up + measured + cool-down deliveries make the whole blast.
+                int messages = run.GetProperty("MessagesPerBlast").GetInt32();
+                Assert.All(throughput, t =>
+                {
+                    Assert.True(t.GetProperty("CooldownDeliveries").GetInt64() > 0, $"{name}: no cool-down deliveries reported");
+                    Assert.Equal(messages, t.GetProperty("WarmupDeliveries").GetInt64() + t.GetProperty("MeasuredDeliveries").GetInt64() + t.GetProperty("CooldownDeliveries").GetInt64());
+                    Assert.True(t.GetProperty("DeliveriesPerSecond").GetDouble() > 0, $"{name}: member {t.GetProperty("Member")}: no rate over the measured window");
+                });
             }
             JsonElement[] delay = [.. root.GetProperty("ResponseDelay").EnumerateArray()];
             Assert.Contains(delay, d => d.GetProperty("Mode").GetString() == "send+flush");
             Assert.Contains(delay, d => d.GetProperty("Mode").GetString()!.StartsWith("safesend", StringComparison.Ordinal));
             Assert.All(delay, d => Assert.True(d.GetProperty("Delay").GetProperty("Samples").GetInt32() > 0, $"no response-delay rounds for {d.GetProperty("Mode")}"));
+            Assert.All(delay, d => Assert.True(d.GetProperty("CooldownRounds").GetInt32() > 0, $"no response-delay cool-down rounds for {d.GetProperty("Mode")}"));
         }
         finally
         {
