@@ -536,6 +536,7 @@ internal sealed class GroupMember
         if (s.HasGap && s.NextNakAt == 0)
         {
             s.NextNakAt = now + Options.NakInterval;
+            s.ContiguousAtLastNakCheck = s.Contiguous;
             _naksArmed = true;
         }
         DeliverReady(origin);
@@ -699,6 +700,7 @@ internal sealed class GroupMember
                 if (s.NextNakAt == 0)
                 {
                     s.NextNakAt = now + Options.NakInterval;
+                    s.ContiguousAtLastNakCheck = s.Contiguous;
                     _naksArmed = true;
                 }
             }
@@ -892,8 +894,18 @@ internal sealed class GroupMember
             armed = true;
             if (now < s.NextNakAt) continue;
             if (!s.HasGap) { s.NextNakAt = 0; continue; }
+            if (s.Contiguous > s.ContiguousAtLastNakCheck)
+            {
+                // The stream advanced since the last check: the gap is data still on its way (a
+                // receiver behind on its socket), not a loss. Asking again would only add duplicates.
+                s.ContiguousAtLastNakCheck = s.Contiguous;
+                s.NextNakAt = now + Options.NakInterval;
+                continue;
+            }
             SendNak(rank, s);
-            s.NextNakAt = now + Options.NakInterval;
+            // No progress since the last NAK either: back off (up to 8 intervals) so a starved
+            // receiver does not flood its peers with the same requests.
+            s.NextNakAt = now + Options.NakInterval * Math.Min(8, 1 << Math.Min(3, s.NakRound / 2));
         }
         _naksArmed = armed;
     }

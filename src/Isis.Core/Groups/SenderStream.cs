@@ -24,6 +24,9 @@ internal sealed class SenderStream
     public long NextNakAt;
     public int NakRound;
 
+    /// <summary><see cref="Contiguous"/> when the NAK timer last fired: a gap is NAKed only if the stream made no progress since.</summary>
+    public long ContiguousAtLastNakCheck;
+
     public readonly Dictionary<long, StreamMessage> Held = new();
 
     /// <summary>Stores a message; returns false for a duplicate.</summary>
