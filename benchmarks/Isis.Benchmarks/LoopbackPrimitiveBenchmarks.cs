@@ -45,12 +45,20 @@ public class LoopbackPrimitiveBenchmarks
     [ParamsAllValues]
     public LoopbackPrimitive Primitive { get; set; }
 
+    /// <summary>Bytes of the one byte[] argument every operation carries.</summary>
+    [Params(100, 1024)]
+    public int PayloadBytes { get; set; }
+
+    // One argument array reused by every operation: the benchmark measures the library, not the caller.
+    private object?[] _arguments = [];
+
     [GlobalSetup]
     public void Setup()
     {
         if (Primitive == LoopbackPrimitive.SafeSendPhi3 && Members < 3) throw new InvalidOperationException("phi 3 needs at least 3 members");
         int port = Loopback.FreeUdpPort();
         _delivered = new long[Members];
+        _arguments = [new byte[PayloadBytes]];
         _runtimes = new IsisRuntime[Members];
         _groups = new Group[Members];
         for (int i = 0; i < Members; i++)
@@ -66,7 +74,7 @@ public class LoopbackPrimitiveBenchmarks
             _groups[i] = g;
             if (Primitive == LoopbackPrimitive.QueryAll)
             {
-                g.Handlers[Opcode] += (Action<int>)(_ =>
+                g.Handlers[Opcode] += (Action<byte[]>)(_ =>
                 {
                     Interlocked.Increment(ref _delivered[me]);
                     g.Reply(me);
@@ -74,7 +82,7 @@ public class LoopbackPrimitiveBenchmarks
             }
             else
             {
-                g.Handlers[Opcode] += (Action<int>)(_ => Interlocked.Increment(ref _delivered[me]));
+                g.Handlers[Opcode] += (Action<byte[]>)(_ => Interlocked.Increment(ref _delivered[me]));
             }
         }
         // Join in parallel: each Join waits for a view change, and five in a row add up.
@@ -95,17 +103,17 @@ public class LoopbackPrimitiveBenchmarks
         switch (Primitive)
         {
             case LoopbackPrimitive.Send:
-                g.Send(Opcode, 42);
+                g.Send(Opcode, _arguments);
                 break;
             case LoopbackPrimitive.OrderedSend:
-                g.OrderedSend(Opcode, 42);
+                g.OrderedSend(Opcode, _arguments);
                 break;
             case LoopbackPrimitive.QueryAll:
-                IReadOnlyList<int> replies = g.QueryAsync<int>(Group.ALL, Opcode, 42).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
+                IReadOnlyList<int> replies = g.QueryAsync<int>(Group.ALL, Opcode, _arguments).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
                 if (replies.Count != Members) throw new InvalidOperationException($"{replies.Count} replies, expected {Members}");
                 return;
             default:
-                g.SafeSendAsync(Opcode, 42).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
+                g.SafeSendAsync(Opcode, _arguments).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
                 break;
         }
         Loopback.WaitUntil(() => AllDelivered(target), "delivery");
@@ -118,17 +126,17 @@ public class LoopbackPrimitiveBenchmarks
         switch (Primitive)
         {
             case LoopbackPrimitive.Send:
-                for (int i = 0; i < Burst; i++) g.Send(Opcode, i);
+                for (int i = 0; i < Burst; i++) g.Send(Opcode, _arguments);
                 break;
             case LoopbackPrimitive.OrderedSend:
-                for (int i = 0; i < Burst; i++) g.OrderedSend(Opcode, i);
+                for (int i = 0; i < Burst; i++) g.OrderedSend(Opcode, _arguments);
                 break;
             case LoopbackPrimitive.QueryAll:
-                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.QueryAsync<int>(Group.ALL, Opcode, i);
+                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.QueryAsync<int>(Group.ALL, Opcode, _arguments);
                 if (!Task.WaitAll(_burstTasks, Loopback.Limit)) throw new TimeoutException("the burst's queries did not complete");
                 break;
             default:
-                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.SafeSendAsync(Opcode, i);
+                for (int i = 0; i < Burst; i++) _burstTasks[i] = g.SafeSendAsync(Opcode, _arguments);
                 if (!Task.WaitAll(_burstTasks, Loopback.Limit)) throw new TimeoutException("the burst's SafeSends did not complete");
                 break;
         }

@@ -27,6 +27,7 @@ internal sealed class DeliveryThread : IDisposable
     private readonly IBufferPool _pool;
     private readonly Thread _thread;
     private volatile bool _completed;
+    private int _sleeping; // 1 while the thread waits (or is about to) for work
 
     public DeliveryThread(string groupName, Action<PendingDelivery> dispatch, IBufferPool pool)
     {
@@ -52,7 +53,9 @@ internal sealed class DeliveryThread : IDisposable
     {
         if (_completed) return false; // the group is gone
         _work.Enqueue(item);
-        _ready.Release();
+        // Wake the thread only if it is (about to be) asleep: a semaphore release takes a lock, and
+        // one per message contended with the thread's own waits (a profile of the Send path).
+        if (Volatile.Read(ref _sleeping) == 1 && Interlocked.Exchange(ref _sleeping, 0) == 1) _ready.Release();
         return true;
     }
 
@@ -60,8 +63,20 @@ internal sealed class DeliveryThread : IDisposable
     {
         while (true)
         {
-            _ready.Wait();
-            if (!_work.TryDequeue(out var item)) break; // woken by Complete with nothing left
+            if (!_work.TryDequeue(out var item))
+            {
+                // Announce the sleep, then look again: a producer that enqueued before seeing the
+                // announcement is found by this second look (both sides fence between their write
+                // and their read), and one that enqueues after it sees it and wakes us.
+                Interlocked.Exchange(ref _sleeping, 1);
+                if (!_work.TryDequeue(out item))
+                {
+                    if (_completed) break;
+                    _ready.Wait();
+                    continue;
+                }
+                Volatile.Write(ref _sleeping, 0);
+            }
             if (item.Work != null)
             {
                 item.Work();
@@ -83,7 +98,7 @@ internal sealed class DeliveryThread : IDisposable
     {
         if (_completed) return;
         _completed = true;
-        _ready.Release(); // one extra wake-up finds the queue empty after the last item and ends the loop
+        _ready.Release(); // wakes a sleeping thread, which finds the queue empty (after the last item) and ends
     }
 
     /// <summary>Finishes the queued work, then stops (waits a bounded time unless called from the thread itself).</summary>

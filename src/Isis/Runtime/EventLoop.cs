@@ -113,20 +113,28 @@ internal sealed class EventLoop : IDisposable
     public void Post(Action command)
     {
         _commands.Enqueue((command, default));
-        _wake.Set();
+        Wake();
     }
 
     /// <summary>Hands a multicast to the protocol on the loop thread, after every command posted before it.</summary>
     public void PostSend(in QueuedSend send)
     {
         _commands.Enqueue((null, send));
-        _wake.Set();
+        Wake();
     }
 
     private void Post(bool forService, ulong source, ReadOnlyMemory<byte> packet, ReceiveSlab? slab)
     {
         _inbox.Enqueue((forService, source, packet, slab));
-        _wake.Set();
+        Wake();
+    }
+
+    // Set only when not set yet: the loop resets the event before it drains the queues, so an item
+    // enqueued while the event is still set is seen; and a Set on a set event with the loop just
+    // waking takes the event's lock for nothing, once per packet.
+    private void Wake()
+    {
+        if (!_wake.IsSet) _wake.Set();
     }
 
     private void Run()
