@@ -82,6 +82,8 @@ internal sealed record BenchOptions
         "                   member where that is more: 1,000 s at 50 members; quick 60)\n" +
         "  --heartbeat-ms   heartbeat period of every process, milliseconds (default 100 below 20 members, else 500;\n" +
         "                   scale 500)\n" +
+        "  --safe-log DIR   SafeSend with disk durability: every member appends its SafeSends under DIR and fsyncs\n" +
+        "                   before acknowledging (measure with --primitive safe3); the harness deletes what it wrote\n" +
         "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30 below\n" +
         "                   20 members, else 40; scale 40)\n" +
         "\n" +
@@ -117,6 +119,8 @@ internal sealed record BenchOptions
     public Primitive[] PrimitiveList { get; init; } = [Primitive.Send];
     public int[] ResponseDelayBursts { get; init; } = [];
     public int Rounds { get; init; } = 300;
+    /// <summary>With --safe-log DIR every member logs its SafeSends to disk under DIR and fsyncs before acknowledging (SafeSendDurability.Disk).</summary>
+    public string? SafeLogDirectory { get; init; }
 
     // Failure detection of every process in a run (the parent's embedded membership service included).
     // Relaxed by default (see Coordinator.Options): 100 ms x 30 = 3 s; in scale mode 500 ms x 40 = 20 s,
@@ -193,6 +197,7 @@ internal sealed record BenchOptions
                 "--suspicion" => o with { SuspicionGiven = Int(name, value, 3) },
                 "--sends" => o with { Sends = Int(name, value, 1) },
                 "--idle-seconds" => o with { IdleSeconds = Int(name, value, 1) },
+                "--safe-log" => o with { SafeLogDirectory = Path.GetFullPath(value) },
                 _ => throw new ArgumentException($"unknown option {name}"),
             };
         }
@@ -266,6 +271,7 @@ internal sealed record BenchOptions
         "--primitive", string.Join(',', PrimitiveList.Select(p => p.Name())),
         "--heartbeat-ms", Str(HeartbeatMs), "--suspicion", Str(Suspicion),
         .. (ResponseDelayBursts.Length > 0 ? new[] { "--response-delay", string.Join(',', ResponseDelayBursts.Select(Str)) } : []),
+        .. (SafeLogDirectory != null ? new[] { "--safe-log", SafeLogDirectory } : []),
     ];
 
     /// <summary>The arguments that make a scale-mode member process; it lives until the parent says "quit" or closes its stdin.</summary>

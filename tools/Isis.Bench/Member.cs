@@ -57,6 +57,8 @@ internal static class Member
         runtime.Start();
         var state = new State(o);
         var g = new Group(runtime, GroupName);
+        string? safeLog = o.SafeLogDirectory == null ? null : Path.Combine(o.SafeLogDirectory, $"member-{o.Index}-{Environment.ProcessId}");
+        if (safeLog != null) g.SetSafeSendDurability(SafeSendDurability.Disk, safeLog);
         Register(g, runtime, state, o);
         g.Join();
 
@@ -68,6 +70,7 @@ internal static class Member
         result.Final = Stats(runtime);
         File.WriteAllText(o.ResultPath, JsonSerializer.Serialize(result, ResultJson.Options));
         runtime.Shutdown();
+        if (safeLog != null) Directory.Delete(safeLog, recursive: true);
         return 0;
     }
 

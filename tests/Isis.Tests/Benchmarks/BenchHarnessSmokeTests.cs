@@ -138,6 +138,39 @@ public sealed class BenchHarnessSmokeTests
         }
     }
 
+    /// <summary>
+    /// SafeSend with disk durability (--safe-log): every member logs and fsyncs before acknowledging,
+    /// the run reports every recorded sample, and the members delete their logs when done.
+    /// </summary>
+    [Fact]
+    public async Task SafeSendWithDiskLogging_ExitsZero_ReportsItsSamples_AndLeavesNoLogBehind()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        string dir = Directory.CreateTempSubdirectory("isis-bench-safelog-smoke-").FullName;
+        string logs = Path.Combine(dir, "logs");
+        string output = Path.Combine(dir, "safe.json");
+        try
+        {
+            var (exitCode, log) = await RunToExit(
+                [dll, "--primitive", "safe3", "--warmup", "10", "--samples", "100", "--messages", "500", "--safe-log", logs, "--timeout", "60", "--out", output],
+                workingDirectory: null, TimeSpan.FromSeconds(120));
+            Assert.True(exitCode == 0, $"Isis.Bench --safe-log exited with {exitCode}:\n{log}");
+            using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
+            JsonElement run = result.RootElement.GetProperty("Runs")[0];
+            Assert.Equal("safe3", run.GetProperty("Primitive").GetString());
+            JsonElement completed = run.GetProperty("Latency").EnumerateArray().Single(l => l.GetProperty("Name").GetString()!.StartsWith("SafeSendAsync", StringComparison.Ordinal));
+            Assert.Equal(100, completed.GetProperty("Samples").GetInt32());
+            Assert.Contains("--safe-log", result.RootElement.GetProperty("Command").GetString());
+            Assert.True(Directory.Exists(logs), "the members never created their SafeSend logs");
+            Assert.Empty(Directory.EnumerateFileSystemEntries(logs));
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
     /// <summary>Every BenchmarkDotNet suite runs once (BenchmarkDotNet's Dry job, in-process), so benchmarks cannot rot.</summary>
     [Fact]
     public async Task BenchmarkSuites_DryRun_ExitsZero()
