@@ -12,7 +12,8 @@ namespace Isis.Benchmarks;
 /// total; this says what to fix.
 /// </summary>
 /// <remarks>
-/// Run: <c>dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --allocations [--messages N] [--payload BYTES]</c>.
+/// Run: <c>dotnet run -c Release --project benchmarks/Isis.Benchmarks -- --allocations [--safe] [--messages N] [--payload BYTES]</c>
+/// (<c>--safe</c>: SafeSendAsync, phi = all, instead of Send).
 /// The sender reuses one argument array. One phase sends no arguments (what is allocated is the
 /// library's), one a byte[] that each member's handler receives as its own copy (the user's argument).
 /// </remarks>
@@ -24,6 +25,8 @@ internal static class AllocationProfile
     {
         int messages = Option(args, "--messages", 500_000);
         int payloadBytes = Option(args, "--payload", 100);
+        // --safe: SafeSendAsync with phi = all (3) instead of Send, to profile the SafeSend path.
+        bool safe = args.Contains("--safe");
         int warmup = Math.Max(20_000, messages / 5); // per kind and round
         var delivered = new long[3];
         var runtimes = new IsisRuntime[3];
@@ -63,7 +66,8 @@ internal static class AllocationProfile
         {
             for (int i = 0; i < count; i++)
             {
-                groups[0].Send(Opcode, arguments);
+                if (safe) _ = groups[0].SafeSendAsync(Opcode, arguments);
+                else groups[0].Send(Opcode, arguments);
                 // Bursts of 1,000 then wait: steady flow without filling the flow-control window.
                 if (++sent % 1_000 == 0) Loopback.WaitUntil(allDelivered, "delivery");
             }
@@ -90,7 +94,7 @@ internal static class AllocationProfile
         listener.Stop();
         foreach (IsisRuntime r in runtimes.Reverse()) r.Dispose();
 
-        Console.WriteLine($"3 members in one process (sender + 2 receivers), {messages:N0} Sends per phase after {6 * warmup:N0} warm-up; every thread counted");
+        Console.WriteLine($"{(safe ? "SafeSend (phi = all)" : "Send")}: 3 members in one process (sender + 2 receivers), {messages:N0} messages per phase after {6 * warmup:N0} warm-up; every thread counted");
         Console.WriteLine($"no handler arguments:          {library:N0} B in all, {library / (double)messages:N1} B per message (the library's own allocations)");
         Console.WriteLine($"a byte[{payloadBytes}] argument:        {total:N0} B in all, {total / (double)messages:N1} B per message (including the byte[] each of the 3 handlers receives)");
         Console.WriteLine($"where a third phase (no arguments) allocated, from {listener.Samples} sampled allocation events (the listener's own thread, \".NET Long Running\", is its overhead):");

@@ -85,7 +85,7 @@ public sealed partial class Group
     /// <summary>Answers the query whose request this handler is handling. Call it once, from the handler.</summary>
     /// <param name="values">The reply values.</param>
     /// <exception cref="InvalidOperationException">Not inside a handler of a query of this group, or it already replied.</exception>
-    public void Reply(params object?[] values) => SendReply(ReplyKind.Values, ArgumentCodec.Encode(0, values ?? [null]), nameof(Reply));
+    public void Reply(params object?[] values) => SendReply(ReplyKind.Values, EncodeToArray(0, values), nameof(Reply));
 
     /// <summary>Answers the current query with no value: the requester counts the answer but gets nothing from it.</summary>
     /// <exception cref="InvalidOperationException">Not inside a handler of a query of this group, or it already replied.</exception>
@@ -154,7 +154,7 @@ public sealed partial class Group
         ArgumentNullException.ThrowIfNull(timeout);
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
-        byte[] payload = ArgumentCodec.Encode(opcode, args ?? [null]);
+        byte[] payload = EncodeToArray(opcode, args);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
         long id = Interlocked.Increment(ref _nextQueryId);
         var done = new TaskCompletionSource<IReadOnlyList<QueryReply>>(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -227,6 +227,19 @@ public sealed partial class Group
             throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
         }
         PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+    }
+
+    /// <summary>
+    /// Encodes into the thread's pooled writer and copies out an exact array: for payloads that
+    /// something besides the sender's stream holds (SafeSend, queries, replies), which therefore
+    /// cannot be recycled, without the encoder's own growing buffer on top.
+    /// </summary>
+    private byte[] EncodeToArray(int opcode, object?[]? args)
+    {
+        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
+        byte[] exact = array.AsSpan(0, length).ToArray();
+        _runtime.Buffers.Return(array);
+        return exact;
     }
 
     private void MulticastPayload(MessageKind kind, string operation, byte[] payload, int phi)

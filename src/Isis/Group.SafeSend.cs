@@ -125,7 +125,7 @@ public sealed partial class Group
     public Task SafeSendAsync(int opcode, params object?[] args)
     {
         CheckThreshold();
-        return SafeSendPayload(ArgumentCodec.Encode(opcode, args ?? [null]), nameof(SafeSend));
+        return SafeSendPayload(EncodeToArray(opcode, args), nameof(SafeSend));
     }
 
     /// <summary>As <see cref="SafeSendAsync(int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the message is still delivered).</summary>

@@ -44,7 +44,7 @@ internal sealed class GroupMember
 
     // Our own SafeSends of this view not yet delivered here: sent again in the next view if the
     // view ends before their acceptors all held them (then nobody delivered them).
-    private readonly SortedDictionary<long, StreamMessage> _ownSafe = new();
+    private readonly Dictionary<long, StreamMessage> _ownSafe = new(); // a SortedDictionary cost a node per SafeSend; sorted when resent
     private readonly QueryTracker _queries;
 
     // Replies we sent and the requester has not acknowledged: retransmitted while it is in the view.
@@ -222,7 +222,7 @@ internal sealed class GroupMember
         if (View != null) DeliverUnorderedAtViewEnd();
 
         // Our SafeSends that the old view could not deliver go out again, first, in this one.
-        var resend = _ownSafe.Values.ToList();
+        var resend = _ownSafe.OrderBy(e => e.Key).Select(e => e.Value).ToList();
         _ownSafe.Clear();
 
         View = view;
@@ -543,16 +543,27 @@ internal sealed class GroupMember
     }
 
     /// <summary>
-    /// A received message's own copy of its payload. A Send's lives in a pooled array (its stream
-    /// is its last holder, and returns it once stable); other kinds may be held elsewhere too
-    /// (total order, SafeSend resends), so they get an array of their own.
+    /// A received message's own copy of its payload. Sends and the protocol's own control messages
+    /// (announcements, acceptances: read once on delivery) live in pooled arrays, because their
+    /// stream is their last holder and returns them once stable; the other kinds may be held
+    /// elsewhere too (total order, SafeSend resends), so they get an array of their own.
     /// </summary>
     private StreamMessage Keep(MessageKind kind, ReadOnlySpan<byte> payload, int phi)
     {
-        if (kind != MessageKind.Send || _node.Outbox.Pool is not { } pool) return new StreamMessage(kind, payload.ToArray(), phi);
+        if (!StreamIsLastHolder(kind) || _node.Outbox.Pool is not { } pool) return new StreamMessage(kind, payload.ToArray(), phi);
         byte[] array = pool.Rent(payload.Length);
         payload.CopyTo(array);
         return new StreamMessage(kind, array.AsMemory(0, payload.Length), phi, array);
+    }
+
+    private static bool StreamIsLastHolder(MessageKind kind) => kind is MessageKind.Send || kind.IsControl();
+
+    /// <summary>A control message of ours with a <paramref name="length"/>-byte body to fill, in a pooled array when the node recycles.</summary>
+    private StreamMessage Control(MessageKind kind, int length, out Span<byte> body)
+    {
+        byte[] array = _node.Outbox.Pool?.Rent(length) ?? new byte[length];
+        body = array.AsSpan(0, length);
+        return new StreamMessage(kind, array.AsMemory(0, length), 0, _node.Outbox.Pool != null ? array : null);
     }
 
     /// <summary>Delivers the contiguous prefix of one sender's stream, unless a flush wedged us.</summary>
@@ -615,7 +626,7 @@ internal sealed class GroupMember
             // An acceptor's acknowledgement goes out at the end of this step; with disk durability the
             // driver makes this record durable before any packet of the step leaves.
             if (LogSafeSendsToDisk && message.Kind == MessageKind.Safe) _node.Outbox.DurableWrites.Add(new DurableRecord(Id, message.Phi, message.Payload));
-            _node.Emit(new SafeAccepted(Id, View!.Id, View.Members[rank], seq));
+            _node.Outbox.Accepted(Id, View!.Id, View.Members[rank], seq);
         }
         if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
         while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);
@@ -649,12 +660,19 @@ internal sealed class GroupMember
         CompleteFlushes();
         if (State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
         SendPending();
-        if (MyRank == TotalOrder.SequencerRank && _order.TryTakeAnnouncement(out byte[] announcement))
+        if (MyRank == TotalOrder.SequencerRank && _order.AnnouncementLength > 0)
         {
-            SendNow(new StreamMessage(MessageKind.OrderAnnouncement, announcement));
+            StreamMessage announcement = Control(MessageKind.OrderAnnouncement, _order.AnnouncementLength, out Span<byte> body);
+            _order.TakeAnnouncement(body);
+            SendNow(announcement);
         }
         // Acceptors acknowledge what they now hold, once per step.
-        if (_order.TryTakeAcceptance(MyRank, out byte[] acceptance)) SendNow(new StreamMessage(MessageKind.SafeAccept, acceptance));
+        if (_order.TryTakeAcceptance(MyRank, out long acceptedThrough))
+        {
+            StreamMessage acceptance = Control(MessageKind.SafeAccept, 8, out Span<byte> body);
+            System.Buffers.Binary.BinaryPrimitives.WriteInt64LittleEndian(body, acceptedThrough);
+            SendNow(acceptance);
+        }
     }
 
     private void OnDigest(int from, ref WireReader r, long now)

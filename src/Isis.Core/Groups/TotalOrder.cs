@@ -66,15 +66,17 @@ internal sealed class TotalOrder
         if (span.Length < 4) return false;
         int count = BinaryPrimitives.ReadInt32LittleEndian(span);
         if (count < 0 || (long)count * 12 != span.Length - 4) return false;
-        var positions = new (int, long)[count];
+        // Validate every pair before taking any, so a malformed announcement changes nothing.
         for (int i = 0; i < count; i++)
         {
             int rank = BinaryPrimitives.ReadInt32LittleEndian(span[(4 + i * 12)..]);
             long seq = BinaryPrimitives.ReadInt64LittleEndian(span[(8 + i * 12)..]);
             if (rank < 0 || rank >= ranks || seq <= 0) return false;
-            positions[i] = (rank, seq);
         }
-        _positions.AddRange(positions);
+        for (int i = 0; i < count; i++)
+        {
+            _positions.Add((BinaryPrimitives.ReadInt32LittleEndian(span[(4 + i * 12)..]), BinaryPrimitives.ReadInt64LittleEndian(span[(8 + i * 12)..])));
+        }
         return true;
     }
 
@@ -110,13 +112,12 @@ internal sealed class TotalOrder
     }
 
     /// <summary>This member's acknowledgement to send, if it is an acceptor and accepted more since the last one.</summary>
-    public bool TryTakeAcceptance(int myRank, out byte[] payload)
+    public bool TryTakeAcceptance(int myRank, out long acceptedThrough)
     {
-        payload = [];
+        acceptedThrough = 0;
         if (myRank >= _acceptorsNeeded || _myAccepted <= _lastAnnouncedAccept) return false;
         _lastAnnouncedAccept = _myAccepted;
-        payload = new byte[8];
-        BinaryPrimitives.WriteInt64LittleEndian(payload, _myAccepted);
+        acceptedThrough = _myAccepted;
         return true;
     }
 
@@ -146,22 +147,19 @@ internal sealed class TotalOrder
     }
 
     /// <summary>The sequencer's pending positions as one announcement, if any.</summary>
-    public bool TryTakeAnnouncement(out byte[] announcement)
+    /// <summary>Bytes of the announcement <see cref="TakeAnnouncement"/> would write (0: nothing to announce).</summary>
+    public int AnnouncementLength => _toAnnounce.Count == 0 ? 0 : 4 + 12 * _toAnnounce.Count;
+
+    /// <summary>Writes the positions announced since the last call (a count, then (rank, seq) pairs) into <paramref name="into"/>, <see cref="AnnouncementLength"/> bytes.</summary>
+    public void TakeAnnouncement(Span<byte> into)
     {
-        if (_toAnnounce.Count == 0)
-        {
-            announcement = [];
-            return false;
-        }
-        announcement = new byte[4 + 12 * _toAnnounce.Count];
-        BinaryPrimitives.WriteInt32LittleEndian(announcement, _toAnnounce.Count);
+        BinaryPrimitives.WriteInt32LittleEndian(into, _toAnnounce.Count);
         for (int i = 0; i < _toAnnounce.Count; i++)
         {
-            BinaryPrimitives.WriteInt32LittleEndian(announcement.AsSpan(4 + i * 12), _toAnnounce[i].Rank);
-            BinaryPrimitives.WriteInt64LittleEndian(announcement.AsSpan(8 + i * 12), _toAnnounce[i].Seq);
+            BinaryPrimitives.WriteInt32LittleEndian(into[(4 + i * 12)..], _toAnnounce[i].Rank);
+            BinaryPrimitives.WriteInt64LittleEndian(into[(8 + i * 12)..], _toAnnounce[i].Seq);
         }
         _toAnnounce.Clear();
-        return true;
     }
 
     /// <summary>

@@ -68,8 +68,23 @@ internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 /// </summary>
 internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : NodeEvent;
 
-/// <summary>This member, an acceptor of the SafeSend (<paramref name="Sender"/>, <paramref name="Seq"/>), now holds it and every earlier position.</summary>
-internal sealed record SafeAccepted(GroupId Group, int ViewId, NodeId Sender, long Seq) : NodeEvent;
+/// <summary>This member, an acceptor of the SafeSend (<see cref="Sender"/>, <see cref="Seq"/>), now holds it and every earlier position.</summary>
+/// <remarks>One event per SafeSend at each acceptor, so a recycling <see cref="Outbox"/> reuses the object after <see cref="Outbox.Clear"/>.</remarks>
+internal sealed record SafeAccepted : NodeEvent
+{
+    public GroupId Group { get; private set; }
+    public int ViewId { get; private set; }
+    public NodeId Sender { get; private set; }
+    public long Seq { get; private set; }
+
+    internal void Set(GroupId group, int viewId, NodeId sender, long seq)
+    {
+        Group = group;
+        ViewId = viewId;
+        Sender = sender;
+        Seq = seq;
+    }
+}
 
 /// <summary>
 /// This process is out of the group: its leave request completed, or (<paramref name="Terminated"/>)

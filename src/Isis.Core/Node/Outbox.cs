@@ -24,6 +24,7 @@ internal sealed class Outbox
     private readonly List<byte[]> _returnOnClear = new();
     private readonly Stack<MessageDelivered> _freeDeliveries = new();
     private readonly Stack<MessageSent> _freeSends = new();
+    private readonly Stack<SafeAccepted> _freeAcceptances = new();
     private readonly List<byte[]> _fullArenas = new();
     private readonly Stack<byte[]> _freeArenas = new();
     private byte[]? _arena;
@@ -31,10 +32,10 @@ internal sealed class Outbox
 
     /// <param name="pool">
     /// With a pool the outbox recycles: packets built with <see cref="Keep"/> live in reused
-    /// memory, <see cref="MessageDelivered"/> and <see cref="MessageSent"/> events are reused, and
-    /// payload arrays the node let go of return to the pool, all at <see cref="Clear"/>. The driver
-    /// must then copy whatever it keeps of a packet or an event before it clears. Without a pool
-    /// nothing is reused, and drivers (tests) may keep anything.
+    /// memory, the per-message events (<see cref="MessageDelivered"/>, <see cref="MessageSent"/>,
+    /// <see cref="SafeAccepted"/>) are reused, and payload arrays the node let go of return to the
+    /// pool, all at <see cref="Clear"/>. The driver must then copy whatever it keeps of a packet or
+    /// an event before it clears. Without a pool nothing is reused, and drivers (tests) may keep anything.
     /// </param>
     public Outbox(IBufferPool? pool = null) => _pool = pool;
 
@@ -90,6 +91,13 @@ internal sealed class Outbox
         Events.Add(e);
     }
 
+    public void Accepted(GroupId group, int viewId, NodeId sender, long seq)
+    {
+        SafeAccepted e = _freeAcceptances.Count > 0 ? _freeAcceptances.Pop() : new SafeAccepted();
+        e.Set(group, viewId, sender, seq);
+        Events.Add(e);
+    }
+
     public void Clear()
     {
         if (_pool != null)
@@ -98,6 +106,7 @@ internal sealed class Outbox
             {
                 if (e is MessageDelivered d) { d.Set(default, 0, default, 0, default, default, false); _freeDeliveries.Push(d); }
                 else if (e is MessageSent m) { m.Set(default, 0, 0, default, default, 0); _freeSends.Push(m); }
+                else if (e is SafeAccepted a) { a.Set(default, 0, default, 0); _freeAcceptances.Push(a); }
             }
             foreach (byte[] array in _returnOnClear) _pool.Return(array);
             foreach (byte[] arena in _fullArenas) _freeArenas.Push(arena);
