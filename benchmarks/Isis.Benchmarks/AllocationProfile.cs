@@ -29,17 +29,10 @@ internal static class AllocationProfile
         bool safe = args.Contains("--safe");
         int warmup = Math.Max(20_000, messages / 5); // per kind and round
         var delivered = new long[3];
-        var runtimes = new IsisRuntime[3];
+        IsisRuntime[] runtimes = Loopback.StartRuntimes(3);
         var groups = new Group[3];
-        int port = Loopback.FreeUdpPort();
         for (int i = 0; i < 3; i++)
         {
-            runtimes[i] = new IsisRuntime(new IsisOptions
-            {
-                MembershipServicePort = port,
-                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
-            });
-            runtimes[i].Start();
             int me = i;
             groups[i] = new Group(runtimes[i], "alloc");
             // Two handlers: one whose argument is the payload (the user's own byte[] per delivery),

@@ -21,6 +21,23 @@ internal static class Loopback
         }
     }
 
+    /// <summary>Starts <paramref name="count"/> runtimes on loopback that share a private membership service hosted by the first.</summary>
+    public static IsisRuntime[] StartRuntimes(int count)
+    {
+        int port = FreeUdpPort();
+        var runtimes = new IsisRuntime[count];
+        for (int i = 0; i < count; i++)
+        {
+            runtimes[i] = new IsisRuntime(new IsisOptions
+            {
+                MembershipServicePort = port,
+                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
+            });
+            runtimes[i].Start();
+        }
+        return runtimes;
+    }
+
     public static int FreeUdpPort()
     {
         using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);

@@ -56,19 +56,12 @@ public class LoopbackPrimitiveBenchmarks
     public void Setup()
     {
         if (Primitive == LoopbackPrimitive.SafeSendPhi3 && Members < 3) throw new InvalidOperationException("phi 3 needs at least 3 members");
-        int port = Loopback.FreeUdpPort();
         _delivered = new long[Members];
         _arguments = [new byte[PayloadBytes]];
-        _runtimes = new IsisRuntime[Members];
+        _runtimes = Loopback.StartRuntimes(Members);
         _groups = new Group[Members];
         for (int i = 0; i < Members; i++)
         {
-            _runtimes[i] = new IsisRuntime(new IsisOptions
-            {
-                MembershipServicePort = port,
-                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
-            });
-            _runtimes[i].Start();
             int me = i;
             Group g = new(_runtimes[i], "bench-primitives");
             _groups[i] = g;

@@ -22,17 +22,10 @@ public class LoopbackSendBenchmarks
     [GlobalSetup]
     public void Setup()
     {
-        int port = Loopback.FreeUdpPort();
-        _runtimes = new IsisRuntime[3];
+        _runtimes = Loopback.StartRuntimes(3);
         _groups = new Group[3];
         for (int i = 0; i < 3; i++)
         {
-            _runtimes[i] = new IsisRuntime(new IsisOptions
-            {
-                MembershipServicePort = port,
-                MembershipService = i == 0 ? MembershipServiceMode.Host : MembershipServiceMode.Client,
-            });
-            _runtimes[i].Start();
             int me = i;
             _groups[i] = new Group(_runtimes[i], "bench");
             _groups[i].Handlers[Opcode] += (Action<int>)(_ => Interlocked.Increment(ref _delivered[me]));
