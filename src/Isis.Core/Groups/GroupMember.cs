@@ -293,10 +293,11 @@ internal sealed class GroupMember
     // ---------------------------------------------------------------- Send
 
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
-    // pooled: the pool array behind payload (a Send's); the stream returns it once the message is stable.
+    // pooled: the pool array behind payload; the stream returns it once the message is stable, for the
+    // kinds whose last holder it is (StreamIsLastHolder), and leaves it to the GC otherwise.
     public void Send(MessageKind kind, ReadOnlyMemory<byte> payload, int phi = 0, byte[]? pooled = null)
     {
-        var message = new StreamMessage(kind, payload, phi, kind == MessageKind.Send ? pooled : null);
+        var message = new StreamMessage(kind, payload, phi, StreamIsLastHolder(kind) ? pooled : null);
         if (State is not (MemberState.Active or MemberState.Joining))
         {
             if (pooled != null) _node.Outbox.Pool?.Return(pooled); // never referenced
