@@ -52,6 +52,15 @@ internal sealed record Scenario
     /// <summary>Pause processes (as SIGSTOP does), sometimes for longer than the expulsion time.</summary>
     public bool Pauses { get; init; }
 
+    /// <summary>
+    /// Every member keeps the group's SafeSend history on its (simulated) disk, which survives its
+    /// crashes: joiners copy the history, and a group whose every member crashed recovers it.
+    /// </summary>
+    public bool DiskDurability { get; init; }
+
+    /// <summary>With <see cref="DiskDurability"/>: crash every member (once or twice) and restart them in random orders and subsets, with crashes during the recovery.</summary>
+    public bool WholeGroupRestarts { get; init; }
+
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
@@ -90,6 +99,7 @@ internal sealed record Scenario
         "steady", "lossy", "duplicating", "reordering", "partition", "crash", "coordinator-crash",
         "pause", "leave-rejoin", "chaos", "large", "sequencer-crash",
         "replica-leader-crash", "replica-partition", "flapping", "replica-chaos",
+        "whole-restart", "disk-chaos",
     ];
 
     /// <summary>The families that exercise the replicated membership service.</summary>
@@ -145,6 +155,17 @@ internal sealed record Scenario
             {
                 Name = family, Processes = processes, Replicas = replicas, ReplicaCrashes = true, Partitions = true, ReplicaPartitions = true,
                 Crashes = true, CoordinatorCrashes = true, Pauses = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "whole-restart" => new Scenario
+            {
+                Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, SafeFraction = 0.6, OrderedFraction = 0.2,
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 },
+            },
+            "disk-chaos" => new Scenario
+            {
+                Name = family, Processes = processes, DiskDurability = true, Crashes = true, RoleCrashes = processes >= 4, LeaveAndRejoin = true,
+                WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5,
                 Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
             },
             _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}", nameof(family)),

@@ -116,6 +116,16 @@ internal sealed class Simulator
         public bool FlushOutstanding;
         public long FlushTokens;
         public long QueryIds;
+
+        /// <summary>Disk durability: the group's history log, which survives crashes as a disk would.</summary>
+        public readonly List<byte[]> Disk = new();
+
+        /// <summary>Logs this process kept aside (another lineage's) instead of replacing them.</summary>
+        public readonly List<List<byte[]>> KeptAside = new();
+
+        /// <summary>Some incarnation of this process has held the group's history.</summary>
+        public bool EverCurrent;
+
         public bool Alive => Node != null && !Node.IsShutDown;
     }
 
@@ -281,9 +291,12 @@ internal sealed class Simulator
         p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol with { BufferPool = _buffers }, _now);
         p.WantsGroup = true;
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now);
+        p.Node.Join(GroupName, _now, HistoryLogOf(p));
         Flush(p);
     }
+
+    /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
+    private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
 
     private void RunWorkload(SimProcess p)
     {
@@ -342,6 +355,17 @@ internal sealed class Simulator
     private void Flush(SimProcess p)
     {
         if (p.Node == null) return;
+        // Made durable before the packets leave, as the driver contract asks.
+        foreach (HistoryWrite w in p.Node.Outbox.HistoryWrites)
+        {
+            if (w.Rewrite)
+            {
+                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
+                p.Disk.Clear();
+            }
+            p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+        }
+        if (p.Node.Outbox.Events.Any(e => e is HistoryReady)) p.EverCurrent = true;
         bool wasAlive = !p.Node.IsShutDown;
         Flush(p.Node, p.Node.Self);
         if (wasAlive && p.Node.IsShutDown) OnShutDown(p);
@@ -409,10 +433,7 @@ internal sealed class Simulator
     private void Crash(SimProcess p)
     {
         if (!p.Alive) return;
-        if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
-        p.Node = null;
-        p.Paused = false;
-        p.Backlog.Clear();
+        CrashOnly(p);
         long restartAt = _now + _random.NextInRange(200_000, 1_000_000);
         At(restartAt, () => { if (!p.Alive) Start(p); });
     }
@@ -440,6 +461,13 @@ internal sealed class Simulator
             }
         }
         if (s.FlappingLinks) PlanFlapping(healAt);
+        if (s.WholeGroupRestarts)
+        {
+            for (int i = 0, n = 1 + _random.Next(2); i < n; i++)
+            {
+                At(_random.NextInRange(600_000 + i * 1_200_000, 1_400_000 + i * 1_200_000), () => CrashWholeGroup(healAt));
+            }
+        }
         if (s.Pauses)
         {
             for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
@@ -469,6 +497,51 @@ internal sealed class Simulator
         }
     }
 
+    /// <summary>
+    /// Every process crashes (at once, or within a few milliseconds, so a view change may be under
+    /// way), then they restart one by one in a random order, some only much later, and some crash
+    /// again while the group recovers its history. Waits until every process has held the history
+    /// once, so that each comes back with a log (a process that never joined would found a new
+    /// history, which is the documented limit, not what this scenario tests).
+    /// </summary>
+    private void CrashWholeGroup(long healAt)
+    {
+        if (_healed) return;
+        if (_processes.Any(p => !p.EverCurrent))
+        {
+            if (_now + 100_000 < healAt - 500_000) At(_now + 100_000, () => CrashWholeGroup(healAt));
+            return;
+        }
+        long spread = _random.Chance(0.5) ? 0 : _random.NextInRange(1_000, 20_000);
+        foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
+        {
+            At(_now + (spread == 0 ? 0 : _random.NextInRange(0, spread)), () => CrashOnly(p));
+        }
+        long restartFrom = _now + spread + _random.NextInRange(50_000, 400_000);
+        foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
+        {
+            // Most come back within a second; some only at the heal.
+            long at = _random.Chance(0.2) ? healAt : restartFrom + _random.NextInRange(0, 800_000);
+            At(at, () =>
+            {
+                if (p.Alive) return;
+                Start(p);
+                // Some crash again while the group recovers, and come back later.
+                if (_random.Chance(0.25)) At(_now + _random.NextInRange(1_000, 150_000), () => { if (!_healed) Crash(p); });
+            });
+        }
+    }
+
+    /// <summary>Crashes a process without planning its restart.</summary>
+    private void CrashOnly(SimProcess p)
+    {
+        if (!p.Alive) return;
+        if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
+        p.Node = null;
+        p.Paused = false;
+        p.Backlog.Clear();
+    }
+
     private void Rejoin(SimProcess p)
     {
         if (!p.Alive || p.WantsGroup) return;
@@ -480,7 +553,7 @@ internal sealed class Simulator
         }
         p.WantsGroup = true;
         History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now);
+        p.Node.Join(GroupName, _now, HistoryLogOf(p));
         Flush(p);
     }
 

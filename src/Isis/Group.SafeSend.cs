@@ -25,20 +25,20 @@ public sealed partial class Group
     }
 
     /// <summary>
-    /// Chooses where this member, as a SafeSend acceptor, keeps what it acknowledges. Call before
-    /// <see cref="Join"/>. With <see cref="SafeSendDurability.Disk"/>, acknowledged SafeSends
-    /// survive a crash of every member, and are delivered again when the group is formed anew.
+    /// Chooses where this member keeps the group's SafeSend history. Call before <see cref="Join"/>,
+    /// and choose the same at every member. With <see cref="SafeSendDurability.Disk"/>, every member
+    /// keeps every SafeSend of the group in a log in <paramref name="directory"/> (appended and
+    /// fsynced before an acceptor acknowledges it), so acknowledged SafeSends survive a crash of
+    /// every member: when the group forms again, it rebuilds its history from the members' logs and
+    /// replays it. A member that joins a running group copies the history from a member. Either
+    /// way the member's handlers receive the whole history, in order, before anything else, and
+    /// <see cref="Join"/> returns after that. docs/semantics.md says which members must come back.
     /// </summary>
     /// <param name="durability">Memory (the default) or Disk.</param>
-    /// <param name="directory">For Disk: a directory of this member's own (each member needs its own); created if missing.</param>
-    /// <param name="replayAfter">
-    /// For Disk: how long a member that founds the group again waits before replaying its log, so
-    /// that the other restarted members can join and receive the replay (members joining later get
-    /// the group's state by state transfer, not by the replay). Defaults to 2 seconds.
-    /// </param>
+    /// <param name="directory">For Disk: a directory of this member's own (each member needs its own, kept across restarts); created if missing.</param>
     /// <exception cref="InvalidOperationException">The group is already joined.</exception>
     /// <exception cref="ArgumentException">Disk without a directory.</exception>
-    public void SetSafeSendDurability(SafeSendDurability durability, string? directory = null, TimeSpan? replayAfter = null)
+    public void SetSafeSendDurability(SafeSendDurability durability, string? directory = null)
     {
         lock (_gate)
         {
@@ -49,64 +49,30 @@ public sealed partial class Group
             }
             _durability = durability;
             _logDirectory = directory;
-            _replayAfter = replayAfter ?? TimeSpan.FromSeconds(2);
         }
     }
 
-    /// <summary>This member's acceptor log, with disk durability (written by the event loop).</summary>
-    internal SafeSendLog? SafeSendLog { get; private set; }
+    /// <summary>This member's history log, with disk durability (written by the event loop).</summary>
+    internal HistoryLogFile? HistoryLog { get; private set; }
 
     private string LogPath(string suffix) =>
         Path.Combine(_logDirectory!, string.Concat(Name.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_')) + suffix);
 
-    /// <summary>
-    /// Before joining with disk durability: what the last incarnation logged becomes the replay
-    /// source (kept until replayed), and a fresh log starts.
-    /// </summary>
-    private void OpenSafeSendLog()
+    /// <summary>Before joining with disk durability: opens the log and returns what it holds, for the core.</summary>
+    private List<byte[]> OpenHistoryLog()
     {
         Directory.CreateDirectory(_logDirectory!);
-        string log = LogPath(".safelog"), replay = LogPath(".safelog.replay");
-        if (File.Exists(log))
-        {
-            // An unfinished earlier replay stays the source; otherwise the last log becomes it.
-            if (!File.Exists(replay)) File.Move(log, replay);
-            else File.Delete(log);
-        }
-        _replay = SafeSendLog.Read(replay);
-        SafeSendLog = new SafeSendLog(log);
+        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"));
+        HistoryLog = log;
+        if (log.Damage != null) _runtime.ReportHistoryProblem(Name, log.Damage, error: true);
+        return records;
     }
 
-    /// <summary>
-    /// On the first view: if this member founds the group (every member of its first view joined
-    /// with it, so every earlier member is gone, and it is the oldest of them), the group's history
-    /// restarts from its log; otherwise the running group already has it.
-    /// </summary>
-    private void MaybeReplay(View first)
-    {
-        List<(int Phi, byte[] Payload)>? replay = _replay;
-        _replay = null;
-        if (replay == null) return;
-        string source = LogPath(".safelog.replay");
-        // Only when the group starts afresh (every member of our first view joined with it: the
-        // whole group had stopped), and only its oldest member, so the log is replayed once even
-        // when the restarted members' joins were batched into one view.
-        bool founder = first.Joiners.Length == first.Members.Length && first.GetMyRank() == 0;
-        if (!founder || replay.Count == 0)
-        {
-            File.Delete(source);
-            return;
-        }
-        // Off the event loop: sending waits on flow control like any caller.
-        _ = Task.Run(async () =>
-        {
-            await Task.Delay(_replayAfter).ConfigureAwait(false); // let the other restarted members join first
-            var sent = new List<Task>(replay.Count);
-            foreach (var (_, payload) in replay) sent.Add(SafeSendPayload(payload, nameof(SafeSend)));
-            await Task.WhenAll(sent).ConfigureAwait(false);
-            File.Delete(source); // replayed and acknowledged again: the new log holds them now
-        });
-    }
+    /// <summary>A history entry replayed here (event loop): delivered like the SafeSend it was.</summary>
+    internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, MessageKind.Safe, entry.Payload);
+
+    /// <summary>This member holds the history and replayed it (event loop): the join completes once the handlers have run.</summary>
+    internal void OnHistoryReady() => _delivery!.Enqueue(() => _joined?.TrySetResult());
 
     /// <summary>
     /// Multicasts a durable message: in the same total order as OrderedSend, and no member delivers

@@ -43,8 +43,6 @@ public sealed partial class Group
     private int _safeThreshold; // 0 = every member of the view
     private SafeSendDurability _durability = SafeSendDurability.Memory;
     private string? _logDirectory;
-    private TimeSpan _replayAfter;
-    private List<(int Phi, byte[] Payload)>? _replay;
     private readonly ConcurrentQueue<TaskCompletionSource> _safeSends = new();
     private readonly ConcurrentDictionary<long, TaskCompletionSource<IReadOnlyList<QueryReply>>> _queries = new();
 
@@ -128,18 +126,18 @@ public sealed partial class Group
     {
         EventLoop loop = _runtime.RunningLoop();
         TaskCompletionSource joined;
+        List<byte[]>? historyLog;
         lock (_gate)
         {
             if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
             _runtime.Register(this);
-            if (_durability == SafeSendDurability.Disk) OpenSafeSendLog();
+            historyLog = _durability == SafeSendDurability.Disk ? OpenHistoryLog() : null;
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _delivery = new DeliveryThread(Name, DispatchPending, _runtime.Buffers);
         }
-        bool disk = _durability == SafeSendDurability.Disk;
-        loop.Post(() => loop.Node.Join(Name, loop.Now, disk));
+        loop.Post(() => loop.Node.Join(Name, loop.Now, historyLog));
         return StopWaitingWhenCancelled(joined.Task, cancellationToken);
     }
 
@@ -320,12 +318,12 @@ public sealed partial class Group
         {
             if (_state == GroupState.Joining) _state = GroupState.Joined;
         }
-        if (first) MaybeReplay(view);
         Log.ViewInstalled(_runtime.Logger, Name, view.ToString());
         _delivery!.Enqueue(() => RunViewHandlers(view));
         // Complete the join after the view handlers saw the view, so Join() returning means the
-        // application has observed its first view.
-        _delivery.Enqueue(() => _joined?.TrySetResult());
+        // application has observed its first view (with disk durability, also the history's
+        // replay: OnHistoryReady completes it).
+        if (HistoryLog == null) _delivery.Enqueue(() => _joined?.TrySetResult());
     }
 
     /// <summary>
@@ -425,7 +423,7 @@ public sealed partial class Group
             _view = final;
             _delivery?.Enqueue(() => RunViewHandlers(final));
         }
-        SafeSendLog?.Dispose();
+        HistoryLog?.Dispose();
         var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
@@ -450,7 +448,7 @@ public sealed partial class Group
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(reason);
         _windowOpen.Set();
         _delivery?.Complete();
-        SafeSendLog?.Dispose();
+        HistoryLog?.Dispose();
     }
 }
 

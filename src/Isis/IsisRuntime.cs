@@ -238,6 +238,15 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case QueryCompleted q:
                 if (_groups.TryGetValue(q.Group, out g)) g.OnQueryCompleted(q);
                 break;
+            case HistoryReplayed h:
+                if (_groups.TryGetValue(h.Group, out g)) g.OnReplayed(h.Entry);
+                break;
+            case HistoryReady h:
+                if (_groups.TryGetValue(h.Group, out g)) g.OnHistoryReady();
+                break;
+            case HistoryNotice n:
+                if (_groups.TryGetValue(n.Group, out g)) ReportHistoryProblem(g.Name, n.Text, error: n.Kind != HistoryNoticeKind.Waiting);
+                break;
             case TrafficFirewalled f:
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
                 break;
@@ -247,18 +256,35 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         }
     }
 
-    void IEventSink.MakeDurable(List<DurableRecord> records)
+    void IEventSink.MakeDurable(List<HistoryWrite> writes)
     {
-        var touched = new HashSet<SafeSendLog>();
-        foreach (DurableRecord r in records)
+        var touched = new HashSet<HistoryLogFile>();
+        foreach (HistoryWrite w in writes)
         {
-            if (_groups.TryGetValue(r.Group, out Group? g) && g.SafeSendLog is { } log)
+            if (!_groups.TryGetValue(w.Group, out Group? g) || g.HistoryLog is not { } log) continue;
+            if (w.Rewrite)
             {
-                log.Append(r.Phi, r.Payload.Span);
-                touched.Add(log);
+                string? kept = log.Rewrite(w.Records, w.KeepOldAside);
+                if (kept != null) ReportHistoryProblem(g.Name, $"the old SafeSend log of another history was kept as {kept}", error: true);
             }
+            else
+            {
+                log.Append(w.Records);
+            }
+            touched.Add(log);
         }
-        foreach (SafeSendLog log in touched) log.Sync();
+        foreach (HistoryLogFile log in touched) log.Sync();
+    }
+
+    /// <summary>
+    /// Reports what the operator must know about a group's SafeSend history: to the logger, and to
+    /// standard error when the application configured none, so it is never silent.
+    /// </summary>
+    internal void ReportHistoryProblem(string group, string text, bool error)
+    {
+        if (error) Log.HistoryError(Logger, group, text);
+        else Log.HistoryWarning(Logger, group, text);
+        if (Options.LoggerFactory == null) Console.Error.WriteLine($"isis: group '{group}': {text}");
     }
 
     void IEventSink.OnServiceEvent(NodeEvent e)

@@ -14,7 +14,7 @@ using Isis.MemberHost;
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
-//       [--safelog DIR] [--replay-after-ms MS]
+//       [--safelog DIR]
 //
 // With --replicas the membership service is replicated at those addresses (a --host-service or
 // --service-only process hosts the first one it can bind, keeping its log in --replica-data).
@@ -33,9 +33,9 @@ using Isis.MemberHost;
 // (the (sender, seq) pairs in the order its handler ran); with --order-file it appends them to
 // PATH, one "sender seq" line each, every 100 ms, on "dump", on "crash" and on exit, so a killed
 // member leaves a prefix of what it delivered. Request code 2 is a query: each member answers
-// with its index (after 3 s with --slow-replies). --safelog keeps acknowledged SafeSends in DIR
-// (SafeSendDurability.Disk; a member that founds the group again replays them after MS ms,
-// default 2000). It writes one JSON object per line on stdout:
+// with its index (after 3 s with --slow-replies). --safelog keeps the group's SafeSend history in
+// DIR (SafeSendDurability.Disk: after a restart of every member, the group recovers it from the
+// members' logs and replays it to each member before anything else). It writes one JSON object per line on stdout:
 //
 //   {"event":"ready","address":"127.0.0.1:40001#17","endpoint":"127.0.0.1:40001","port":40001,"incarnation":17,"pid":123}
 //   {"event":"view","id":3,"members":["..."],"rank":1}
@@ -132,7 +132,7 @@ if (options.ServiceOnly)
 var group = new Group(runtime, options.Group);
 if (options.SafeLog != null)
 {
-    group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog, TimeSpan.FromMilliseconds(options.ReplayAfterMs));
+    group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog);
 }
 var bigEnough = new ManualResetEventSlim(false);
 group.ViewHandlers += (ViewHandler)(v =>
@@ -402,7 +402,6 @@ namespace Isis.MemberHost
         public string? OrderFile { get; private set; }
         public bool SlowReplies { get; private set; }
         public string? SafeLog { get; private set; }
-        public int ReplayAfterMs { get; private set; } = 2000;
 
         public static HostOptions Parse(string[] args)
         {
@@ -437,7 +436,6 @@ namespace Isis.MemberHost
                     case "--order-file": o.OrderFile = Value(); break;
                     case "--slow-replies": o.SlowReplies = true; break;
                     case "--safelog": o.SafeLog = Value(); break;
-                    case "--replay-after-ms": o.ReplayAfterMs = Int(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }

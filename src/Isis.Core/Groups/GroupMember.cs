@@ -1,4 +1,5 @@
 using Isis.Core.Common;
+using Isis.Core.Durability;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -103,14 +104,23 @@ internal sealed class GroupMember
     // The next view's install, received while this member lacked its lease (see OnInstallView).
     private GroupView? _installAwaitingLease;
 
-    public GroupMember(ProcessNode node, GroupId id, string name)
+    // Disk durability: what this member would hand the application before it holds the group's
+    // history, in order; handed over, after the history's replay, once it does.
+    private readonly List<NodeEvent> _held = new();
+
+    /// <param name="node">The process.</param>
+    /// <param name="id">The group.</param>
+    /// <param name="name">The group's name.</param>
+    /// <param name="log">With disk durability: what this member's SafeSend history log holds (empty for a new log).</param>
+    public GroupMember(ProcessNode node, GroupId id, string name, HistoryLogImage? log = null)
     {
         _node = node;
         Id = id;
         Name = name;
         State = MemberState.Joining;
-        _queries = new QueryTracker(id, node.Emit, node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
+        _queries = new QueryTracker(id, e => Publish(e), node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
         _order = new TotalOrder { OneAcceptorShort = (node.Options.Mutations & ProtocolMutations.SafeDeliversOneAcceptorShort) != 0 };
+        if (log != null) History = new DurableHistory(node, this, log);
     }
 
     public GroupId Id { get; }
@@ -123,8 +133,11 @@ internal sealed class GroupMember
 
     public int MyRank { get; private set; } = -1;
 
-    /// <summary>As an acceptor, log every SafeSend durably (through the driver) before acknowledging it.</summary>
-    public bool LogSafeSendsToDisk { get; set; }
+    /// <summary>With disk durability: the group's SafeSend history as this member holds it (null in memory).</summary>
+    public DurableHistory? History { get; }
+
+    /// <summary>This member takes part: always in memory; with disk durability, once it holds the history.</summary>
+    private bool HistoryCurrent => History == null || History.Current;
 
     /// <summary>The flush this member coordinates, if the membership service chose it.</summary>
     public FlushCoordinator? Coordinator { get; set; }
@@ -180,7 +193,9 @@ internal sealed class GroupMember
         State = MemberState.Left;
         _queries.AbandonAll();
         // Out of the group: nothing of ours is pending in it any more.
-        foreach (var (token, _, _) in _flushWaiters) _node.Emit(new FlushCompleted(Id, token));
+        // A member that never came to hold the history hands the application nothing of the group.
+        if (!HistoryCurrent) _held.Clear();
+        foreach (var (token, _, _) in _flushWaiters) Publish(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
         _node.Emit(new GroupLeft(Id, terminated, viewId));
     }
@@ -255,7 +270,7 @@ internal sealed class GroupMember
         _nextDigestAt = now + Options.DigestInterval;
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
-        _node.Emit(new ViewInstalled(Id, view));
+        Publish(new ViewInstalled(Id, view));
         _queries.OnViewInstalled(view);
         foreach (var key in _outgoingReplies.Keys.Where(k => !view.Contains(k.Requester)).ToList()) _outgoingReplies.Remove(key);
         AckInstall(view.Id);
@@ -266,11 +281,13 @@ internal sealed class GroupMember
         _pendingSends.Clear();
         foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
         SendPending();
+        // Last: it may make this member current at once, which hands over what waited.
+        History?.OnViewInstalled(view, rank, now);
     }
 
     private void SendPending()
     {
-        while (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
+        while (State == MemberState.Active && !_wedged && _node.LeaseHeld && HistoryCurrent && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
     }
 
     /// <summary>The membership lease is back: deliver what waited and send what queued.</summary>
@@ -304,7 +321,7 @@ internal sealed class GroupMember
             return;
         }
         if (!kind.IsSafe()) _issued++; // SafeSend is durable on delivery; Flush covers the cheap primitives
-        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && _pendingSends.Count == 0) SendNow(message);
+        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && HistoryCurrent && _pendingSends.Count == 0) SendNow(message);
         else _pendingSends.Enqueue(message);
     }
 
@@ -386,7 +403,7 @@ internal sealed class GroupMember
             var (token, target, minHolders) = _flushWaiters[i];
             if (!atOnce && !FlushSettled(target, minHolders)) continue;
             _flushWaiters.RemoveAt(i);
-            _node.Emit(new FlushCompleted(Id, token));
+            Publish(new FlushCompleted(Id, token));
         }
     }
 
@@ -500,6 +517,10 @@ internal sealed class GroupMember
                 else _node.Counters.DroppedWrongView++; // no flush of ours is running: a late or stray report
                 break;
             case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r); break;
+            case PacketKind.HistoryStatus or PacketKind.HistoryPlan or PacketKind.HistoryPull or PacketKind.HistoryChunk:
+                if (History != null) History.OnPacket(h, from, ref r, now);
+                else _node.Counters.DroppedNotForMe++; // a member with disk durability in a group whose other members keep SafeSends in memory
+                break;
             case PacketKind.CommitAck:
                 if (!r.Complete) r.Fail();
                 else if (Coordinator != null) Coordinator.OnCommitAck(h.Sender, h.Number);
@@ -621,12 +642,16 @@ internal sealed class GroupMember
 
     private void DeliverOrdered()
     {
+        // With disk durability a member that does not hold the history yet accepts nothing: its log
+        // must hold the history before this view's SafeSends, in order.
+        if (!HistoryCurrent) return;
         foreach (var (rank, seq, message) in _order.AdvanceMyAcceptance())
         {
+            // Every member logs each SafeSend it holds in order (the driver makes it durable before
+            // any packet of this step leaves, so before an acceptor's acknowledgement), so every
+            // member's log is a prefix of the group's history.
+            if (message.Kind == MessageKind.Safe) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Payload);
             if (MyRank >= _order.Acceptors(message.Phi)) continue;
-            // An acceptor's acknowledgement goes out at the end of this step; with disk durability the
-            // driver makes this record durable before any packet of the step leaves.
-            if (LogSafeSendsToDisk && message.Kind == MessageKind.Safe) _node.Outbox.DurableWrites.Add(new DurableRecord(Id, message.Phi, message.Payload));
             _node.Outbox.Accepted(Id, View!.Id, View.Members[rank], seq);
         }
         if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
@@ -636,7 +661,17 @@ internal sealed class GroupMember
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
     private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
     {
-        _node.Outbox.Delivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd);
+        if (HistoryCurrent)
+        {
+            _node.Outbox.Delivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd);
+        }
+        else
+        {
+            // Held until this member holds the history; the stream may recycle its payload meanwhile.
+            var held = new MessageDelivered();
+            held.Set(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload.ToArray(), atViewEnd);
+            _held.Add(held);
+        }
         if (rank == MyRank) _ownSafe.Remove(seq);
         if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View);
     }
@@ -649,7 +684,13 @@ internal sealed class GroupMember
     /// </summary>
     private void DeliverUnorderedAtViewEnd()
     {
-        foreach (var (rank, seq, message) in _order.DrainAtViewEnd()) Deliver(rank, seq, message, atViewEnd: true);
+        foreach (var (rank, seq, message, accepted) in _order.DrainAtViewEnd())
+        {
+            // A SafeSend delivered here but not yet held in order (a position before it was lost
+            // with every member that held it) joins the durable history now, in delivery order.
+            if (message.Kind == MessageKind.Safe && !accepted && HistoryCurrent) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Payload);
+            Deliver(rank, seq, message, atViewEnd: true);
+        }
     }
 
     /// <summary>
@@ -882,6 +923,7 @@ internal sealed class GroupMember
         if (View == null || State == MemberState.Left) return;
 
         Coordinator?.Tick(now);
+        History?.Tick(now);
         _queries.Tick(now);
         // While a Flush waits, ask every member for its digest at once, and again each NAK interval
         // (a reply may be lost, or may have raced ahead of our last data).
@@ -978,9 +1020,61 @@ internal sealed class GroupMember
             _node.Writer.Begin(new PacketHeader(PacketKind.Nak, Self, Id, View.Id, 0)).I32(rank).I64(first).I64(last).Finish());
     }
 
+    // ---------------------------------------------------------------- disk durability: the history
+
+    /// <summary>
+    /// Hands an event to the application, or, while this member does not hold the group's history
+    /// yet (disk durability), holds it back in order (unless <paramref name="immediately"/>).
+    /// </summary>
+    internal void Publish(NodeEvent e, bool immediately = false)
+    {
+        if (immediately || HistoryCurrent) _node.Emit(e);
+        else _held.Add(e);
+    }
+
+    /// <summary>
+    /// This member now holds the history (<see cref="DurableHistory"/> made it durable): the
+    /// application gets the current view, then the whole history in order, then whatever waited in
+    /// this view; then this member acknowledges what it holds of the view and sends what it queued.
+    /// </summary>
+    /// <remarks>
+    /// Views and deliveries of earlier views that waited are dropped: this member took no part in
+    /// them, and the history it now holds (copied or recovered in this view) already has their
+    /// SafeSends, so handing them over as well would deliver those twice. Queries among them get a
+    /// null reply.
+    /// </remarks>
+    internal void OnHistoryCurrent(List<HistoryEntry> entries, HistoryPlan plan)
+    {
+        int current = View!.Id;
+        foreach (NodeEvent e in _held)
+        {
+            // A query of an earlier view waits for our reply: this member had no part in that
+            // view, so it answers with a null reply (as a handler that does not reply would).
+            if (e is MessageDelivered { Kind: var kind } d && d.ViewId < current && kind.IsQuery() && d.Sender != Self)
+            {
+                Reply(d.Sender, MessageKinds.QueryIdOf(d.Payload.Span), ReplyKind.Null, []);
+            }
+        }
+        _held.RemoveAll(e => e switch
+        {
+            ViewInstalled v => v.View.Id < current,
+            MessageDelivered d => d.ViewId < current,
+            _ => false,
+        });
+        int firstView = _held.FindIndex(e => e is ViewInstalled);
+        for (int i = 0; i <= firstView; i++) _node.Emit(_held[i]);
+        foreach (HistoryEntry e in entries) _node.Emit(new HistoryReplayed(Id, e));
+        _node.Emit(new HistoryReady(Id, entries.Count, plan.Mode));
+        for (int i = firstView + 1; i < _held.Count; i++) _node.Emit(_held[i]);
+        _held.Clear();
+        if (State == MemberState.Left) return;
+        DeliverOrdered();
+        SendPending();
+    }
+
     /// <summary>A one-line dump of this member's streams, for replay diagnostics.</summary>
     public string Describe() =>
-        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} streams " +
+        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()} streams " +
         string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
         " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 

@@ -173,18 +173,19 @@ internal sealed class TotalOrder
     /// are dropped (their senders send them again in the next view). Deterministic, so identical
     /// at every survivor.
     /// </summary>
-    public IEnumerable<(int Rank, long Seq, StreamMessage Message)> DrainAtViewEnd()
+    /// <remarks><c>Accepted</c>: this member had already accepted (held in order) the position, so a durable history holds it already.</remarks>
+    public IEnumerable<(int Rank, long Seq, StreamMessage Message, bool Accepted)> DrainAtViewEnd()
     {
         for (; _next < _positions.Count; _next++)
         {
             var head = _positions[_next];
-            if (_waiting.Remove(head, out StreamMessage message)) yield return (head.Rank, head.Seq, message);
+            if (_waiting.Remove(head, out StreamMessage message)) yield return (head.Rank, head.Seq, message, _next < _myAccepted);
         }
         foreach (var key in _waiting.Keys.OrderBy(k => k.Rank).ThenBy(k => k.Seq).ToList())
         {
             StreamMessage message = _waiting[key];
             _waiting.Remove(key);
-            if (!message.Kind.IsSafe()) yield return (key.Rank, key.Seq, message);
+            if (!message.Kind.IsSafe()) yield return (key.Rank, key.Seq, message, false);
         }
         _toAnnounce.Clear();
     }

@@ -55,6 +55,31 @@ internal sealed record MessageDelivered : NodeEvent
     }
 }
 
+/// <summary>
+/// Disk durability: an entry of the group's SafeSend history, handed to the application before
+/// anything else when this member comes to hold the history (after a restart, or when it joins).
+/// </summary>
+internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry Entry) : NodeEvent;
+
+/// <summary>Disk durability: this member holds the group's history (<paramref name="Entries"/> SafeSends, all replayed) and takes part from now on.</summary>
+internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How) : NodeEvent;
+
+/// <summary>What a <see cref="HistoryNotice"/> reports.</summary>
+internal enum HistoryNoticeKind
+{
+    /// <summary>A restarted group waits for members of its last view before it may deliver.</summary>
+    Waiting,
+
+    /// <summary>This member's log had damaged or misplaced records; they were ignored.</summary>
+    DamagedLog,
+
+    /// <summary>This member's log belongs to another history than the group's; it is kept aside.</summary>
+    ForeignLog,
+}
+
+/// <summary>Disk durability: something the operator should know about the SafeSend history (the driver logs it).</summary>
+internal sealed record HistoryNotice(GroupId Group, HistoryNoticeKind Kind, string Text) : NodeEvent;
+
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
 

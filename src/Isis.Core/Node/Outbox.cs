@@ -8,12 +8,17 @@ namespace Isis.Core.Node;
 /// <remarks>Built by a node with a buffer pool, <paramref name="Bytes"/> is valid only until <see cref="Outbox.Clear"/>: copy it to keep it.</remarks>
 internal readonly record struct OutboundPacket(ulong Destination, ReadOnlyMemory<byte> Bytes);
 
-/// <summary>A SafeSend this acceptor must make durable (append and fsync) before the step's packets leave.</summary>
-internal readonly record struct DurableRecord(GroupId Group, int Phi, ReadOnlyMemory<byte> Payload);
+/// <summary>
+/// A change to a group's durable SafeSend history log, to be made durable (fsync) before the step's
+/// packets leave: <paramref name="Records"/> appended, or (<paramref name="Rewrite"/>) the whole log
+/// replaced by them atomically (written aside, synced, renamed over the old one); with
+/// <paramref name="KeepOldAside"/> the old log is kept under another name instead of replaced.
+/// </summary>
+internal readonly record struct HistoryWrite(GroupId Group, IReadOnlyList<byte[]> Records, bool Rewrite, bool KeepOldAside);
 
 /// <summary>
 /// Everything one step of a node produced. The driver's contract (docs/architecture.md): after
-/// each input, make <see cref="DurableWrites"/> and <see cref="ReplicaRecords"/> durable, then send <see cref="Packets"/>, then hand
+/// each input, make <see cref="HistoryWrites"/> and <see cref="ReplicaRecords"/> durable, then send <see cref="Packets"/>, then hand
 /// <see cref="Events"/> to the application in list order, then call <see cref="Clear"/>.
 /// </summary>
 internal sealed class Outbox
@@ -46,8 +51,8 @@ internal sealed class Outbox
 
     public List<NodeEvent> Events { get; } = new();
 
-    /// <summary>Acceptor log records (SafeSend disk durability), to be made durable before <see cref="Packets"/> are sent.</summary>
-    public List<DurableRecord> DurableWrites { get; } = new();
+    /// <summary>SafeSend history log changes (disk durability), in order, to be made durable before <see cref="Packets"/> are sent.</summary>
+    public List<HistoryWrite> HistoryWrites { get; } = new();
 
     /// <summary>
     /// A membership replica's persistent state changes (term, vote, log entries), to be appended
@@ -56,7 +61,7 @@ internal sealed class Outbox
     /// </summary>
     public List<byte[]> ReplicaRecords { get; } = new();
 
-    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && DurableWrites.Count == 0 && ReplicaRecords.Count == 0;
+    public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && HistoryWrites.Count == 0 && ReplicaRecords.Count == 0;
 
     /// <summary>A copy of a finished packet in memory valid until <see cref="Clear"/> (a new array when the outbox does not recycle).</summary>
     public ReadOnlyMemory<byte> Keep(ReadOnlySpan<byte> packet)
@@ -116,7 +121,7 @@ internal sealed class Outbox
         _returnOnClear.Clear();
         Packets.Clear();
         Events.Clear();
-        DurableWrites.Clear();
+        HistoryWrites.Clear();
         ReplicaRecords.Clear();
     }
 }

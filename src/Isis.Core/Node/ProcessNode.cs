@@ -108,12 +108,19 @@ internal sealed class ProcessNode : IProtocolNode
     // ---------------------------------------------------------------- commands
 
     /// <summary>Asks to join <paramref name="name"/>; a <see cref="ViewInstalled"/> event completes it.</summary>
-    public GroupMember Join(string name, long now, bool logSafeSendsToDisk = false)
+    /// <param name="name">The group.</param>
+    /// <param name="now">The current time.</param>
+    /// <param name="historyLog">
+    /// Disk durability: the records of this member's SafeSend history log as the driver read them
+    /// (empty for a new log); the member then appends to it through <see cref="Outbox.HistoryWrites"/>.
+    /// Null keeps SafeSends in memory.
+    /// </param>
+    public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null)
     {
         _now = now;
         GroupId id = GroupId.FromName(name);
         if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
-        var member = new GroupMember(this, id, name) { LogSafeSendsToDisk = logSafeSendsToDisk };
+        var member = new GroupMember(this, id, name, historyLog == null ? null : Durability.HistoryLog.Read(historyLog));
         _groups[id] = member;
         if (!IsShutDown) member.RequestJoin(now);
         Drain();

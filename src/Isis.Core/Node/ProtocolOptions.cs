@@ -100,4 +100,7 @@ internal enum ProtocolMutations
 
     /// <summary>A membership replica counts its own acceptance as a majority: a side cut off from the other replicas elects its own leader and changes membership.</summary>
     MinorityCommits = 64,
+
+    /// <summary>After a total crash, the oldest restarted member rebuilds the SafeSend history from its own log alone, without waiting for the other members of the last view.</summary>
+    RecoverFromOldestOnly = 128,
 }

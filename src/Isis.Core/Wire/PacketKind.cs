@@ -38,4 +38,10 @@ internal enum PacketKind : byte
     CommitAck = 26,         // survivor -> coordinator
     Reply = 27,             // replier -> requester; Number = query id; may cross a view change
     ReplyAck = 28,          // requester -> replier; Number = query id
+
+    // Member <-> member, within one view of a group with disk durability: its SafeSend history.
+    HistoryStatus = 29,     // member -> the view's oldest member: the history it holds or the log it brings
+    HistoryPlan = 30,       // oldest member -> member: where to get the history, how long it is
+    HistoryPull = 31,       // member -> source; Number = first index wanted; body: target
+    HistoryChunk = 32,      // source -> member; Number = index of the first entry; body: entries
 }

@@ -12,7 +12,7 @@ namespace Isis.Simulation.Checking;
 /// pass (two for NoCreation and Liveness) with dictionaries keyed by struct ids, so a history of
 /// millions of events checks in seconds.
 /// </remarks>
-internal static class HistoryChecker
+internal static partial class HistoryChecker
 {
     public static CheckResult Check(History history, int maxViolationsPerProperty = 20)
     {
@@ -29,6 +29,7 @@ internal static class HistoryChecker
         QueryReplies(events, sink);
         SafeThreshold(events, sink);
         SafeDurability(events, sink);
+        RecoveredHistory(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);
@@ -532,127 +533,6 @@ internal static class HistoryChecker
             if (count > 0 && !gone.Contains(process) && current.ContainsKey((process, group)))
             {
                 sink.Report(P, $"{process} issued {count} queries in g={group} that never completed, though it stayed in the group to the end");
-            }
-        }
-    }
-
-    /// <summary>
-    /// Who installed which view, and who came through it (installed the next view of the group
-    /// afterwards, without leaving in between): what the durability properties judge by.
-    /// </summary>
-    private sealed class ViewHistory
-    {
-        private readonly HashSet<(NodeId, GroupId, int)> _survived = new();
-
-        public Dictionary<(GroupId, int), NodeId[]> MembersOf { get; } = new();
-
-        public static ViewHistory Of(ReadOnlySpan<HistoryEvent> events)
-        {
-            var h = new ViewHistory();
-            var current = new Dictionary<(NodeId, GroupId), int>();
-            foreach (HistoryEvent e in events)
-            {
-                if (e.Kind == HistoryEventKind.ViewInstall)
-                {
-                    if (current.TryGetValue((e.Process, e.Group), out int previous)) h._survived.Add((e.Process, e.Group, previous));
-                    current[(e.Process, e.Group)] = e.ViewId;
-                    h.MembersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
-                }
-                else if (e.Kind == HistoryEventKind.LeaveCompleted)
-                {
-                    current.Remove((e.Process, e.Group));
-                }
-            }
-            return h;
-        }
-
-        public bool Survived(NodeId process, MessageId m) => _survived.Contains((process, m.Group, m.ViewId));
-
-        /// <summary>Members of the message's view that came through it without delivering it.</summary>
-        public IEnumerable<NodeId> SurvivorsWithout(MessageId m, HashSet<(NodeId, MessageId)> delivered) =>
-            MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)
-                ? members.Where(q => Survived(q, m) && !delivered.Contains((q, m)))
-                : [];
-    }
-
-    private static int Acceptors(int phi, int viewSize) => phi <= 0 ? viewSize : Math.Min(phi, viewSize);
-
-    /// <summary>
-    /// SafeSend: no process delivers a SafeSend on the normal path before all of its acceptors (the
-    /// first phi members of its view; phi 0 means every member) hold it. At the end of a view the
-    /// flush delivers what the survivors hold (survivors cannot know what a crashed acceptor held),
-    /// which SafeDurability checks.
-    /// </summary>
-    internal static void SafeThreshold(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
-    {
-        const string P = nameof(SafeThreshold);
-        var phiOf = new Dictionary<MessageId, int>();
-        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
-        var accepted = new Dictionary<MessageId, HashSet<NodeId>>();
-        for (int i = 0; i < events.Length; i++)
-        {
-            HistoryEvent e = events[i];
-            switch (e.Kind)
-            {
-                case HistoryEventKind.ViewInstall:
-                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
-                    break;
-                case HistoryEventKind.Send when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
-                    phiOf[e.Message] = e.Phi;
-                    break;
-                case HistoryEventKind.SafeAccepted:
-                    ref var set = ref CollectionsMarshal.GetValueRefOrAddDefault(accepted, e.Message, out _);
-                    (set ??= new HashSet<NodeId>()).Add(e.Process);
-                    break;
-                case HistoryEventKind.Deliver when e.Primitive == Isis.Core.Groups.MessageKind.Safe && !e.AtViewEnd:
-                {
-                    if (!phiOf.TryGetValue(e.Message, out int phi) || !membersOf.TryGetValue((e.Message.Group, e.Message.ViewId), out NodeId[]? view)) break;
-                    int needed = Acceptors(phi, view.Length);
-                    var holders = accepted.GetValueOrDefault(e.Message);
-                    var missing = view.Take(needed).Where(a => holders == null || !holders.Contains(a)).ToList();
-                    if (missing.Count > 0)
-                    {
-                        sink.Report(P, $"{e.Process} delivered SafeSend {e.Message} (phi {phi}: {needed} acceptors) at {At(i, e)} before acceptors {List(missing.ToArray())} held it");
-                    }
-                    break;
-                }
-            }
-        }
-    }
-
-    /// <summary>
-    /// SafeSend: once any process delivers a SafeSend (even one that then crashes), every process
-    /// that comes through its view (installs the next view) delivers it in that view, provided
-    /// fewer than phi of its acceptors failed (at least one acceptor came through the view).
-    /// </summary>
-    internal static void SafeDurability(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
-    {
-        const string P = nameof(SafeDurability);
-        var deliveredAnywhere = new Dictionary<MessageId, NodeId>();
-        var phiOf = new Dictionary<MessageId, int>();
-        var delivered = new HashSet<(NodeId, MessageId)>();
-        foreach (HistoryEvent e in events)
-        {
-            switch (e.Kind)
-            {
-                case HistoryEventKind.Send when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
-                    phiOf[e.Message] = e.Phi;
-                    break;
-                case HistoryEventKind.Deliver when e.Primitive == Isis.Core.Groups.MessageKind.Safe:
-                    deliveredAnywhere.TryAdd(e.Message, e.Process);
-                    delivered.Add((e.Process, e.Message));
-                    break;
-            }
-        }
-        var views = ViewHistory.Of(events);
-        foreach (var (m, first) in deliveredAnywhere)
-        {
-            if (!views.MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
-            int acceptors = Acceptors(phiOf.GetValueOrDefault(m), members.Length);
-            if (!members.Take(acceptors).Any(a => views.Survived(a, m))) continue; // all its acceptors failed
-            foreach (NodeId q in views.SurvivorsWithout(m, delivered))
-            {
-                sink.Report(P, $"SafeSend {m} was delivered by {first} but {q} came through v{m.ViewId} of g={m.Group} without delivering it");
             }
         }
     }

@@ -42,20 +42,20 @@ internal sealed class History
     }
 
     /// <summary>Records a Send. The caller records the sender's own Deliver right after it.</summary>
-    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, int phi = 0) =>
+    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, int phi = 0, bool query = false) =>
         Add(new HistoryEvent(time, message.Sender, HistoryEventKind.Send)
         {
-            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, Phi = phi,
+            Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, Phi = phi, IsQuery = query,
         });
 
     public void RecordSafeAccepted(long time, NodeId acceptor, MessageId message) =>
         Add(new HistoryEvent(time, acceptor, HistoryEventKind.SafeAccepted) { Group = message.Group, ViewId = message.ViewId, Message = message });
 
     /// <summary>Records a Deliver; <paramref name="viewId"/> is the view <paramref name="process"/> has installed.</summary>
-    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, bool atViewEnd = false) =>
+    public void RecordDeliver(long time, NodeId process, int viewId, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, bool atViewEnd = false, bool query = false) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Deliver)
         {
-            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, AtViewEnd = atViewEnd,
+            Group = message.Group, ViewId = viewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, AtViewEnd = atViewEnd, IsQuery = query,
         });
 
     /// <summary>Records a ViewInstall. <paramref name="members"/> (oldest first) is copied.</summary>
@@ -105,10 +105,10 @@ internal sealed class History
         switch (e)
         {
             case MessageSent s:
-                RecordSend(time, new MessageId(process, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi);
+                RecordSend(time, new MessageId(process, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi, s.Kind.IsQuery());
                 break;
             case MessageDelivered d:
-                RecordDeliver(time, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd);
+                RecordDeliver(time, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd, d.Kind.IsQuery());
                 break;
             case SafeAccepted a:
                 RecordSafeAccepted(time, process, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
@@ -131,8 +131,18 @@ internal sealed class History
             case DecisionApplied d:
                 RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry));
                 break;
+            case HistoryReplayed r:
+                RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload));
+                break;
         }
     }
+
+    /// <summary>Records that <paramref name="process"/> replayed entry <paramref name="index"/> of the group's SafeSend history.</summary>
+    public void RecordReplay(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.Replay)
+        {
+            Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe,
+        });
 
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 

@@ -37,6 +37,9 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Deliver: delivered by the view change's flush at the end of the view, not on the normal path.</summary>
     public bool AtViewEnd { get; init; }
 
+    /// <summary>Send and Deliver: a query request (its ordering is <see cref="Primitive"/>); a SafeQuery is not part of a durable SafeSend history.</summary>
+    public bool IsQuery { get; init; }
+
     /// <summary>Decide: the position of the decision in the membership service's log.</summary>
     public long LogIndex { get; init; }
 
@@ -55,6 +58,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && Primitive == other.Primitive
         && Phi == other.Phi
         && AtViewEnd == other.AtViewEnd
+        && IsQuery == other.IsQuery
         && LogIndex == other.LogIndex
         && MembersEqual(Members, other.Members);
 

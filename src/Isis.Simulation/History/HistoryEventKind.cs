@@ -47,4 +47,11 @@ internal enum HistoryEventKind
 
     /// <summary>Process, a membership replica, applied the committed decision at log position LogIndex (PayloadHash: the entry's hash).</summary>
     Decide,
+
+    /// <summary>
+    /// Disk durability: Process handed its application entry LogIndex (1, 2, ...) of Group's
+    /// SafeSend history, the SafeSend Message (its original id) with PayloadHash, before anything
+    /// else of the group. A member replays the whole history once, when it comes to hold it.
+    /// </summary>
+    Replay,
 }

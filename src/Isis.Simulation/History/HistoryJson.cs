@@ -30,6 +30,7 @@ internal static class HistoryJson
         if (e.Primitive != MessageKind.Send) json.WriteNumber("pr"u8, (int)e.Primitive);
         if (e.Phi != 0) json.WriteNumber("phi"u8, e.Phi);
         if (e.AtViewEnd) json.WriteBoolean("ve"u8, true);
+        if (e.IsQuery) json.WriteBoolean("qy"u8, true);
         if (e.LogIndex != 0) json.WriteNumber("ix"u8, e.LogIndex);
         if (e.Members is not null)
         {
@@ -59,6 +60,7 @@ internal static class HistoryJson
         var primitive = MessageKind.Send;
         int phi = 0;
         bool atViewEnd = false;
+        bool query = false;
         long logIndex = 0;
         NodeId[]? members = null;
 
@@ -84,6 +86,7 @@ internal static class HistoryJson
                 case "pr": primitive = (MessageKind)Int32(ref r, field); break;
                 case "phi": phi = Int32(ref r, field); break;
                 case "ve": atViewEnd = r.TokenType == JsonTokenType.True; break;
+                case "qy": query = r.TokenType == JsonTokenType.True; break;
                 case "ix": logIndex = Int64(ref r, field); break;
                 default: r.Skip(); break; // forward compatibility: newer writers may add fields
             }
@@ -101,6 +104,7 @@ internal static class HistoryJson
             Primitive = primitive,
             Phi = phi,
             AtViewEnd = atViewEnd,
+            IsQuery = query,
             LogIndex = logIndex,
             Members = members,
         };
@@ -141,7 +145,7 @@ internal static class HistoryJson
     private static bool UsesView(HistoryEventKind k) =>
         k is HistoryEventKind.Send or HistoryEventKind.Deliver or HistoryEventKind.ViewInstall;
 
-    private static bool UsesMessage(HistoryEventKind k) => k is HistoryEventKind.Send or HistoryEventKind.Deliver;
+    private static bool UsesMessage(HistoryEventKind k) => k is HistoryEventKind.Send or HistoryEventKind.Deliver or HistoryEventKind.Replay;
 
     private static readonly string[] KindNames = Enum.GetNames<HistoryEventKind>();
 

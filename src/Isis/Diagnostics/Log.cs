@@ -26,6 +26,12 @@ internal static partial class Log
     [LoggerMessage(EventId = 8, Level = LogLevel.Warning, Message = "Firewall: dropped traffic from expelled incarnation {Incarnation} ({Dropped} packets from expelled incarnations dropped so far)")]
     public static partial void Firewalled(ILogger logger, string incarnation, long dropped);
 
+    [LoggerMessage(EventId = 9, Level = LogLevel.Error, Message = "Group '{Group}': {Problem}")]
+    public static partial void HistoryError(ILogger logger, string group, string problem);
+
+    [LoggerMessage(EventId = 10, Level = LogLevel.Warning, Message = "Group '{Group}': {Situation}")]
+    public static partial void HistoryWarning(ILogger logger, string group, string situation);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

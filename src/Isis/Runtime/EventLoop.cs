@@ -211,12 +211,34 @@ internal sealed class EventLoop : IDisposable
             service.Outbox.Clear();
         }
         // The contract's order: durable first, then packets, then the application.
-        if (Node.Outbox.DurableWrites.Count > 0) _sink.MakeDurable(Node.Outbox.DurableWrites);
+        if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
         foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
         _transport.Flush();
         foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
         Node.Outbox.Clear();
         _sink.AfterBatch();
+    }
+
+    /// <summary>
+    /// Makes the step's history writes durable. If the disk refuses (full, read-only, removed),
+    /// nothing of the step may leave - its acknowledgements would promise what is not on disk - so
+    /// this process stops, with the reason, like a process cut off from the membership service.
+    /// </summary>
+    private bool TryMakeDurable()
+    {
+        try
+        {
+            _sink.MakeDurable(Node.Outbox.HistoryWrites);
+            return true;
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            Node.Outbox.Clear();
+            Node.ShutDown($"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk");
+            foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
+            Node.Outbox.Clear();
+            return false;
+        }
     }
 
     public void Dispose()
@@ -244,7 +266,7 @@ internal interface IEventSink
     void OnServiceEvent(NodeEvent e);
 
     /// <summary>Appends and fsyncs acceptor log records; returns only once they are durable.</summary>
-    void MakeDurable(List<DurableRecord> records);
+    void MakeDurable(List<HistoryWrite> writes);
 
     /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
     void AfterBatch();

@@ -16,18 +16,22 @@ public sealed class SafeSendDiskTests
                 var rs = new List<IsisRuntime>();
                 var gs = new List<Group>();
                 var ds = new List<ConcurrentQueue<int>>();
+                var joins = new List<Task>();
                 for (int i = 0; i < 3; i++)
                 {
                     IsisRuntime r = runtimes.Start();
                     var g = new Group(r, "ledger");
                     var log = new ConcurrentQueue<int>();
                     g.Handlers[1] += (Action<int>)(n => log.Enqueue(n));
-                    g.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(root, "member" + i), replayAfter: TimeSpan.FromSeconds(1));
-                    g.Join();
+                    g.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(root, "member" + i));
+                    // After a crash of every member, a join completes only once the members of the
+                    // last view are back and the history is recovered: join them all together.
+                    joins.Add(g.JoinAsync());
                     rs.Add(r);
                     gs.Add(g);
                     ds.Add(log);
                 }
+                Assert.True(Task.WaitAll([.. joins], TimeSpan.FromSeconds(60)), "every member joined and holds the history");
                 TestRuntimes.WaitUntil(() => gs.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
                 return (rs, gs, ds);
             }

@@ -1,0 +1,140 @@
+using Isis.Core.Identity;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Durability;
+
+/// <summary>
+/// Where a history comes from: the member that founded it and the view it founded it in. Every
+/// history recovered or copied from it keeps the same lineage, so a log of another lineage (a
+/// history founded while this one's holders were away) is recognised and never mixed in.
+/// </summary>
+internal readonly record struct Lineage(NodeId Founder, int ViewId)
+{
+    public override string ToString() => $"{Founder}@v{ViewId}";
+}
+
+/// <summary>
+/// A view as the durable history orders it: recoveries start a new epoch, because the membership
+/// service that numbers views may itself have restarted and numbered from 1 again.
+/// </summary>
+internal readonly record struct HistoryViewKey(long Epoch, int ViewId) : IComparable<HistoryViewKey>
+{
+    public int CompareTo(HistoryViewKey other) => Epoch != other.Epoch ? Epoch.CompareTo(other.Epoch) : ViewId.CompareTo(other.ViewId);
+
+    public static bool operator <(HistoryViewKey a, HistoryViewKey b) => a.CompareTo(b) < 0;
+
+    public static bool operator >(HistoryViewKey a, HistoryViewKey b) => a.CompareTo(b) > 0;
+
+    public static bool operator <=(HistoryViewKey a, HistoryViewKey b) => a.CompareTo(b) <= 0;
+
+    public static bool operator >=(HistoryViewKey a, HistoryViewKey b) => a.CompareTo(b) >= 0;
+
+    public override string ToString() => $"e{Epoch}/v{ViewId}";
+}
+
+/// <summary>
+/// One SafeSend of the group's durable history: its place (<see cref="Index"/>, 1-based, no gaps),
+/// the id it was sent under (sender incarnation, view, sequence number), its phi and its payload.
+/// </summary>
+internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long Seq, int Phi, byte[] Payload);
+
+/// <summary>
+/// "This member holds the whole history and is current in this view": written when a member that
+/// holds the history installs a view, or when a member comes to hold it. Its members are the ones
+/// that must come back before a group restarted after a total crash may deliver again.
+/// </summary>
+internal sealed record HistoryViewRecord(HistoryViewKey Key, Lineage Lineage, NodeId Me, NodeId[] Members);
+
+/// <summary>
+/// The records of a member's durable history log, one per <c>DurableRecordFile</c> record:
+/// Incarnation (written before the join request leaves, so every incarnation that is ever in a
+/// view can later be recognised as this log's), View, and Entry. Pure codec: never throws.
+/// </summary>
+internal static class HistoryLog
+{
+    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3;
+
+    public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
+
+    public static byte[] View(PacketWriter w, HistoryViewRecord v) =>
+        w.BeginRecord().U8(ViewRecord).I64(v.Key.Epoch).I32(v.Key.ViewId).Node(v.Lineage.Founder).I32(v.Lineage.ViewId).Node(v.Me).Nodes(v.Members).FinishRecord();
+
+    public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(EntryRecord), e).FinishRecord();
+
+    /// <summary>An entry's fields after its index (the index is the record's or the chunk's).</summary>
+    internal static PacketWriter WriteEntryBody(PacketWriter w, HistoryEntry e) =>
+        w.Node(e.Sender).I32(e.ViewId).I64(e.Seq).I32(e.Phi).Bytes(e.Payload);
+
+    private static PacketWriter WriteEntry(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.I64(e.Index), e);
+
+    /// <summary>Reads an entry body written by <see cref="WriteEntryBody"/>; null (and the reader failed) if malformed.</summary>
+    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index)
+    {
+        NodeId sender = r.Node();
+        int viewId = r.I32();
+        long seq = r.I64();
+        int phi = r.I32();
+        byte[] payload = r.Bytes();
+        if (!r.Ok || sender.IsNone || viewId <= 0 || seq <= 0 || phi < 0) { r.Fail(); return null; }
+        return new HistoryEntry(index, sender, viewId, seq, phi, payload);
+    }
+
+    /// <summary>
+    /// Reads a log's records in order. Reading stops at the first record that does not parse or
+    /// does not fit (an entry out of place, an entry before any view): what follows it is
+    /// counted in <see cref="HistoryLogImage.Unreadable"/>, never taken as history.
+    /// </summary>
+    public static HistoryLogImage Read(IReadOnlyList<byte[]> records)
+    {
+        var incarnations = new List<NodeId>();
+        var entries = new List<HistoryEntry>();
+        HistoryViewRecord? last = null;
+        int i = 0;
+        for (; i < records.Count; i++)
+        {
+            var r = new WireReader(records[i]);
+            byte kind = r.U8();
+            if (kind == IncarnationRecord)
+            {
+                NodeId node = r.Node();
+                if (!r.Complete || node.IsNone) break;
+                incarnations.Add(node);
+            }
+            else if (kind == ViewRecord)
+            {
+                long epoch = r.I64();
+                int viewId = r.I32();
+                NodeId founder = r.Node();
+                int foundedIn = r.I32();
+                NodeId me = r.Node();
+                NodeId[] members = r.Nodes();
+                if (!r.Complete || epoch < 1 || viewId < 1 || Array.IndexOf(members, me) < 0) break;
+                var key = new HistoryViewKey(epoch, viewId);
+                if (last != null && key <= last.Key) break;
+                last = new HistoryViewRecord(key, new Lineage(founder, foundedIn), me, members);
+            }
+            else if (kind == EntryRecord)
+            {
+                long index = r.I64();
+                HistoryEntry? e = ReadEntryBody(ref r, index);
+                if (e == null || !r.Complete || last == null || index != entries.Count + 1) break;
+                entries.Add(e);
+            }
+            else
+            {
+                break;
+            }
+        }
+        return new HistoryLogImage(incarnations, last, entries, records.Count - i);
+    }
+}
+
+/// <summary>What a member's durable history log held when it joined.</summary>
+/// <param name="Incarnations">Every incarnation that joined with this log (the ones its View records can name).</param>
+/// <param name="LastView">The last view in which this log's member held the whole history, if it ever did.</param>
+/// <param name="Entries">The history it held then, in order, indices 1..n.</param>
+/// <param name="Unreadable">Records after the first damaged or misplaced one, ignored.</param>
+internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRecord? LastView, List<HistoryEntry> Entries, int Unreadable)
+{
+    public static HistoryLogImage Empty => new([], null, [], 0);
+}

@@ -1,0 +1,276 @@
+using System.Runtime.InteropServices;
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+
+namespace Isis.Simulation.Checking;
+
+// The checker, part 2: SafeSend's guarantees (the acceptor threshold, durability through a view
+// change, and the durable history after every member crashed).
+internal static partial class HistoryChecker
+{
+    /// <summary>
+    /// Who installed which view, and who came through it (installed the next view of the group
+    /// afterwards, without leaving in between): what the durability properties judge by.
+    /// </summary>
+    private sealed class ViewHistory
+    {
+        private readonly HashSet<(NodeId, GroupId, int)> _survived = new();
+
+        public Dictionary<(GroupId, int), NodeId[]> MembersOf { get; } = new();
+
+        public static ViewHistory Of(ReadOnlySpan<HistoryEvent> events)
+        {
+            var h = new ViewHistory();
+            var current = new Dictionary<(NodeId, GroupId), int>();
+            foreach (HistoryEvent e in events)
+            {
+                if (e.Kind == HistoryEventKind.ViewInstall)
+                {
+                    if (current.TryGetValue((e.Process, e.Group), out int previous)) h._survived.Add((e.Process, e.Group, previous));
+                    current[(e.Process, e.Group)] = e.ViewId;
+                    h.MembersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                }
+                else if (e.Kind == HistoryEventKind.LeaveCompleted)
+                {
+                    current.Remove((e.Process, e.Group));
+                }
+            }
+            return h;
+        }
+
+        public bool Survived(NodeId process, MessageId m) => _survived.Contains((process, m.Group, m.ViewId));
+
+        /// <summary>Members of the message's view that came through it without delivering it.</summary>
+        public IEnumerable<NodeId> SurvivorsWithout(MessageId m, HashSet<(NodeId, MessageId)> delivered) =>
+            MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)
+                ? members.Where(q => Survived(q, m) && !delivered.Contains((q, m)))
+                : [];
+    }
+
+    private static int Acceptors(int phi, int viewSize) => phi <= 0 ? viewSize : Math.Min(phi, viewSize);
+
+    /// <summary>
+    /// SafeSend: no process delivers a SafeSend on the normal path before all of its acceptors (the
+    /// first phi members of its view; phi 0 means every member) hold it. At the end of a view the
+    /// flush delivers what the survivors hold (survivors cannot know what a crashed acceptor held),
+    /// which SafeDurability checks.
+    /// </summary>
+    internal static void SafeThreshold(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(SafeThreshold);
+        var phiOf = new Dictionary<MessageId, int>();
+        var membersOf = new Dictionary<(GroupId, int), NodeId[]>();
+        var accepted = new Dictionary<MessageId, HashSet<NodeId>>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.ViewInstall:
+                    membersOf.TryAdd((e.Group, e.ViewId), e.Members ?? []);
+                    break;
+                case HistoryEventKind.Send when e.Primitive == MessageKind.Safe:
+                    phiOf[e.Message] = e.Phi;
+                    break;
+                case HistoryEventKind.SafeAccepted:
+                    ref var set = ref CollectionsMarshal.GetValueRefOrAddDefault(accepted, e.Message, out _);
+                    (set ??= new HashSet<NodeId>()).Add(e.Process);
+                    break;
+                case HistoryEventKind.Deliver when e.Primitive == MessageKind.Safe && !e.AtViewEnd:
+                {
+                    if (!phiOf.TryGetValue(e.Message, out int phi) || !membersOf.TryGetValue((e.Message.Group, e.Message.ViewId), out NodeId[]? view)) break;
+                    int needed = Acceptors(phi, view.Length);
+                    var holders = accepted.GetValueOrDefault(e.Message);
+                    var missing = view.Take(needed).Where(a => holders == null || !holders.Contains(a)).ToList();
+                    if (missing.Count > 0)
+                    {
+                        sink.Report(P, $"{e.Process} delivered SafeSend {e.Message} (phi {phi}: {needed} acceptors) at {At(i, e)} before acceptors {List(missing.ToArray())} held it");
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// <summary>
+    /// SafeSend: once any process delivers a SafeSend (even one that then crashes), every process
+    /// that comes through its view (installs the next view) delivers it in that view, provided
+    /// fewer than phi of its acceptors failed (at least one acceptor came through the view).
+    /// </summary>
+    internal static void SafeDurability(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(SafeDurability);
+        var deliveredAnywhere = new Dictionary<MessageId, NodeId>();
+        var phiOf = new Dictionary<MessageId, int>();
+        var delivered = new HashSet<(NodeId, MessageId)>();
+        foreach (HistoryEvent e in events)
+        {
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Send when e.Primitive == MessageKind.Safe:
+                    phiOf[e.Message] = e.Phi;
+                    break;
+                case HistoryEventKind.Deliver when e.Primitive == MessageKind.Safe:
+                    deliveredAnywhere.TryAdd(e.Message, e.Process);
+                    delivered.Add((e.Process, e.Message));
+                    break;
+            }
+        }
+        var views = ViewHistory.Of(events);
+        foreach (var (m, first) in deliveredAnywhere)
+        {
+            if (!views.MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members)) continue;
+            int acceptors = Acceptors(phiOf.GetValueOrDefault(m), members.Length);
+            if (!members.Take(acceptors).Any(a => views.Survived(a, m))) continue; // all its acceptors failed
+            foreach (NodeId q in views.SurvivorsWithout(m, delivered))
+            {
+                sink.Report(P, $"SafeSend {m} was delivered by {first} but {q} came through v{m.ViewId} of g={m.Group} without delivering it");
+            }
+        }
+    }
+
+    /// <summary>
+    /// Disk durability: the SafeSend history members replay (after a total crash, or when they
+    /// join) is one history, made of SafeSends that were sent, with the payloads they were sent
+    /// with, each once; it holds every SafeSend the group delivered before, in the order it was
+    /// delivered; and it only grows.
+    /// </summary>
+    /// <remarks>
+    /// "Delivered before" means committed: delivered in a view before the replaying member's first
+    /// view, by a member that came through that view, or in a view none of whose members came
+    /// through (every member crashed in it). A SafeSend delivered only by members that failed while
+    /// others carried on is lost when all its acceptors failed (phi-1 is the limit), so it is not
+    /// required. A replay's entries may also end with SafeSends that were logged but never
+    /// delivered (a crash cut their acknowledgements short); they were sent, so they are not invented.
+    /// </remarks>
+    internal static void RecoveredHistory(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(RecoveredHistory);
+        var sends = new Dictionary<MessageId, ulong>();
+        // The one history: entry index -> (message, hash, the first process that replayed it).
+        var history = new Dictionary<(GroupId, long), (MessageId Message, ulong Hash, NodeId Process)>();
+        var indexOf = new Dictionary<MessageId, long>();
+        // Per membership (an incarnation may leave and join again): how many entries it replayed,
+        // where its replay began, its first view, and whether it delivered anything yet.
+        var membership = new Dictionary<(NodeId, GroupId), int>();
+        var replays = new Dictionary<(NodeId, GroupId, int), (long Count, int Index)>();
+        var firstView = new Dictionary<(NodeId, GroupId, int), int>();
+        var deliveredHere = new HashSet<(NodeId, GroupId, int)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            switch (e.Kind)
+            {
+                case HistoryEventKind.Send when e.Primitive == MessageKind.Safe && !e.IsQuery:
+                    sends.TryAdd(e.Message, e.PayloadHash);
+                    break;
+                case HistoryEventKind.LeaveCompleted:
+                    CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
+                    break;
+                case HistoryEventKind.ViewInstall:
+                    firstView.TryAdd((e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))), e.ViewId);
+                    break;
+                case HistoryEventKind.Deliver:
+                    deliveredHere.Add((e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))));
+                    break;
+                case HistoryEventKind.Replay:
+                {
+                    var key = (e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group)));
+                    ref var mine = ref CollectionsMarshal.GetValueRefOrAddDefault(replays, key, out bool seen);
+                    if (!seen) mine = (0, i);
+                    if (e.LogIndex != mine.Count + 1)
+                    {
+                        sink.Report(P, $"{e.Process} replayed entry {e.LogIndex} of g={e.Group} at {At(i, e)} after entry {mine.Count}: a history is replayed from 1, without gaps");
+                    }
+                    mine.Count = e.LogIndex;
+                    if (deliveredHere.Contains(key))
+                    {
+                        sink.Report(P, $"{e.Process} replayed entry {e.LogIndex} of g={e.Group} at {At(i, e)} after it delivered other messages: the history comes first");
+                    }
+                    if (!sends.TryGetValue(e.Message, out ulong hash))
+                    {
+                        sink.Report(P, $"{e.Process} replayed {e.Message} as entry {e.LogIndex} at {At(i, e)}, but no such SafeSend was sent before");
+                    }
+                    else if (hash != e.PayloadHash)
+                    {
+                        sink.Report(P, $"{e.Process} replayed {e.Message} as entry {e.LogIndex} at {At(i, e)} with payload hash {e.PayloadHash:x16}; it was sent with {hash:x16}");
+                    }
+                    if (history.TryGetValue((e.Group, e.LogIndex), out var entry))
+                    {
+                        if (entry.Message != e.Message || entry.Hash != e.PayloadHash)
+                        {
+                            sink.Report(P, $"{e.Process} replayed {e.Message} as entry {e.LogIndex} of g={e.Group} at {At(i, e)}; {entry.Process} replayed {entry.Message} there: two histories");
+                        }
+                    }
+                    else
+                    {
+                        history[(e.Group, e.LogIndex)] = (e.Message, e.PayloadHash, e.Process);
+                        if (!indexOf.TryAdd(e.Message, e.LogIndex))
+                        {
+                            sink.Report(P, $"{e.Message} is entry {indexOf[e.Message]} and entry {e.LogIndex} of the history of g={e.Group}: a duplicate");
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if (replays.Count == 0) return;
+
+        // It only grows: a replay after another is at least as long.
+        var longest = new Dictionary<GroupId, (long Count, NodeId Process)>();
+        foreach (var ((process, group, _), (count, index)) in replays.OrderBy(r => r.Value.Index))
+        {
+            if (longest.TryGetValue(group, out var before) && count < before.Count)
+            {
+                sink.Report(P, $"{process} replayed {count} entries of g={group} at event #{index}, fewer than the {before.Count} {before.Process} replayed before: the history lost entries");
+            }
+            if (!longest.TryGetValue(group, out before) || count > before.Count) longest[group] = (count, process);
+        }
+
+        // Complete and in order: every committed SafeSend of a view before a replaying member's
+        // first view is in its replay, and every member handled the history's entries in index order.
+        var views = ViewHistory.Of(events);
+        var nobodyCameThrough = new HashSet<(GroupId, int)>();
+        foreach (var ((group, viewId), members) in views.MembersOf)
+        {
+            if (!members.Any(m => views.Survived(m, new MessageId(m, group, viewId, 1)))) nobodyCameThrough.Add((group, viewId));
+        }
+        var committed = new List<(MessageId Message, int Index, NodeId Witness)>();
+        var seenCommitted = new HashSet<MessageId>();
+        var lastIndex = new Dictionary<(NodeId, GroupId, int), (long Index, MessageId Message)>();
+        membership.Clear();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.LeaveCompleted) CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
+            bool safeDelivery = e.Kind == HistoryEventKind.Deliver && e.Primitive == MessageKind.Safe && !e.IsQuery;
+            if (!safeDelivery && e.Kind != HistoryEventKind.Replay) continue;
+            MessageId m = e.Message;
+            if (safeDelivery && (views.Survived(e.Process, m) || nobodyCameThrough.Contains((m.Group, m.ViewId))) && seenCommitted.Add(m))
+            {
+                committed.Add((m, i, e.Process));
+            }
+            if (!indexOf.TryGetValue(m, out long index)) continue;
+            ref var last = ref CollectionsMarshal.GetValueRefOrAddDefault(lastIndex, (e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))), out bool had);
+            if (had && index <= last.Index)
+            {
+                sink.Report(P, $"{e.Process} handled {m} (history entry {index}) at {At(i, e)} after {last.Message} (entry {last.Index}): the history's order is not the order it was delivered in");
+            }
+            last = (index, m);
+        }
+        foreach (var ((process, group, n), (count, index)) in replays)
+        {
+            if (!sink.Wants(P)) break;
+            int joinedIn = firstView.GetValueOrDefault((process, group, n));
+            foreach (var (m, at, witness) in committed)
+            {
+                if (at >= index) break;
+                if (m.Group != group || m.ViewId >= joinedIn) continue;
+                if (!indexOf.TryGetValue(m, out long entry) || entry > count)
+                {
+                    sink.Report(P, $"SafeSend {m}, delivered by {witness} at event #{at}, is missing from the {count} entries {process} replayed at event #{index}");
+                }
+            }
+        }
+    }
+}
