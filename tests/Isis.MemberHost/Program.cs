@@ -14,7 +14,7 @@ using Isis.MemberHost;
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
-//       [--safelog DIR]
+//       [--safelog DIR] [--seq-from S]
 //
 // With --replicas the membership service is replicated at those addresses (a --host-service or
 // --service-only process hosts the first one it can bind, keeping its log in --replica-data).
@@ -35,7 +35,10 @@ using Isis.MemberHost;
 // member leaves a prefix of what it delivered. Request code 2 is a query: each member answers
 // with its index (after 3 s with --slow-replies). --safelog keeps the group's SafeSend history in
 // DIR (SafeSendDurability.Disk: after a restart of every member, the group recovers it from the
-// members' logs and replays it to each member before anything else). It writes one JSON object per line on stdout:
+// members' logs and replays it to each member before anything else). --seq-from S numbers this
+// member's messages from S + 1 instead of 1 (a restarted member continues the numbering of its
+// earlier incarnation, whose messages the replay delivers; "sent" reports the last seq, so S + the
+// number sent). It writes one JSON object per line on stdout:
 //
 //   {"event":"ready","address":"127.0.0.1:40001#17","endpoint":"127.0.0.1:40001","port":40001,"incarnation":17,"pid":123}
 //   {"event":"view","id":3,"members":["..."],"rank":1}
@@ -179,7 +182,7 @@ var sender = new Thread(() =>
         }
         if (options.Phi > 0) group.SetSafeSendThreshold(options.Phi);
         if (options.Sends > 0) sendRequests.Add(options.Sends);
-        int seq = 0;
+        int seq = options.SeqFrom;
         var pending = new List<Task>(SafeBatch);
         foreach (int n in sendRequests.GetConsumingEnumerable())
         {
@@ -402,6 +405,7 @@ namespace Isis.MemberHost
         public string? OrderFile { get; private set; }
         public bool SlowReplies { get; private set; }
         public string? SafeLog { get; private set; }
+        public int SeqFrom { get; private set; }
 
         public static HostOptions Parse(string[] args)
         {
@@ -436,6 +440,7 @@ namespace Isis.MemberHost
                     case "--order-file": o.OrderFile = Value(); break;
                     case "--slow-replies": o.SlowReplies = true; break;
                     case "--safelog": o.SafeLog = Value(); break;
+                    case "--seq-from": o.SeqFrom = Int(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }
