@@ -19,17 +19,26 @@ public sealed class SteadyStateAllocationTests
         // Warm-up: pools, free lists, collections and the JIT reach their working size.
         Assert.Equal(0, SendMany(cluster, payload, 50_000));
 
+        // The least of several windows is measured: the runtime itself allocates on this thread
+        // now and then (tiered JIT installing optimized code, type loads), and on a loaded
+        // machine that can land in any one window. A per-message object would show in every one.
         const int Messages = 100_000;
-        long before = GC.GetAllocatedBytesForCurrentThread();
-        int missing = SendMany(cluster, payload, Messages);
-        long allocated = GC.GetAllocatedBytesForCurrentThread() - before;
+        const int Windows = 4;
+        long least = long.MaxValue;
+        int missing = 0;
+        for (int w = 0; w < Windows && least > Messages / 10; w++)
+        {
+            long before = GC.GetAllocatedBytesForCurrentThread();
+            missing += SendMany(cluster, payload, Messages);
+            least = Math.Min(least, GC.GetAllocatedBytesForCurrentThread() - before);
+        }
 
         Assert.Equal(0, missing);
         // What remains runs on the protocol's timers, not per message: heartbeats and the
         // membership service's answers, about 5 KB in the 1 s of virtual time these Sends take
         // (10 us each). A tenth of a byte per message allows for that; any per-message object
         // would cost 24 B or more per message.
-        Assert.True(allocated <= Messages / 10, $"{allocated:N0} B for {Messages:N0} Sends ({allocated / (double)Messages:N2} B per message)");
+        Assert.True(least <= Messages / 10, $"{least:N0} B for {Messages:N0} Sends ({least / (double)Messages:N2} B per message) in the best of {Windows} windows");
     }
 
     /// <summary>Sends <paramref name="count"/> messages; returns how many were not delivered at all three members. Asserts nothing inside: assertions allocate.</summary>
