@@ -36,10 +36,18 @@ public sealed partial class Group
     /// </summary>
     /// <param name="durability">Memory (the default) or Disk.</param>
     /// <param name="directory">For Disk: a directory of this member's own (each member needs its own, kept across restarts); created if missing.</param>
+    /// <param name="maxLogBytes">For Disk: the bound on this member's log (default 256 MiB). The log holds the
+    /// group's whole SafeSend history, so once it reaches the bound, <see cref="SafeSend"/> throws instead of
+    /// sending; every log may pass the bound by the SafeSends already in flight. Choose the same at every member.</param>
     /// <exception cref="InvalidOperationException">The group is already joined.</exception>
     /// <exception cref="ArgumentException">Disk without a directory.</exception>
-    public void SetSafeSendDurability(SafeSendDurability durability, string? directory = null)
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="maxLogBytes"/> is below 4096.</exception>
+    public void SetSafeSendDurability(SafeSendDurability durability, string? directory = null, long maxLogBytes = DefaultMaxLogBytes)
     {
+        if (maxLogBytes < MinMaxLogBytes)
+        {
+            throw new ArgumentOutOfRangeException(nameof(maxLogBytes), maxLogBytes, $"The SafeSend log bound is a size in bytes: at least {MinMaxLogBytes}.");
+        }
         lock (_gate)
         {
             if (_state != GroupState.New) throw new InvalidOperationException($"Set the SafeSend durability of group '{Name}' before Join().");
@@ -49,6 +57,34 @@ public sealed partial class Group
             }
             _durability = durability;
             _logDirectory = directory;
+            _maxLogBytes = maxLogBytes;
+        }
+    }
+
+    // 256 MiB: the history is also held in memory (it is replayed and copied to joiners), so the
+    // bound is one of memory as much as of disk.
+    private const long DefaultMaxLogBytes = 256L << 20;
+    private const long MinMaxLogBytes = 4096;
+
+    // What a SafeSend adds to the log besides its payload: the record frame (8 bytes) and the
+    // entry's fields (kind, index, sender, view, seq, phi, length; HistoryLog.Entry) at their widest.
+    private const int LogEntryOverhead = 64;
+
+    private long _maxLogBytes = DefaultMaxLogBytes;
+
+    /// <summary>
+    /// With disk durability, refuses a SafeSend that would take this member's log past its bound.
+    /// The check is made here, before the message leaves, because once sent it must be logged
+    /// everywhere: so every log can exceed the bound by the SafeSends in flight when it was
+    /// reached (every member logs the same messages, so every sender reaches it at about the same time).
+    /// </summary>
+    private void CheckLogBound(int payloadLength)
+    {
+        if (HistoryLog is not { } log) return;
+        long length = log.Length;
+        if (length + payloadLength + LogEntryOverhead > _maxLogBytes)
+        {
+            throw ExceptionFactory.SafeSendLogFull(Name, log.Path, length, payloadLength, _maxLogBytes);
         }
     }
 
@@ -81,7 +117,7 @@ public sealed partial class Group
     /// </summary>
     /// <param name="opcode">The request code whose handlers receive the message.</param>
     /// <param name="args">The handler's arguments.</param>
-    /// <exception cref="IsisException">The group is not joined, the runtime shut down, the message is too large, or the threshold exceeds the group's size.</exception>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, the message is too large, the threshold exceeds the group's size, or (disk durability) the message would take the log past its bound.</exception>
     public void SafeSend(int opcode, params object?[] args) => SafeSendAsync(opcode, args).GetAwaiter().GetResult();
 
     /// <summary>The asynchronous form of <see cref="SafeSend"/>: completes when the message is delivered here.</summary>
@@ -91,7 +127,9 @@ public sealed partial class Group
     public Task SafeSendAsync(int opcode, params object?[] args)
     {
         CheckThreshold();
-        return SafeSendPayload(EncodeToArray(opcode, args), nameof(SafeSend));
+        byte[] payload = EncodeToArray(opcode, args);
+        CheckLogBound(payload.Length);
+        return SafeSendPayload(payload, nameof(SafeSend));
     }
 
     /// <summary>As <see cref="SafeSendAsync(int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the message is still delivered).</summary>

@@ -61,6 +61,11 @@ internal static class ExceptionFactory
         new($"The SafeSend threshold of group '{group}' is {phi} acceptors but the view has only {members} members, so no SafeSend could ever be delivered. " +
             "Lower it with SetSafeSendThreshold, or wait until enough members have joined.");
 
+    public static IsisException SafeSendLogFull(string group, string path, long length, int payload, long bound) =>
+        new($"The SafeSend log of group '{group}' ({path}) holds {length:N0} bytes; a {payload:N0}-byte SafeSend would take it past its bound of {bound:N0} bytes, " +
+            "so it was not sent. The log keeps the group's whole history, replayed after a restart: raise the bound with SetSafeSendDurability(..., maxLogBytes) " +
+            "at every member (the history is held in memory too), or keep this data in a new group.");
+
     public static IsisException MessageTooLarge(int size, int limit) =>
         new($"The message is {size} bytes, above the limit of {limit} bytes. Send less data per message or raise IsisOptions.MaxMessageSize.");
 }

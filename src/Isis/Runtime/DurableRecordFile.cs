@@ -21,10 +21,15 @@ internal sealed class DurableRecordFile : IDisposable
         Path = path;
         _file = new FileStream(path, FileMode.OpenOrCreate, FileAccess.Write, FileShare.Read, 4096, FileOptions.None);
         if (truncateTo is { } length && length < _file.Length) _file.SetLength(length);
-        _file.Seek(0, SeekOrigin.End);
+        _length = _file.Seek(0, SeekOrigin.End);
     }
 
     public string Path { get; }
+
+    private long _length;
+
+    /// <summary>The file's length with every appended record (read from any thread).</summary>
+    public long Length => Volatile.Read(ref _length);
 
     public void Append(ReadOnlySpan<byte> record)
     {
@@ -34,6 +39,7 @@ internal sealed class DurableRecordFile : IDisposable
         _file.Write(header);
         _file.Write(record);
         _dirty = true;
+        Volatile.Write(ref _length, _length + FrameHeader + record.Length);
     }
 
     /// <summary>Makes every appended record durable (fsync).</summary>

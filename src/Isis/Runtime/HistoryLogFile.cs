@@ -21,6 +21,9 @@ internal sealed class HistoryLogFile : IDisposable
 
     public string Path { get; }
 
+    /// <summary>The log's length in bytes (read from any thread: the SafeSend caller checks the bound with it).</summary>
+    public long Length => Volatile.Read(ref _file).Length;
+
     /// <summary>What reading the log found wrong, for the operator (null when it was intact).</summary>
     public string? Damage { get; private init; }
 
@@ -87,7 +90,7 @@ internal sealed class HistoryLogFile : IDisposable
         }
         File.Move(next, Path, overwrite: true);
         SyncDirectory();
-        _file = new DurableRecordFile(Path);
+        Volatile.Write(ref _file, new DurableRecordFile(Path));
         return kept;
     }
 

@@ -52,4 +52,76 @@ public sealed class SafeSendDiskTests
             Directory.Delete(root, recursive: true);
         }
     }
+
+    [Fact]
+    public void A_SafeSend_that_would_take_the_log_past_its_bound_is_refused_with_the_bound_named_and_everything_sent_before_survives()
+    {
+        const long Bound = 8192;
+        string root = Directory.CreateTempSubdirectory("isis-safelog-bound-").FullName;
+        try
+        {
+            using var runtimes = new TestRuntimes();
+            var groups = new List<Group>();
+            var delivered = new List<ConcurrentQueue<string>>();
+            for (int i = 0; i < 2; i++)
+            {
+                var g = new Group(runtimes.Start(), "bounded");
+                var log = new ConcurrentQueue<string>();
+                g.Handlers[1] += (Action<string>)(s => log.Enqueue(s));
+                g.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(root, "member" + i), maxLogBytes: Bound);
+                g.Join();
+                groups.Add(g);
+                delivered.Add(log);
+            }
+            TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 2), "a 2-member view");
+
+            // 200-byte messages from both members, alternately, until one is refused (bounded: 8 KB
+            // holds at most 40 of them, so 100 tries must end in a refusal).
+            string payload = new('x', 200);
+            IsisException? refused = null;
+            int sent = 0;
+            for (int n = 0; n < 100 && refused == null; n++)
+            {
+                try
+                {
+                    groups[n % 2].SafeSend(1, payload + n);
+                    sent++;
+                }
+                catch (IsisException e)
+                {
+                    refused = e;
+                }
+            }
+
+            Assert.NotNull(refused);
+            Assert.Contains("past its bound of 8,192 bytes", refused!.Message);
+            Assert.Contains("maxLogBytes", refused.Message);
+            Assert.InRange(sent, 20, 40);
+            string[] logs = [.. Directory.GetFiles(root, "*.safelog", SearchOption.AllDirectories)];
+            Assert.Equal(2, logs.Length);
+            Assert.All(logs, f => Assert.InRange(new FileInfo(f).Length, Bound / 2, Bound));
+            // Nothing acknowledged was lost to the refusal: both members delivered every sent message, in one order.
+            TestRuntimes.WaitUntil(() => delivered.All(d => d.Count == sent), "both members deliver every acknowledged SafeSend");
+            Assert.Equal(delivered[0].ToArray(), delivered[1].ToArray());
+            // Every member logs the same messages, so the other member's log is about as long (its
+            // view and incarnation records differ by some tens of bytes): it refuses a larger message too.
+            Assert.Throws<IsisException>(() => groups[sent % 2 == 0 ? 1 : 0].SafeSend(1, new string('y', 1000)));
+            // Small messages that still fit are accepted.
+            groups[0].SafeSend(1, "ok");
+            TestRuntimes.WaitUntil(() => delivered.All(d => d.Count == sent + 1), "a message within the bound is still delivered");
+        }
+        finally
+        {
+            Directory.Delete(root, recursive: true);
+        }
+    }
+
+    [Fact]
+    public void A_log_bound_below_4096_bytes_is_refused_before_join()
+    {
+        using var runtimes = new TestRuntimes();
+        var g = new Group(runtimes.Start(), "tiny");
+        var e = Assert.Throws<ArgumentOutOfRangeException>(() => g.SetSafeSendDurability(SafeSendDurability.Disk, Path.GetTempPath(), maxLogBytes: 100));
+        Assert.Contains("at least 4096", e.Message);
+    }
 }
