@@ -46,6 +46,30 @@ internal sealed record Scenario
     /// <summary>Partitions split the membership replicas too, so one side may hold a majority of them and the other not.</summary>
     public bool ReplicaPartitions { get; init; }
 
+    /// <summary>
+    /// The membership service runs embedded in the member processes, as the zero-configuration
+    /// runtime does: the first process founds it, it grows to <see cref="ReplicaTarget"/> replicas
+    /// on other processes, and moves a replica when its host goes. New processes find it through a
+    /// well-known endpoint held by one live process (taken over when that one dies), and through the
+    /// replicas the machine last knew of. <see cref="Replicas"/> is then unused.
+    /// </summary>
+    public bool EmbeddedService { get; init; }
+
+    /// <summary>With <see cref="EmbeddedService"/>: how many replicas the service keeps (3 or 5). Defaults to 3.</summary>
+    public int ReplicaTarget { get; init; } = 3;
+
+    /// <summary>With <see cref="EmbeddedService"/>: crash processes that host a replica, the leader's mostly, one after another.</summary>
+    public bool HostCrashes { get; init; }
+
+    /// <summary>With <see cref="EmbeddedService"/>: processes that host a replica exit gracefully (hand their replica over, leave, stop), one after another.</summary>
+    public bool HostExits { get; init; }
+
+    /// <summary>With <see cref="EmbeddedService"/>: pause processes that host a replica, sometimes beyond the expulsion time.</summary>
+    public bool HostPauses { get; init; }
+
+    /// <summary>With <see cref="EmbeddedService"/>: once, crash a majority of the replica hosts at once; the group must wedge, never split (and is not expected to recover).</summary>
+    public bool QuorumLoss { get; init; }
+
     /// <summary>Links flap: many short partitions in a row, each a fresh random split of replicas and processes.</summary>
     public bool FlappingLinks { get; init; }
 
@@ -100,10 +124,15 @@ internal sealed record Scenario
         "pause", "leave-rejoin", "chaos", "large", "sequencer-crash",
         "replica-leader-crash", "replica-partition", "flapping", "replica-chaos",
         "whole-restart", "disk-chaos",
+        "host-crash", "host-exit", "host-pause",
     ];
 
     /// <summary>The families that exercise the replicated membership service.</summary>
-    public static readonly string[] MembershipFamilies = ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos"];
+    public static readonly string[] MembershipFamilies =
+        ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos", "host-crash", "host-exit", "host-pause"];
+
+    /// <summary>The families whose membership service is embedded in the member processes and moves between them.</summary>
+    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-chaos", "host-quorum-loss"];
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
     public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
@@ -114,6 +143,10 @@ internal sealed record Scenario
         int processes = 3 + r.Next(4);
         double loss = 0.02 + r.NextDouble() * 0.18;
         int replicas = r.Chance(0.5) ? 3 : 5;
+        // Drawn apart, so that adding these families left every other family's seeds as they were.
+        var hr = new DeterministicRandom(seed ^ 0x4057_5EED);
+        int hosts = 4 + hr.Next(4);
+        int target = hosts >= 6 && hr.Chance(0.3) ? 5 : 3;
         return family switch
         {
             "steady" => new Scenario { Name = family, Processes = processes },
@@ -168,7 +201,33 @@ internal sealed record Scenario
                 WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5,
                 Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}", nameof(family)),
+            "host-crash" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostCrashes = true,
+                Crashes = hr.Chance(0.3), LeaveAndRejoin = hr.Chance(0.3), Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            "host-exit" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostExits = true,
+                LeaveAndRejoin = hr.Chance(0.3), Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            "host-pause" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostPauses = true,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            "host-chaos" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target,
+                HostCrashes = true, HostExits = true, HostPauses = true, Partitions = true, FlappingLinks = hr.Chance(0.3), Crashes = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "host-quorum-loss" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-quorum-loss", nameof(family)),
         };
     }
 }

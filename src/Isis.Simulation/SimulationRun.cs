@@ -29,9 +29,13 @@ internal sealed class SimulationRun
         return Execute(seed, scenario);
     }
 
-    public static SimulationRun Execute(ulong seed, Scenario scenario)
+    /// <param name="seed">Decides every coin flip.</param>
+    /// <param name="scenario">The processes, faults and durations.</param>
+    /// <param name="prepare">Called with the simulator before it runs (to set an <see cref="Simulator.Observer"/>, say).</param>
+    public static SimulationRun Execute(ulong seed, Scenario scenario, Action<Simulator>? prepare = null)
     {
         var simulator = new Simulator(seed, scenario);
+        prepare?.Invoke(simulator);
         History history;
         string? invariant = null;
         try

@@ -46,6 +46,16 @@ internal sealed class Simulator
     private long _now;
     private long _nextTick;
     private bool _healed;
+    private readonly ProtocolOptions _protocol;
+
+    // The embedded service: the well-known endpoint (the runtime's port 7345), the live process
+    // that holds it, and the replicas this machine last knew of (the runtime's file).
+    private readonly ulong _directoryEndpoint;
+    private SimProcess? _directoryHolder;
+    private ulong[] _knownReplicas = [];
+    private long _knownReplicasVersion = -1;
+    private bool _serviceFounded;
+    private readonly Dictionary<ulong, SimProcess> _processByReplicaEndpoint = new();
 
     /// <param name="seed">Decides every coin flip of the run.</param>
     /// <param name="scenario">The processes, faults and durations.</param>
@@ -60,8 +70,11 @@ internal sealed class Simulator
         _network = new SimulatedNetwork(new DeterministicRandom(seed * 31 + 7)) { Faults = scenario.Faults };
         _firstReplicaEndpoint = 1000;
         while (_firstReplicaEndpoint <= (ulong)scenario.Processes) _firstReplicaEndpoint *= 10;
-        _serviceEndpoints = Enumerable.Range(0, scenario.Replicas).Select(i => _firstReplicaEndpoint + (ulong)i).ToArray();
-        _replicas = new SimReplica[scenario.Replicas];
+        _directoryEndpoint = _firstReplicaEndpoint - 1;
+        _protocol = scenario.EmbeddedService ? scenario.Protocol with { ServiceReplicaTarget = scenario.ReplicaTarget } : scenario.Protocol;
+        int configured = scenario.EmbeddedService ? 0 : scenario.Replicas;
+        _serviceEndpoints = Enumerable.Range(0, configured).Select(i => _firstReplicaEndpoint + (ulong)i).ToArray();
+        _replicas = new SimReplica[configured];
         for (int i = 0; i < _replicas.Length; i++)
         {
             _replicas[i] = new SimReplica(i, _serviceEndpoints[i]);
@@ -70,8 +83,9 @@ internal sealed class Simulator
         _processes = new SimProcess[scenario.Processes];
         for (int i = 0; i < _processes.Length; i++)
         {
-            _processes[i] = new SimProcess((ulong)(i + 1));
+            _processes[i] = new SimProcess((ulong)(i + 1), _firstReplicaEndpoint + (ulong)i);
             _processByEndpoint.Add(_processes[i].Endpoint, _processes[i]);
+            _processByReplicaEndpoint.Add(_processes[i].ReplicaEndpoint, _processes[i]);
         }
     }
 
@@ -92,7 +106,9 @@ internal sealed class Simulator
     public SimulatedNetwork Network => _network;
 
     /// <summary>The membership replica that leads now, if one does.</summary>
-    public MembershipReplica? Leader => _replicas.Select(r => r.Node).FirstOrDefault(n => n != null && n.IsActiveLeader);
+    public MembershipReplica? Leader => Scenario.EmbeddedService
+        ? _processes.Where(p => p.Alive && !p.Paused).Select(p => p.Replica).FirstOrDefault(n => n != null && n.IsActiveLeader)
+        : _replicas.Select(r => r.Node).FirstOrDefault(n => n != null && n.IsActiveLeader);
 
     /// <summary>The state of every live member, one line each, for diagnosing a failed seed.</summary>
     public string DescribeMembers() =>
@@ -103,11 +119,18 @@ internal sealed class Simulator
         $"dotnet run --project tools/Isis.Sim -- replay --seed {Seed} --scenario {Scenario.Name}"
         + (Scenario.Protocol.Mutations == ProtocolMutations.None ? "" : $" --mutation {Scenario.Protocol.Mutations}");
 
-    private sealed class SimProcess(ulong endpoint)
+    private sealed class SimProcess(ulong endpoint, ulong replicaEndpoint)
     {
         public readonly ulong Endpoint = endpoint;
         public uint Incarnation;
         public ProcessNode? Node;
+
+        /// <summary>With an embedded service: the replica this process runs (dormant until the service adds it), on its own endpoint.</summary>
+        public MembershipReplica? Replica;
+        public readonly ulong ReplicaEndpoint = replicaEndpoint;
+
+        /// <summary>Exiting gracefully: its replica is being handed over, then it leaves and stops.</summary>
+        public bool Exiting;
         public bool Paused;
         public readonly Queue<SimulatedNetwork.Envelope> Backlog = new();
         public int Sent;
@@ -125,6 +148,9 @@ internal sealed class Simulator
 
         /// <summary>Some incarnation of this process has held the group's history.</summary>
         public bool EverCurrent;
+
+        /// <summary>This incarnation stopped itself and its restart is planned.</summary>
+        public bool RestartPlanned;
 
         public bool Alive => Node != null && !Node.IsShutDown;
     }
@@ -238,6 +264,7 @@ internal sealed class Simulator
         if (!p.Alive) return;
         if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
         p.Node = null;
+        p.Replica = null;
         p.Paused = false;
         p.Backlog.Clear();
     }
@@ -250,13 +277,20 @@ internal sealed class Simulator
             r.Node!.Tick(_now);
             Flush(r);
         }
+        if (Scenario.EmbeddedService && _directoryHolder is not { Alive: true })
+        {
+            // The runtime retries binding the well-known port every heartbeat: a live process takes it over.
+            _directoryHolder = _processes.FirstOrDefault(p => p.Alive && !p.Paused);
+        }
         foreach (SimProcess p in _processes)
         {
             if (!p.Alive || p.Paused) continue;
+            p.Replica?.Tick(_now);
             p.Node!.Tick(_now);
             Flush(p);
             RunWorkload(p);
         }
+        if (Scenario.EmbeddedService && !_healed) MaybeDisturbHost();
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
         if (Scenario.RoleCrashes && !_healed) MaybeCrashRoleHolder();
         if (Scenario.ReplicaCrashes && !_healed) MaybeCrashReplica();
@@ -264,6 +298,14 @@ internal sealed class Simulator
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {
+        if (Scenario.EmbeddedService && (env.To == _directoryEndpoint || _processByReplicaEndpoint.ContainsKey(env.To)))
+        {
+            SimProcess? host = env.To == _directoryEndpoint ? _directoryHolder : _processByReplicaEndpoint[env.To];
+            if (host == null || !host.Alive) return;
+            if (host.Paused) { host.Backlog.Enqueue(env); return; }
+            DeliverTo(host, env);
+            return;
+        }
         if (env.To >= _firstReplicaEndpoint)
         {
             SimReplica? r = Array.Find(_replicas, x => x.Endpoint == env.To);
@@ -275,7 +317,20 @@ internal sealed class Simulator
         SimProcess? p = ProcessAt(env.To);
         if (p == null || !p.Alive) return;
         if (p.Paused) { p.Backlog.Enqueue(env); return; }
-        p.Node!.Receive(env.From, env.Bytes, _now);
+        DeliverTo(p, env);
+    }
+
+    /// <summary>A packet for a process: to its replica if addressed there, else to the process (the well-known endpoint's packets too).</summary>
+    private void DeliverTo(SimProcess p, SimulatedNetwork.Envelope env)
+    {
+        if (env.To == p.ReplicaEndpoint && Scenario.EmbeddedService)
+        {
+            p.Replica?.Receive(env.From, env.Bytes, _now);
+        }
+        else
+        {
+            p.Node!.Receive(env.From, env.Bytes, _now);
+        }
         Flush(p);
     }
 
@@ -288,7 +343,33 @@ internal sealed class Simulator
         p.Backlog.Clear();
         p.Sent = 0;
         p.FlushOutstanding = false;
-        p.Node = new ProcessNode(new NodeId(p.Endpoint, p.Incarnation), _serviceEndpoints, Scenario.Protocol with { BufferPool = _buffers }, _now);
+        p.Exiting = false;
+        p.RestartPlanned = false;
+        var self = new NodeId(p.Endpoint, p.Incarnation);
+        ProtocolOptions options = _protocol with { BufferPool = _buffers };
+        if (Scenario.EmbeddedService)
+        {
+            // As the runtime: the first process binds the well-known port and founds the service with
+            // its own replica; every other one runs a dormant replica and discovers the service.
+            var replica = new NodeId(p.ReplicaEndpoint, p.Incarnation);
+            if (_directoryHolder is not { Alive: true }) _directoryHolder = p;
+            if (!_serviceFounded && _directoryHolder == p)
+            {
+                _serviceFounded = true;
+                p.Replica = new MembershipReplica(replica, [replica], _protocol, _now, host: self);
+                if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
+                p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica);
+            }
+            else
+            {
+                p.Replica = new MembershipReplica(replica, [], _protocol, _now, host: self);
+                p.Node = new ProcessNode(self, [_directoryEndpoint, .. _knownReplicas], options, _now, replica, discover: true);
+            }
+        }
+        else
+        {
+            p.Node = new ProcessNode(self, _serviceEndpoints, options, _now);
+        }
         p.WantsGroup = true;
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now, HistoryLogOf(p));
@@ -366,9 +447,15 @@ internal sealed class Simulator
             p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
         }
         if (p.Node.Outbox.Events.Any(e => e is HistoryReady)) p.EverCurrent = true;
-        bool wasAlive = !p.Node.IsShutDown;
+        if (p.Replica != null) Flush(p.Replica, p.Replica.Self);
+        if (p.Node == null) return; // the process exited while its replica's events were handled
         Flush(p.Node, p.Node.Self);
-        if (wasAlive && p.Node.IsShutDown) OnShutDown(p);
+        // However it stopped (in a tick, or on a packet), a supervisor restarts it once.
+        if (p.Node.IsShutDown && !p.RestartPlanned)
+        {
+            p.RestartPlanned = true;
+            OnShutDown(p);
+        }
     }
 
     private void Record(NodeId process, NodeEvent e)
@@ -383,6 +470,17 @@ internal sealed class Simulator
                 break;
             case FlushCompleted f:
                 OnFlushCompleted(process, f);
+                break;
+            case ServiceConfigurationChanged c when c.Version > _knownReplicasVersion:
+                // What the runtime writes to its machine-wide file: the replicas a new process asks first.
+                _knownReplicasVersion = c.Version;
+                _knownReplicas = c.Replicas.Select(r => r.Endpoint).ToArray();
+                break;
+            case HostRetired:
+                if (ProcessOf(process) is { Exiting: true } exiting) At(_now, () => ExitAfterHandover(exiting));
+                break;
+            case GroupLeft:
+                if (ProcessOf(process) is { Exiting: true } left) At(_now, () => Exit(left));
                 break;
         }
     }
@@ -424,6 +522,7 @@ internal sealed class Simulator
 
     private void OnShutDown(SimProcess p)
     {
+        p.Replica = null; // the runtime stops its replica with it
         // The process stopped itself (isolated or expelled). Like a supervisor would, restart it
         // later as a new incarnation.
         long restartAt = _healed ? _now + 50_000 : _now + _random.NextInRange(100_000, 800_000);
@@ -431,6 +530,12 @@ internal sealed class Simulator
     }
 
     private void Crash(SimProcess p)
+    {
+        if (!p.Alive || HostingPutsServiceAtRisk(p)) return;
+        CrashAndRestart(p);
+    }
+
+    private void CrashAndRestart(SimProcess p)
     {
         if (!p.Alive) return;
         CrashOnly(p);
@@ -538,6 +643,7 @@ internal sealed class Simulator
         if (!p.Alive) return;
         if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
         p.Node = null;
+        p.Replica = null;
         p.Paused = false;
         p.Backlog.Clear();
     }
@@ -562,8 +668,8 @@ internal sealed class Simulator
         // A random minority (at least one process) loses contact with everyone else, the membership service included.
         int size = 1 + _random.Next(Math.Max(1, (_processes.Length - 1) / 2));
         var shuffled = _processes.OrderBy(_ => _random.NextUInt64()).ToArray();
-        var minority = shuffled.Take(size).Select(p => p.Endpoint).ToList();
-        var majority = shuffled.Skip(size).Select(p => p.Endpoint).ToList();
+        var minority = shuffled.Take(size).SelectMany(EndpointsOf).ToList();
+        var majority = shuffled.Skip(size).SelectMany(EndpointsOf).ToList();
         foreach (SimReplica r in _replicas)
         {
             // Unless the scenario splits the service too, it stays with the larger side.
@@ -584,7 +690,7 @@ internal sealed class Simulator
                 _network.HealPartitions();
                 var sideA = new List<ulong>();
                 var sideB = new List<ulong>();
-                foreach (SimProcess p in _processes) (_random.Chance(0.5) ? sideA : sideB).Add(p.Endpoint);
+                foreach (SimProcess p in _processes) (_random.Chance(0.5) ? sideA : sideB).AddRange(EndpointsOf(p));
                 foreach (SimReplica r in _replicas) (_random.Chance(0.5) ? sideA : sideB).Add(r.Endpoint);
                 _network.Partition(sideA.ToArray(), sideB.ToArray());
             });
@@ -599,7 +705,8 @@ internal sealed class Simulator
     {
         r.Incarnation++;
         // A restarted replica resumes from what it made durable; a fresh one has nothing yet.
-        r.Node = new MembershipReplica(new NodeId(r.Endpoint, r.Incarnation), r.Index, _serviceEndpoints, Scenario.Protocol, _now,
+        // A configured replica keeps its identity across restarts (its durable records are its memory).
+        r.Node = new MembershipReplica(new NodeId(r.Endpoint, 1), _serviceEndpoints.Select(e => new NodeId(e, 1)).ToArray(), Scenario.Protocol, _now,
             r.Durable.Count > 0 ? r.Durable.ToArray() : null);
         Flush(r);
     }
@@ -629,6 +736,105 @@ internal sealed class Simulator
         CrashReplica(target);
     }
 
+    // ---------------------------------------------------------------- replica hosts (embedded service)
+
+    private long _lastHostFault;
+
+    /// <summary>When the quorum-loss family crashed a majority of the replica hosts (0: not yet).</summary>
+    internal long QuorumLostAt { get; private set; }
+
+    // Hosts go one after another, not two within one failover: a second leader lost before the
+    // first failover finished leaves the processes without a service past their isolation timeout.
+    private const long HostFaultSpacing = 800_000;
+    private bool _quorumLost;
+
+    /// <summary>
+    /// Disturbs a process that hosts a replica, one at a time: only when the service is whole (its
+    /// committed configuration has no replica on a departed or stopped host) and a while after the
+    /// last disturbance, so that hosts go one after another, the leader's most often.
+    /// </summary>
+    private void MaybeDisturbHost()
+    {
+        if (_quorumLost || _now < 400_000 || _now - _lastHostFault < HostFaultSpacing || !_random.Chance(0.02)) return;
+        // Only a service of three replicas or more survives losing one.
+        if (Leader is not { Configuration.Count: >= 3 } leader) return;
+        SimProcess?[] hosts = leader.Configuration.Select(r => ProcessOf(r.Host)).ToArray();
+        if (hosts.Any(h => h is not { Alive: true, Paused: false, Exiting: false })) return;
+        if (Scenario.QuorumLoss)
+        {
+            // A majority of the replicas' hosts at once: nobody can decide any more.
+            if (hosts.Length < 3) return;
+            _quorumLost = true;
+            QuorumLostAt = _now;
+            foreach (SimProcess? h in hosts.OrderBy(_ => _random.NextUInt64()).Take(hosts.Length / 2 + 1)) CrashOnly(h!);
+            return;
+        }
+        var faults = new List<Action<SimProcess>>();
+        if (Scenario.HostCrashes) faults.Add(CrashAndRestart);
+        if (Scenario.HostExits) faults.Add(StartExit);
+        if (Scenario.HostPauses) faults.Add(PauseHost);
+        if (faults.Count == 0) return;
+        SimProcess target = _random.Chance(0.6) ? ProcessOf(leader.Host) ?? hosts[0]! : hosts[_random.Next(hosts.Length)]!;
+        _lastHostFault = _now;
+        faults[_random.Next(faults.Count)](target);
+    }
+
+    /// <summary>
+    /// True if crashing <paramref name="p"/> now could take a second replica from the embedded
+    /// service before it replaced the first (only the quorum-loss family does that, on purpose).
+    /// Records the crash of a host as a host fault, so the next one waits.
+    /// </summary>
+    private bool HostingPutsServiceAtRisk(SimProcess p)
+    {
+        if (!Scenario.EmbeddedService || _healed || p.Replica is not { IsVoter: true }) return false;
+        MembershipReplica? leader = Leader;
+        bool whole = leader is { Configuration.Count: >= 3 }
+            && leader.Configuration.All(r => ProcessOf(r.Host) is { Alive: true, Paused: false, Exiting: false });
+        if (!whole || _now - _lastHostFault < HostFaultSpacing) return true;
+        _lastHostFault = _now;
+        return false;
+    }
+
+    /// <summary>A graceful exit, as Shutdown does it: hand the replica over, leave the group, stop.</summary>
+    private void StartExit(SimProcess p)
+    {
+        if (!p.Alive || p.Exiting) return;
+        p.Exiting = true;
+        p.Node!.RetireFromService(_now);
+        Flush(p);
+        ProcessNode node = p.Node!;
+        // A handover that cannot finish (the service lost its majority) ends like a kill.
+        At(_now + 3_000_000, () => { if (p.Node == node && p.Exiting) Crash(p); });
+    }
+
+    private void ExitAfterHandover(SimProcess p)
+    {
+        if (!p.Alive || !p.Exiting) return;
+        if (p.WantsGroup && p.Node!.FindGroup(_group) is { State: not MemberState.Left })
+        {
+            p.WantsGroup = false;
+            p.Node.Leave(_group, _now);
+            Flush(p);
+            return; // it stops once the leave completes (GroupLeft)
+        }
+        Exit(p);
+    }
+
+    private void Exit(SimProcess p)
+    {
+        if (!p.Alive || !p.Exiting) return;
+        CrashOnly(p);
+        At(_now + _random.NextInRange(200_000, 1_000_000), () => { if (!p.Alive) Start(p); });
+    }
+
+    private void PauseHost(SimProcess p)
+    {
+        if (!p.Alive) return;
+        p.Paused = true;
+        // Sometimes shorter than the expulsion time, sometimes well beyond it (the stale-replica case).
+        At(_now + _random.NextInRange(50_000, 1_500_000), () => Resume(p));
+    }
+
     private void Resume(SimProcess p)
     {
         if (!p.Paused) return;
@@ -636,9 +842,7 @@ internal sealed class Simulator
         if (!p.Alive) return;
         while (p.Backlog.Count > 0 && p.Alive)
         {
-            var env = p.Backlog.Dequeue();
-            p.Node!.Receive(env.From, env.Bytes, _now);
-            Flush(p);
+            DeliverTo(p, p.Backlog.Dequeue());
         }
     }
 
@@ -666,6 +870,9 @@ internal sealed class Simulator
         _lastRoleCrash = _now;
         Crash(p);
     }
+
+    /// <summary>A process's endpoints: its own, and its replica's when the service is embedded (they share the process's fate and links).</summary>
+    private IEnumerable<ulong> EndpointsOf(SimProcess p) => Scenario.EmbeddedService ? [p.Endpoint, p.ReplicaEndpoint] : [p.Endpoint];
 
     private void Heal()
     {

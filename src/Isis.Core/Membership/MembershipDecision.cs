@@ -16,6 +16,7 @@ internal abstract record MembershipDecision
         Expel = 2,
         View = 3,
         DeleteGroup = 4,
+        Configuration = 5,
     }
 
     public byte[] Encode(PacketWriter writer)
@@ -36,6 +37,10 @@ internal abstract record MembershipDecision
             case DeleteGroupDecision d:
                 writer.U8((byte)Tag.DeleteGroup).I64((long)d.Group.Value).I32(d.LastViewId);
                 break;
+            case ConfigurationDecision c:
+                writer.U8((byte)Tag.Configuration).I32(c.Replicas.Length);
+                foreach (ServiceReplica r in c.Replicas) writer.Node(r.Replica).Node(r.Host);
+                break;
         }
         return writer.FinishRecord();
     }
@@ -50,9 +55,18 @@ internal abstract record MembershipDecision
             Tag.Expel => new ExpelDecision(r.Node()),
             Tag.View => new ViewDecision(new GroupId((ulong)r.I64()), r.String(maxGroupNameBytes), r.I32(), r.Nodes(), r.Nodes(), r.Nodes()),
             Tag.DeleteGroup => new DeleteGroupDecision(new GroupId((ulong)r.I64()), r.I32()),
+            Tag.Configuration => ConfigurationDecision.Read(ref r),
             _ => null,
         };
         return r.Complete ? d : null;
+    }
+
+    /// <summary>The replicas of a configuration entry, or null if <paramref name="entry"/> is another kind of decision.</summary>
+    public static NodeId[]? VotersOf(ReadOnlySpan<byte> entry)
+    {
+        if (entry.IsEmpty || entry[0] != (byte)Tag.Configuration) return null;
+        var r = new WireReader(entry[1..]);
+        return ConfigurationDecision.Read(ref r) is { } c && r.Complete ? c.Voters : null;
     }
 }
 
@@ -67,3 +81,30 @@ internal sealed record ViewDecision(GroupId Group, string Name, int ViewId, Node
 
 /// <summary>The group is gone (its last members asked for deletion); a later group of the same name starts after <paramref name="LastViewId"/>.</summary>
 internal sealed record DeleteGroupDecision(GroupId Group, int LastViewId) : MembershipDecision;
+
+/// <summary>A membership replica and the process that hosts it (<see cref="NodeId.None"/> for a replica configured on its own).</summary>
+internal readonly record struct ServiceReplica(NodeId Replica, NodeId Host);
+
+/// <summary>
+/// The replicas that run the service from this log position on (Raft's single-server membership
+/// change): in force as soon as a replica appends it, and it differs from the configuration before
+/// it by one replica added or removed, so a majority of either always intersects a majority of the other.
+/// </summary>
+internal sealed record ConfigurationDecision(ServiceReplica[] Replicas) : MembershipDecision
+{
+    public NodeId[] Voters => Replicas.Select(r => r.Replica).ToArray();
+
+    internal static ConfigurationDecision? Read(ref WireReader r)
+    {
+        int n = r.Count(24);
+        if (n < 1) { r.Fail(); return null; }
+        var replicas = new ServiceReplica[n];
+        for (int i = 0; i < n; i++) replicas[i] = new ServiceReplica(r.Node(), r.Node());
+        if (replicas.Select(x => x.Replica).Distinct().Count() != n) { r.Fail(); return null; }
+        return new ConfigurationDecision(replicas);
+    }
+
+    public bool Equals(ConfigurationDecision? other) => other is not null && Replicas.AsSpan().SequenceEqual(other.Replicas);
+
+    public override int GetHashCode() => Replicas.Length;
+}

@@ -34,7 +34,7 @@ namespace Isis.Core.Membership;
 /// finds every survivor in the same view.</item>
 /// </list>
 /// </remarks>
-internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
+internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogHost
 {
     // Committed state: the same at every replica that applied the same log prefix.
     private readonly HashSet<NodeId> _expelled = new();
@@ -54,31 +54,39 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     private readonly PacketWriter _writer = new();
     private long _now;
 
-    /// <param name="self">This replica's identity; its endpoint is <c>replicas[index]</c>.</param>
-    /// <param name="index">This replica's position in <paramref name="replicas"/>.</param>
-    /// <param name="replicas">Every replica's endpoint, in the same order at every replica and process.</param>
+    /// <param name="self">This replica's identity.</param>
+    /// <param name="founding">
+    /// The replicas before the log's first configuration entry, in the same order at every replica:
+    /// the configured list, just this replica for one that founds an embedded service, or empty for
+    /// an embedded replica that waits until the service adds it.
+    /// </param>
     /// <param name="options">Protocol options (the same at every replica).</param>
     /// <param name="now">The driver's clock.</param>
     /// <param name="durableRecords">What this replica made durable before it last stopped, to restart from; null for a fresh replica.</param>
-    public MembershipReplica(NodeId self, int index, ulong[] replicas, ProtocolOptions options, long now, IEnumerable<byte[]>? durableRecords = null)
+    /// <param name="host">The process this replica runs in, when the service is embedded in member processes (<see cref="NodeId.None"/> otherwise).</param>
+    public MembershipReplica(NodeId self, NodeId[] founding, ProtocolOptions options, long now, IEnumerable<byte[]>? durableRecords = null, NodeId host = default)
     {
-        Invariant.Check(replicas[index] == self.Endpoint, "a replica's endpoint is its entry in the replica list");
         Self = self;
+        Host = host;
         Options = options;
         _now = now;
-        _log = new ReplicatedLog(index, replicas, self, options, now, this, durableRecords);
+        _configuration = founding.Select(r => new ServiceReplica(r, r == self ? host : default)).ToArray();
+        _log = new ReplicatedLog(self, founding, options, now, this, durableRecords);
         _log.Tick(now); // a lone replica leads at once
     }
 
-    /// <summary>Convenience for the single embedded replica.</summary>
+    /// <summary>Convenience for the single replica of a fixed configuration.</summary>
     public MembershipReplica(NodeId self, ProtocolOptions options, long now)
-        : this(self, 0, [self.Endpoint], options, now)
+        : this(self, [self], options, now)
     {
     }
 
     public NodeId Self { get; }
 
     public ulong Endpoint => Self.Endpoint;
+
+    /// <summary>The process this replica runs in, if the service is embedded (<see cref="NodeId.None"/> otherwise).</summary>
+    public NodeId Host { get; }
 
     public ProtocolOptions Options { get; }
 
@@ -105,6 +113,14 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     /// <summary>The coordinator of the view change in progress for a group, if any (the simulator aims crashes at it).</summary>
     public NodeId? ActiveFlushCoordinator(GroupId group) =>
         _leading && _groups.TryGetValue(group, out GroupRecord? g) && g.Flush is { } f ? f.Coordinator : null;
+
+    private static long HeartbeatConfigurationVersion(ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        r.I64();
+        long version = r.I64();
+        return r.Ok ? version : long.MaxValue;
+    }
 
     private sealed class ProcessRecord
     {
@@ -161,7 +177,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             return;
         }
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
-        if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply)
+        if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply or PacketKind.ReplicaTimeoutNow)
         {
             if (!_log.Receive(h, body, now)) Counters.DroppedMalformed++;
             return;
@@ -173,6 +189,13 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.Expelled, default, 0, 0)).Node(h.Sender).Finish());
             return;
         }
+        if (h.Kind == PacketKind.Discover)
+        {
+            // Any replica that knows the committed configuration tells a newcomer where the service is.
+            if (!new WireReader(body).Complete) Counters.DroppedMalformed++;
+            else if (_configuration.Length > 0) SendConfiguration(h.Sender.Endpoint);
+            return;
+        }
         if (!IsProcessRequest(h.Kind))
         {
             Counters.DroppedMalformed++;
@@ -180,8 +203,10 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         }
         if (!_log.IsActiveLeader(now))
         {
-            // Not the one to ask: say who is (processes also find the leader by trying each replica).
-            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).I32(_log.LeaderIndex).Finish());
+            // Not the one to ask: say who is (processes also find the leader by trying each
+            // replica), and bring a process that lists old replicas up to date.
+            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).Node(_log.Leader).Finish());
+            if (h.Kind == PacketKind.Heartbeat && HeartbeatConfigurationVersion(body) < _configurationVersion) SendConfiguration(h.Sender.Endpoint);
             return;
         }
         if (_expelProposed.Contains(h.Sender))
@@ -194,7 +219,8 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
     }
 
     private static bool IsProcessRequest(PacketKind kind) => kind is PacketKind.Heartbeat or PacketKind.JoinRequest
-        or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck or PacketKind.TerminateRequest;
+        or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck or PacketKind.TerminateRequest
+        or PacketKind.HostRetiring;
 
     private bool HandleProcessRequest(in PacketHeader h, ReadOnlySpan<byte> body)
     {
@@ -203,13 +229,21 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         {
             case PacketKind.Heartbeat:
             {
-                long seq = r.I64();
+                long seq = r.I64(), configurationVersion = r.I64();
+                NodeId offered = r.Node();
                 if (!r.Complete) return false;
                 Heard(h.Sender);
                 Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).I64(seq).Finish());
                 if (h.Number < _epoch) SendMembershipUpdate(h.Sender);
+                if (configurationVersion < _configurationVersion) SendConfiguration(h.Sender.Endpoint);
+                OfferedReplica(h.Sender, offered);
                 return true;
             }
+            case PacketKind.HostRetiring:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                OnHostRetiring(h.Sender);
+                return true;
             case PacketKind.JoinRequest:
             {
                 string name = r.String(Options.MaxGroupNameBytes);
@@ -283,6 +317,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         _now = now;
         _log.Tick(now);
         if (!_leading) return;
+        PlanConfiguration();
         if (now >= _nextCheckAt)
         {
             _nextCheckAt = now + Options.HeartbeatInterval;
@@ -338,6 +373,9 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
 
     void IReplicatedLogHost.Persist(byte[] record) => Outbox.ReplicaRecords.Add(record);
 
+    void IReplicatedLogHost.Committed(long index, NodeId[] holders, NodeId[] voters, long configurationIndex) =>
+        Outbox.Events.Add(new DecisionCommitted(index, holders, voters, configurationIndex));
+
     void IReplicatedLogHost.Apply(long index, byte[] entry)
     {
         MembershipDecision? decision = MembershipDecision.Decode(entry, Options.MaxGroupNameBytes);
@@ -354,6 +392,9 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             case DeleteGroupDecision d:
                 ApplyDelete(d);
                 break;
+            case ConfigurationDecision c:
+                ApplyConfiguration(index, c);
+                break;
         }
     }
 
@@ -362,6 +403,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
         _leading = leading;
         _processes.Clear();
         _expelProposed.Clear();
+        ForgetPlacement();
         foreach (var (id, g) in _groups)
         {
             g.ForgetLeaderState();
@@ -377,7 +419,7 @@ internal sealed class MembershipReplica : IProtocolNode, IReplicatedLogHost
             foreach (NodeId m in g.Members) Heard(m);
             SendInstalls(id, g);
         }
-        byte[] hint = _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).I32(_log.LeaderIndex).Finish();
+        byte[] hint = _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).Node(Self).Finish();
         foreach (NodeId p in _processes.Keys) Send(p.Endpoint, hint);
     }
 

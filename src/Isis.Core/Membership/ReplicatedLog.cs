@@ -18,12 +18,19 @@ internal interface IReplicatedLogHost
 
     /// <summary>This replica's own first entry of its term committed (true: it leads now), or it stopped leading (false).</summary>
     void LeadershipChanged(bool leading);
+
+    /// <summary>
+    /// The leader committed every entry up to <paramref name="index"/>: <paramref name="holders"/>
+    /// (a majority of <paramref name="voters"/>, the configuration in force, appended at
+    /// <paramref name="configurationIndex"/>) hold it. For monitoring and the simulator's checker.
+    /// </summary>
+    void Committed(long index, NodeId[] holders, NodeId[] voters, long configurationIndex);
 }
 
 /// <summary>
-/// The membership service's decision log, replicated by consensus among 1, 3 or 5 replicas
-/// (Raft: terms, one leader per term, majority acceptance, the election restriction so a new leader
-/// holds every committed entry). One replica is the same protocol with a quorum of one.
+/// The membership service's decision log, replicated by consensus among its replicas (Raft: terms,
+/// one leader per term, majority acceptance, the election restriction so a new leader holds every
+/// committed entry). One replica is the same protocol with a quorum of one.
 /// </summary>
 /// <remarks>
 /// <para>Two additions to plain Raft make the membership service safe against partitions:</para>
@@ -37,9 +44,20 @@ internal interface IReplicatedLogHost
 /// <item><b>Pre-vote.</b> A replica first asks whether it could win before raising its term, so a
 /// replica returning from a partition cannot depose a working leader.</item>
 /// </list>
+/// <para>The replicas can change while the service runs (Raft's single-server membership change;
+/// docs/architecture.md gives the proof sketch). A configuration is a log entry
+/// (<see cref="ConfigurationDecision"/>) and is in force at a replica as soon as the replica appends
+/// it; truncating it away brings the previous one back. The leader proposes a change only when it
+/// has committed an entry of its own term and the configuration before is committed, and each
+/// change adds or removes exactly one replica, so a majority of the old configuration and a
+/// majority of the new one always share a replica: no two leaders, and no decision without a
+/// majority of the configuration in force. A replica to be added first follows the log as a
+/// learner (it receives appends but has no vote) until it holds every committed entry. A leader
+/// that leaves hands over first: it stops answering processes and tells the most up-to-date voter
+/// to start an election at once (leadership transfer), whose vote requests the voters grant
+/// despite their leader lease.</para>
 /// The persistent state (term, vote, entries) goes out as records the driver makes durable before
-/// the step's packets leave; <see cref="ReplicatedLog(int, ulong[], NodeId, ProtocolOptions, long, IReplicatedLogHost, IEnumerable{byte[]}?)"/>
-/// replays them after a restart.
+/// the step's packets leave; the constructor replays them after a restart.
 /// </remarks>
 internal sealed class ReplicatedLog
 {
@@ -48,24 +66,34 @@ internal sealed class ReplicatedLog
 
     private enum Role { Follower, PreCandidate, Candidate, Leader }
 
-    private enum RecordTag : byte { TermAndVote = 1, Append = 2, TruncateFrom = 3 }
+    // TermAndVote (a vote as an index into the configured replica list) is what earlier versions wrote.
+    private enum RecordTag : byte { TermAndVote = 1, Append = 2, TruncateFrom = 3, TermAndVoteFor = 4 }
+
+    private enum VoteKind : byte { Vote = 0, PreVote = 1, Transfer = 2 }
+
+    /// <summary>What the leader (or a candidate) tracks of another replica.</summary>
+    private sealed class Peer(long nextIndex)
+    {
+        public long NextIndex = nextIndex;
+        public long MatchIndex;
+        public long AckedSentAt = long.MinValue / 2;
+    }
 
     private readonly IReplicatedLogHost _host;
-    private readonly ulong[] _replicas;
-    private readonly int _self;
-    private readonly NodeId _selfId;
+    private readonly NodeId _self;
     private readonly ProtocolOptions _options;
     private readonly PacketWriter _writer = new();
     private readonly DeterministicRandom _random;
     private readonly List<(long Term, byte[] Entry)> _log = new();
-    private readonly long[] _nextIndex;
-    private readonly long[] _matchIndex;
-    private readonly long[] _ackedSentAt;
-    private readonly bool[] _votes;
+    // The founding configuration at index 0, then every configuration entry of the log in order; the last is in force.
+    private readonly List<(long Index, NodeId[] Voters)> _configs = new();
+    private readonly Dictionary<NodeId, Peer> _peers = new();
+    private readonly HashSet<NodeId> _learners = new();
+    private readonly HashSet<NodeId> _votes = new();
 
     // Persistent.
     private long _term;
-    private int _votedFor = -1;
+    private NodeId _votedFor;
 
     // Volatile.
     private Role _role = Role.Follower;
@@ -78,25 +106,29 @@ internal sealed class ReplicatedLog
     private long _termStartIndex;
     private bool _ready;
     private bool _applying;
+    private VoteKind _electionKind;
+    private NodeId _transferTo;
+    private long _transferUntil;
 
-    public ReplicatedLog(int self, ulong[] replicas, NodeId selfId, ProtocolOptions options, long now, IReplicatedLogHost host, IEnumerable<byte[]>? durableRecords)
+    /// <param name="self">This replica.</param>
+    /// <param name="founding">The configuration before the log's first configuration entry: the configured replicas, the one replica that founds a service, or empty for a replica that waits to be added.</param>
+    /// <param name="options">Protocol options.</param>
+    /// <param name="now">The driver's clock.</param>
+    /// <param name="host">The membership replica.</param>
+    /// <param name="durableRecords">Records this replica made durable before it stopped; null for a fresh one.</param>
+    public ReplicatedLog(NodeId self, NodeId[] founding, ProtocolOptions options, long now, IReplicatedLogHost host, IEnumerable<byte[]>? durableRecords)
     {
         _self = self;
-        _replicas = replicas;
-        _selfId = selfId;
         _options = options;
         _host = host;
-        _random = new DeterministicRandom(selfId.Endpoint * 1_000_003UL ^ selfId.Incarnation);
-        _nextIndex = new long[replicas.Length];
-        _matchIndex = new long[replicas.Length];
-        _ackedSentAt = new long[replicas.Length];
-        _votes = new bool[replicas.Length];
+        _random = new DeterministicRandom(self.Endpoint * 1_000_003UL ^ self.Incarnation);
+        _configs.Add((0, founding));
         if (durableRecords != null) Restore(durableRecords);
         // After a start or restart, behave as if a leader was just heard: a replica that forgot
         // when it last heard one must not help elect another inside a lease it may have granted.
         _leaderContactAt = now;
         ResetElectionTimer(now);
-        if (replicas.Length == 1) _electionDeadline = now; // alone: lead at once
+        if (Voters is [var only] && only == self) _electionDeadline = now; // alone: lead at once
     }
 
     public long Term => _term;
@@ -105,26 +137,50 @@ internal sealed class ReplicatedLog
 
     public long LastIndex => _log.Count;
 
-    /// <summary>Index of the replica this one believes leads, or -1.</summary>
-    public int LeaderIndex { get; private set; } = -1;
+    /// <summary>The replica this one believes leads, or <see cref="NodeId.None"/>.</summary>
+    public NodeId Leader { get; private set; }
 
     public bool IsLeader => _role == Role.Leader;
 
-    private int Majority => (_options.Mutations & ProtocolMutations.MinorityCommits) != 0 ? 1 : _replicas.Length / 2 + 1;
+    /// <summary>The configuration in force: the last one this replica appended.</summary>
+    public NodeId[] Voters => _configs[^1].Voters;
+
+    /// <summary>Log position of the configuration in force (0: the founding one).</summary>
+    public long ConfigurationIndex => _configs[^1].Index;
+
+    public bool IsVoter(NodeId replica) => Array.IndexOf(Voters, replica) >= 0;
+
+    /// <summary>
+    /// True when the leader may propose the next configuration: it committed an entry of its own
+    /// term (so no configuration of an earlier leader can still be decided behind it) and the
+    /// configuration in force is committed (one change at a time).
+    /// </summary>
+    public bool CanReconfigure => _role == Role.Leader && _ready && ConfigurationIndex <= _commitIndex && _transferTo.IsNone;
+
+    /// <summary>True if a learner (or voter) holds every committed entry, so adding it as a voter cannot stall commitment.</summary>
+    public bool HoldsCommitted(NodeId replica) => _peers.TryGetValue(replica, out Peer? p) && p.MatchIndex >= _commitIndex;
+
+    private int MajorityOf(int voters) => (_options.Mutations & ProtocolMutations.MinorityCommits) != 0 ? 1 : voters / 2 + 1;
+
+    private int Majority => MajorityOf(Voters.Length);
 
     private long LeaseDuration => _options.ReplicaElectionTimeout * 9 / 10;
 
     /// <summary>
-    /// True while this replica leads, its own first entry is committed and its lease holds: the only
-    /// state in which it may answer processes.
+    /// True while this replica leads, its own first entry is committed, its lease holds and it is
+    /// not handing over: the only state in which it may answer processes.
     /// </summary>
-    public bool IsActiveLeader(long now) => _role == Role.Leader && _ready && now < LeaseEnd(now);
+    public bool IsActiveLeader(long now) => _role == Role.Leader && _ready && _transferTo.IsNone && now < LeaseEnd(now);
 
     private long LeaseEnd(long now)
     {
         if ((_options.Mutations & ProtocolMutations.MinorityCommits) != 0) return now + LeaseDuration;
-        Span<long> acked = stackalloc long[_replicas.Length];
-        for (int i = 0; i < acked.Length; i++) acked[i] = i == _self ? now : _ackedSentAt[i];
+        NodeId[] voters = Voters;
+        Span<long> acked = stackalloc long[voters.Length];
+        for (int i = 0; i < voters.Length; i++)
+        {
+            acked[i] = voters[i] == _self ? now : _peers.TryGetValue(voters[i], out Peer? p) ? p.AckedSentAt : long.MinValue / 2;
+        }
         acked.Sort();
         return acked[acked.Length - Majority] + LeaseDuration;
     }
@@ -142,18 +198,57 @@ internal sealed class ReplicatedLog
     public void Propose(byte[] entry, long now)
     {
         Invariant.Check(_role == Role.Leader, "only the leader proposes");
-        Append(_term, entry);
-        for (int i = 0; i < _replicas.Length; i++)
+        if (MembershipDecision.VotersOf(entry) is { } next)
         {
-            if (i != _self) SendAppend(i, now);
+            Invariant.Check(CanReconfigure, "a configuration is proposed only after the leader's first entry and the configuration before it are committed");
+            Invariant.Check((_options.Mutations & ProtocolMutations.ReconfigureSeveralAtOnce) != 0 || OneStepApart(Voters, next),
+                "a configuration adds or removes exactly one replica");
         }
+        Append(_term, entry);
+        foreach (NodeId peer in _peers.Keys) SendAppend(peer, now);
         AdvanceCommit();
+    }
+
+    /// <summary>True if <paramref name="b"/> is <paramref name="a"/> with exactly one replica added or removed.</summary>
+    public static bool OneStepApart(NodeId[] a, NodeId[] b)
+    {
+        int added = b.Count(x => Array.IndexOf(a, x) < 0), removed = a.Count(x => Array.IndexOf(b, x) < 0);
+        return added + removed == 1;
+    }
+
+    /// <summary>Starts sending the log to a replica that is not a voter yet (leader only), so it catches up before it is added.</summary>
+    public void AddLearner(NodeId replica, long now)
+    {
+        if (_role != Role.Leader || replica == _self || _peers.ContainsKey(replica)) return;
+        _learners.Add(replica);
+        _peers[replica] = new Peer(_log.Count + 1);
+        SendAppend(replica, now);
+    }
+
+    /// <summary>Stops sending the log to a learner that will not be added after all.</summary>
+    public void DropLearner(NodeId replica)
+    {
+        if (_learners.Remove(replica) && !IsVoter(replica)) _peers.Remove(replica);
+    }
+
+    /// <summary>
+    /// Hands leadership to <paramref name="successor"/> (a voter): this replica stops answering
+    /// processes now, brings the successor's log up to date, and tells it to start an election at
+    /// once. Gives up after an election timeout (the voters then elect as usual).
+    /// </summary>
+    public void TransferLeadership(NodeId successor, long now)
+    {
+        if (_role != Role.Leader || successor == _self || !IsVoter(successor) || !_peers.ContainsKey(successor)) return;
+        _transferTo = successor;
+        _transferUntil = now + _options.ReplicaElectionTimeout;
+        SendAppend(successor, now);
     }
 
     public void Tick(long now)
     {
         if (_role == Role.Leader)
         {
+            if (!_transferTo.IsNone && now >= _transferUntil) _transferTo = default;
             if (now >= LeaseEnd(now))
             {
                 // Cut off from a majority for a whole lease: another leader may be elected from now
@@ -166,14 +261,30 @@ internal sealed class ReplicatedLog
             if (now >= _nextHeartbeatAt)
             {
                 _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
-                for (int i = 0; i < _replicas.Length; i++)
-                {
-                    if (i != _self) SendAppend(i, now);
-                }
+                foreach (NodeId peer in _peers.Keys) SendAppend(peer, now);
             }
             return;
         }
-        if (now >= _electionDeadline) StartPreVote(now);
+        // Only a voter of the configuration in force stands for election: a replica waiting to be
+        // added, or one that was removed, never does.
+        if (!IsVoter(_self))
+        {
+            ResetElectionTimer(now);
+            return;
+        }
+        if (now >= _electionDeadline)
+        {
+            StartPreVote(now);
+        }
+        else if ((_role is Role.PreCandidate or Role.Candidate) && now >= _nextHeartbeatAt)
+        {
+            // A lost request must not cost a whole election timeout: ask again every replica
+            // heartbeat period (a reply to any request of this election counts; each carries its
+            // own send time, from which a granted vote extends the lease).
+            _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
+            if (_role == Role.PreCandidate) BroadcastVoteRequest(VoteKind.PreVote, _term + 1, now);
+            else BroadcastVoteRequest(_electionKind, _term, now);
+        }
     }
 
     // ---------------------------------------------------------------- elections
@@ -181,64 +292,76 @@ internal sealed class ReplicatedLog
     private void StartPreVote(long now)
     {
         _role = Role.PreCandidate;
-        LeaderIndex = -1;
-        Array.Clear(_votes);
-        _votes[_self] = true;
+        Leader = default;
+        _votes.Clear();
+        _votes.Add(_self);
         _electionSentAt = now;
+        _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
         ResetElectionTimer(now);
         if (CountVotes() >= Majority)
         {
-            StartElection(now);
+            StartElection(now, VoteKind.Vote);
             return;
         }
-        BroadcastVoteRequest(preVote: true, _term + 1, now);
+        BroadcastVoteRequest(VoteKind.PreVote, _term + 1, now);
     }
 
-    private void StartElection(long now)
+    private void StartElection(long now, VoteKind kind)
     {
         _role = Role.Candidate;
         _term++;
         _votedFor = _self;
         PersistTermAndVote();
-        Array.Clear(_votes);
-        _votes[_self] = true;
-        Array.Fill(_ackedSentAt, long.MinValue / 2);
+        _votes.Clear();
+        _votes.Add(_self);
+        _peers.Clear();
+        _learners.Clear();
+        foreach (NodeId v in Voters)
+        {
+            if (v != _self) _peers[v] = new Peer(_log.Count + 1);
+        }
         _electionSentAt = now;
+        _electionKind = kind;
+        _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
         ResetElectionTimer(now);
         if (CountVotes() >= Majority)
         {
             BecomeLeader(now);
             return;
         }
-        BroadcastVoteRequest(preVote: false, _term, now);
+        BroadcastVoteRequest(kind, _term, now);
     }
 
-    private void BroadcastVoteRequest(bool preVote, long term, long now)
+    private void BroadcastVoteRequest(VoteKind kind, long term, long now)
     {
-        for (int i = 0; i < _replicas.Length; i++)
+        foreach (NodeId v in Voters)
         {
-            if (i == _self) continue;
-            _host.SendToReplica(_replicas[i], _writer.Begin(Header(PacketKind.ReplicaVote, term))
-                .U8(preVote ? (byte)1 : (byte)0).I64(_log.Count).I64(LastTerm).I64(now).Finish());
+            if (v == _self) continue;
+            _host.SendToReplica(v.Endpoint, _writer.Begin(Header(PacketKind.ReplicaVote, term))
+                .U8((byte)kind).I64(_log.Count).I64(LastTerm).I64(now).Finish());
         }
     }
 
+    /// <summary>Votes from voters of the configuration in force (a vote from anyone else counts for nothing).</summary>
     private int CountVotes()
     {
         int n = 0;
-        foreach (bool v in _votes) if (v) n++;
+        foreach (NodeId v in Voters) if (_votes.Contains(v)) n++;
         return n;
     }
 
     private void BecomeLeader(long now)
     {
         _role = Role.Leader;
-        LeaderIndex = _self;
+        Leader = _self;
         _ready = false;
-        for (int i = 0; i < _replicas.Length; i++)
+        _transferTo = default;
+        foreach (NodeId v in Voters)
         {
-            _nextIndex[i] = _log.Count + 1;
-            _matchIndex[i] = 0;
+            if (v == _self) continue;
+            if (!_peers.TryGetValue(v, out Peer? p)) _peers[v] = p = new Peer(0);
+            p.NextIndex = _log.Count + 1;
+            p.MatchIndex = 0;
         }
         _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
         _termStartIndex = _log.Count + 1;
@@ -251,14 +374,16 @@ internal sealed class ReplicatedLog
         if (term > _term)
         {
             _term = term;
-            _votedFor = -1;
+            _votedFor = default;
             PersistTermAndVote();
-            LeaderIndex = -1;
+            Leader = default;
         }
         _role = Role.Follower;
+        _transferTo = default;
         if (wasLeading)
         {
-            LeaderIndex = -1;
+            Leader = default;
+            _learners.Clear();
             bool wasReady = _ready;
             _ready = false;
             if (wasReady) _host.LeadershipChanged(false);
@@ -270,25 +395,26 @@ internal sealed class ReplicatedLog
     /// <summary>Handles a packet from another replica; false if it is malformed.</summary>
     public bool Receive(in PacketHeader h, ReadOnlySpan<byte> body, long now)
     {
-        int from = Array.IndexOf(_replicas, h.Sender.Endpoint);
-        if (from < 0 || from == _self) return false;
+        NodeId from = h.Sender;
+        if (from == _self) return false;
         var r = new WireReader(body);
         switch (h.Kind)
         {
             case PacketKind.ReplicaVote:
             {
-                bool pre = r.U8() != 0;
+                byte kind = r.U8();
                 long lastIndex = r.I64(), lastTerm = r.I64(), sentAt = r.I64();
-                if (!r.Complete) return false;
-                OnVoteRequest(from, h.Number, pre, lastIndex, lastTerm, sentAt, now);
+                if (!r.Complete || kind > (byte)VoteKind.Transfer) return false;
+                OnVoteRequest(from, h.Number, (VoteKind)kind, lastIndex, lastTerm, sentAt, now);
                 return true;
             }
             case PacketKind.ReplicaVoteReply:
             {
-                bool pre = r.U8() != 0, granted = r.U8() != 0;
+                byte kind = r.U8();
+                bool granted = r.U8() != 0;
                 long sentAt = r.I64();
-                if (!r.Complete) return false;
-                OnVoteReply(from, h.Number, pre, granted, sentAt, now);
+                if (!r.Complete || kind > (byte)VoteKind.Transfer) return false;
+                OnVoteReply(from, h.Number, (VoteKind)kind == VoteKind.PreVote, granted, sentAt, now);
                 return true;
             }
             case PacketKind.ReplicaAppend:
@@ -313,31 +439,44 @@ internal sealed class ReplicatedLog
                 OnAppendReply(from, h.Number, success, match, sentAt, now);
                 return true;
             }
+            case PacketKind.ReplicaTimeoutNow:
+                if (!r.Complete) return false;
+                // Only from the leader of this replica's own term, to a voter: start the election now.
+                if (h.Number == _term && from == Leader && _role == Role.Follower && IsVoter(_self)) StartElection(now, VoteKind.Transfer);
+                return true;
         }
         return false;
     }
 
-    private PacketHeader Header(PacketKind kind, long term) => new(kind, _selfId, default, 0, term);
+    private PacketHeader Header(PacketKind kind, long term) => new(kind, _self, default, 0, term);
 
-    private void OnVoteRequest(int from, long term, bool pre, long lastIndex, long lastTerm, long sentAt, long now)
+    private void OnVoteRequest(NodeId from, long term, VoteKind kind, long lastIndex, long lastTerm, long sentAt, long now)
     {
-        // Leader stickiness: while a leader's lease may hold, no vote (and no term change) for anyone.
-        bool leaderRecent = _role == Role.Leader || now - _leaderContactAt < _options.ReplicaElectionTimeout;
+        // Leader stickiness: while a leader's lease may hold, no vote (and no term change) for
+        // anyone, except a candidate the leader itself handed over to (it stopped acting first).
+        bool leaderRecent = kind != VoteKind.Transfer && (_role == Role.Leader || now - _leaderContactAt < _options.ReplicaElectionTimeout);
         bool upToDate = lastTerm > LastTerm || (lastTerm == LastTerm && lastIndex >= _log.Count);
         bool granted;
-        if (pre)
+        if (kind == VoteKind.PreVote)
         {
             granted = !leaderRecent && term > _term && upToDate;
-            Reply(from, term, pre, granted, sentAt);
+            Reply(from, term, kind, granted, sentAt);
+            return;
+        }
+        if (term == _term && _votedFor == from && kind != VoteKind.PreVote)
+        {
+            // A candidate asking again (its request or our reply was lost): the same vote, again.
+            _leaderContactAt = now;
+            Reply(from, _term, kind, granted: true, sentAt);
             return;
         }
         if (leaderRecent)
         {
-            Reply(from, _term, pre, granted: false, sentAt);
+            Reply(from, _term, kind, granted: false, sentAt);
             return;
         }
         if (term > _term) BecomeFollower(term);
-        granted = term == _term && (_votedFor == -1 || _votedFor == from) && upToDate;
+        granted = term == _term && (_votedFor.IsNone || _votedFor == from) && upToDate;
         if (granted)
         {
             _votedFor = from;
@@ -345,37 +484,38 @@ internal sealed class ReplicatedLog
             _leaderContactAt = now;
             ResetElectionTimer(now);
         }
-        Reply(from, _term, pre, granted, sentAt);
+        Reply(from, _term, kind, granted, sentAt);
     }
 
-    private void Reply(int to, long term, bool pre, bool granted, long sentAt) =>
-        _host.SendToReplica(_replicas[to], _writer.Begin(Header(PacketKind.ReplicaVoteReply, term))
-            .U8(pre ? (byte)1 : (byte)0).U8(granted ? (byte)1 : (byte)0).I64(sentAt).Finish());
+    private void Reply(NodeId to, long term, VoteKind kind, bool granted, long sentAt) =>
+        _host.SendToReplica(to.Endpoint, _writer.Begin(Header(PacketKind.ReplicaVoteReply, term))
+            .U8((byte)kind).U8(granted ? (byte)1 : (byte)0).I64(sentAt).Finish());
 
-    private void OnVoteReply(int from, long term, bool pre, bool granted, long sentAt, long now)
+    private void OnVoteReply(NodeId from, long term, bool pre, bool granted, long sentAt, long now)
     {
         if (!pre && term > _term)
         {
             BecomeFollower(term);
             return;
         }
-        if (!granted || sentAt != _electionSentAt) return;
+        if (!granted || sentAt < _electionSentAt || !IsVoter(from)) return;
         if (pre && _role == Role.PreCandidate && term == _term + 1)
         {
-            _votes[from] = true;
-            if (CountVotes() >= Majority) StartElection(now);
+            _votes.Add(from);
+            if (CountVotes() >= Majority) StartElection(now, VoteKind.Vote);
         }
         else if (!pre && _role == Role.Candidate && term == _term)
         {
-            _votes[from] = true;
-            _ackedSentAt[from] = sentAt;
+            _votes.Add(from);
+            if (_peers.TryGetValue(from, out Peer? p)) p.AckedSentAt = Math.Max(p.AckedSentAt, sentAt);
             if (CountVotes() >= Majority) BecomeLeader(now);
         }
     }
 
-    private void SendAppend(int to, long now)
+    private void SendAppend(NodeId to, long now)
     {
-        long prevIndex = _nextIndex[to] - 1;
+        Peer peer = _peers[to];
+        long prevIndex = peer.NextIndex - 1;
         PacketWriter w = _writer.Begin(Header(PacketKind.ReplicaAppend, _term)).I64(prevIndex).I64(TermAt(prevIndex)).I64(_commitIndex).I64(now);
         int count = 0, bytes = 0;
         for (long i = prevIndex + 1; i <= _log.Count && count < MaxEntriesPerAppend && (count == 0 || bytes < MaxAppendBytes); i++)
@@ -385,11 +525,11 @@ internal sealed class ReplicatedLog
         }
         w.I32(count);
         for (long i = prevIndex + 1; i <= prevIndex + count; i++) w.I64(_log[(int)i - 1].Term).Bytes(_log[(int)i - 1].Entry);
-        _host.SendToReplica(_replicas[to], w.Finish());
-        _nextIndex[to] = prevIndex + count + 1; // optimistic: a loss shows up as a mismatch and rewinds
+        _host.SendToReplica(to.Endpoint, w.Finish());
+        peer.NextIndex = prevIndex + count + 1; // optimistic: a loss shows up as a mismatch and rewinds
     }
 
-    private void OnAppend(int from, long term, long prevIndex, long prevTerm, long commit, long sentAt, (long Term, byte[] Entry)[] entries, long now)
+    private void OnAppend(NodeId from, long term, long prevIndex, long prevTerm, long commit, long sentAt, (long Term, byte[] Entry)[] entries, long now)
     {
         if (term < _term)
         {
@@ -397,7 +537,7 @@ internal sealed class ReplicatedLog
             return;
         }
         if (term > _term || _role != Role.Follower) BecomeFollower(term);
-        LeaderIndex = from;
+        Leader = from;
         _leaderContactAt = now;
         ResetElectionTimer(now);
         if (prevIndex > _log.Count || TermAt(prevIndex) != prevTerm)
@@ -412,7 +552,7 @@ internal sealed class ReplicatedLog
             {
                 if (TermAt(index) == entries[k].Term) continue;
                 Invariant.Check(index > _commitIndex, $"a committed entry ({index}) is never overwritten");
-                _log.RemoveRange((int)index - 1, _log.Count - (int)index + 1);
+                TruncateFrom(index);
                 _host.Persist(_writer.BeginRecord().U8((byte)RecordTag.TruncateFrom).I64(index).FinishRecord());
             }
             Append(entries[k].Term, entries[k].Entry);
@@ -423,58 +563,105 @@ internal sealed class ReplicatedLog
         ApplyCommitted();
     }
 
-    private void AppendReply(int to, bool success, long match, long sentAt) =>
-        _host.SendToReplica(_replicas[to], _writer.Begin(Header(PacketKind.ReplicaAppendReply, _term))
+    private void AppendReply(NodeId to, bool success, long match, long sentAt) =>
+        _host.SendToReplica(to.Endpoint, _writer.Begin(Header(PacketKind.ReplicaAppendReply, _term))
             .U8(success ? (byte)1 : (byte)0).I64(Math.Max(0, match)).I64(sentAt).Finish());
 
-    private void OnAppendReply(int from, long term, bool success, long match, long sentAt, long now)
+    private void OnAppendReply(NodeId from, long term, bool success, long match, long sentAt, long now)
     {
         if (term > _term)
         {
             BecomeFollower(term);
             return;
         }
-        if (_role != Role.Leader || term != _term) return;
-        _ackedSentAt[from] = Math.Max(_ackedSentAt[from], sentAt);
+        if (_role != Role.Leader || term != _term || !_peers.TryGetValue(from, out Peer? peer)) return;
+        peer.AckedSentAt = Math.Max(peer.AckedSentAt, sentAt);
         if (success)
         {
-            _matchIndex[from] = Math.Max(_matchIndex[from], Math.Min(match, _log.Count));
-            _nextIndex[from] = Math.Max(_nextIndex[from], _matchIndex[from] + 1);
+            peer.MatchIndex = Math.Max(peer.MatchIndex, Math.Min(match, _log.Count));
+            peer.NextIndex = Math.Max(peer.NextIndex, peer.MatchIndex + 1);
             AdvanceCommit();
+            if (_role == Role.Leader && from == _transferTo && peer.MatchIndex == _log.Count)
+            {
+                _host.SendToReplica(from.Endpoint, _writer.Begin(Header(PacketKind.ReplicaTimeoutNow, _term)).Finish());
+            }
         }
         else
         {
-            _nextIndex[from] = Math.Max(1, Math.Min(_nextIndex[from] - 1, match + 1));
+            peer.NextIndex = Math.Max(1, Math.Min(peer.NextIndex - 1, match + 1));
             SendAppend(from, now);
         }
     }
 
-    // ---------------------------------------------------------------- log and commit
+    // ---------------------------------------------------------------- log, configurations and commit
 
     private void Append(long term, byte[] entry)
     {
-        _log.Add((term, entry));
+        AddToLog(term, entry);
         _host.Persist(_writer.BeginRecord().U8((byte)RecordTag.Append).I64(_log.Count).I64(term).Bytes(entry).FinishRecord());
+    }
+
+    private void AddToLog(long term, byte[] entry)
+    {
+        _log.Add((term, entry));
+        if (MembershipDecision.VotersOf(entry) is { } voters)
+        {
+            _configs.Add((_log.Count, voters));
+            OnConfigurationChanged();
+        }
+    }
+
+    private void TruncateFrom(long index)
+    {
+        _log.RemoveRange((int)index - 1, _log.Count - (int)index + 1);
+        int before = _configs.Count;
+        while (_configs[^1].Index >= index) _configs.RemoveAt(_configs.Count - 1);
+        if (_configs.Count != before) OnConfigurationChanged();
+    }
+
+    /// <summary>The leader replicates to the voters of the configuration in force and its learners.</summary>
+    private void OnConfigurationChanged()
+    {
+        if (_role != Role.Leader) return;
+        foreach (NodeId v in Voters)
+        {
+            if (v == _self) continue;
+            _learners.Remove(v);
+            if (!_peers.ContainsKey(v)) _peers[v] = new Peer(_log.Count + 1);
+        }
+        foreach (NodeId p in _peers.Keys.ToArray())
+        {
+            if (!IsVoter(p) && !_learners.Contains(p)) _peers.Remove(p);
+        }
     }
 
     private void AdvanceCommit()
     {
         // Only an entry of the leader's own term is committed by counting (Raft's rule); earlier
-        // entries commit with it.
+        // entries commit with it. The majority is of the configuration in force, in which the
+        // leader counts itself only if it is one of the voters.
+        NodeId[] voters = Voters;
         for (long n = _log.Count; n > _commitIndex && TermAt(n) == _term; n--)
         {
             int holders = 0;
-            for (int i = 0; i < _replicas.Length; i++)
+            foreach (NodeId v in voters)
             {
-                if (i == _self || _matchIndex[i] >= n) holders++;
+                if (v == _self || (_peers.TryGetValue(v, out Peer? p) && p.MatchIndex >= n)) holders++;
             }
             if (holders >= Majority)
             {
                 _commitIndex = n;
+                _host.Committed(n, voters.Where(v => v == _self || (_peers.TryGetValue(v, out Peer? p) && p.MatchIndex >= n)).ToArray(), voters, ConfigurationIndex);
                 break;
             }
         }
         ApplyCommitted();
+        if (_role == Role.Leader && !IsVoter(_self) && ConfigurationIndex <= _commitIndex)
+        {
+            // The configuration that removes this leader is committed: it stops leading, and
+            // (not being a voter) never stands for election again.
+            BecomeFollower(_term);
+        }
     }
 
     private void ApplyCommitted()
@@ -503,7 +690,7 @@ internal sealed class ReplicatedLog
     // ---------------------------------------------------------------- durability
 
     private void PersistTermAndVote() =>
-        _host.Persist(_writer.BeginRecord().U8((byte)RecordTag.TermAndVote).I64(_term).I32(_votedFor).FinishRecord());
+        _host.Persist(_writer.BeginRecord().U8((byte)RecordTag.TermAndVoteFor).I64(_term).Node(_votedFor).FinishRecord());
 
     /// <summary>Replays durable records; stops at the first damaged one (a write torn by the crash).</summary>
     private void Restore(IEnumerable<byte[]> records)
@@ -519,6 +706,16 @@ internal sealed class ReplicatedLog
                     int vote = r.I32();
                     if (!r.Complete) return;
                     _term = term;
+                    NodeId[] founding = _configs[0].Voters;
+                    _votedFor = vote >= 0 && vote < founding.Length ? founding[vote] : default;
+                    break;
+                }
+                case RecordTag.TermAndVoteFor:
+                {
+                    long term = r.I64();
+                    NodeId vote = r.Node();
+                    if (!r.Complete) return;
+                    _term = term;
                     _votedFor = vote;
                     break;
                 }
@@ -527,14 +724,14 @@ internal sealed class ReplicatedLog
                     long index = r.I64(), term = r.I64();
                     byte[] entry = r.Bytes();
                     if (!r.Complete || index != _log.Count + 1) return;
-                    _log.Add((term, entry));
+                    AddToLog(term, entry);
                     break;
                 }
                 case RecordTag.TruncateFrom:
                 {
                     long index = r.I64();
                     if (!r.Complete || index < 1 || index > _log.Count + 1) return;
-                    _log.RemoveRange((int)index - 1, _log.Count - (int)index + 1);
+                    TruncateFrom(index);
                     break;
                 }
                 default:

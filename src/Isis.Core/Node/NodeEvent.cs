@@ -131,3 +131,20 @@ internal sealed record IncarnationExpelled(NodeId Node) : NodeEvent;
 
 /// <summary>A membership replica applied the committed decision at <paramref name="Index"/> of its log (every replica applies the same one there).</summary>
 internal sealed record DecisionApplied(long Index, byte[] Entry) : NodeEvent;
+
+/// <summary>
+/// The leading membership replica committed its log up to <paramref name="Index"/>:
+/// <paramref name="Holders"/> hold it, counted against <paramref name="Voters"/>, the configuration in
+/// force (appended at <paramref name="ConfigurationIndex"/>, 0 for the founding one).
+/// </summary>
+internal sealed record DecisionCommitted(long Index, NodeId[] Holders, NodeId[] Voters, long ConfigurationIndex) : NodeEvent;
+
+/// <summary>
+/// The membership service's committed configuration changed (emitted by a replica that applies it,
+/// and by a process that learns it): <paramref name="Replicas"/> run the service from log position
+/// <paramref name="Version"/> on. The runtime keeps it so that a later process finds the service.
+/// </summary>
+internal sealed record ServiceConfigurationChanged(long Version, NodeId[] Replicas) : NodeEvent;
+
+/// <summary>The membership service moved this process's replica elsewhere (or it hosted none): it may exit without the service losing a replica.</summary>
+internal sealed record HostRetired : NodeEvent;

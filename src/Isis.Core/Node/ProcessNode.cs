@@ -24,11 +24,15 @@ internal sealed class ProcessNode : IProtocolNode
     private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
     private long _leaseUntil;
     private bool _draining;
-    private readonly ulong[] _service;
+    private ulong[] _service;
+    private long _configurationVersion;
     private int _leader;
     private long _leaderTerm;
     private long _lastAckAt;
     private long _nextLeaderProbeAt;
+    private readonly NodeId _offeredReplica;
+    private bool _retiring;
+    private long _nextRetireAt;
 
     /// <summary>A process of a system whose membership service is one replica at <paramref name="serviceEndpoint"/>.</summary>
     public ProcessNode(NodeId self, ulong serviceEndpoint, ProtocolOptions options, long now)
@@ -36,11 +40,22 @@ internal sealed class ProcessNode : IProtocolNode
     {
     }
 
-    /// <summary>A process of a system whose membership service runs on <paramref name="serviceReplicas"/> (in the order every replica uses).</summary>
-    public ProcessNode(NodeId self, ulong[] serviceReplicas, ProtocolOptions options, long now)
+    /// <summary>A process of a system whose membership service runs on <paramref name="serviceReplicas"/>.</summary>
+    /// <param name="self">This incarnation.</param>
+    /// <param name="serviceReplicas">
+    /// The service's replicas; with <paramref name="discover"/>, where to ask for them instead (the
+    /// well-known port, seeds, replicas remembered from before), and they answer with the replicas.
+    /// </param>
+    /// <param name="options">Protocol options.</param>
+    /// <param name="now">The driver's clock.</param>
+    /// <param name="offeredReplica">The dormant membership replica this process runs, offered to an embedded service (<see cref="NodeId.None"/>: none).</param>
+    /// <param name="discover">Ask <paramref name="serviceReplicas"/> where the service is before using it.</param>
+    public ProcessNode(NodeId self, ulong[] serviceReplicas, ProtocolOptions options, long now, NodeId offeredReplica = default, bool discover = false)
     {
         Self = self;
         _service = serviceReplicas;
+        _configurationVersion = discover ? -1 : 0;
+        _offeredReplica = offeredReplica;
         Options = options;
         Outbox = new Outbox(options.BufferPool);
         _firewall = new Firewall(options);
@@ -58,7 +73,26 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>The membership replica this process believes leads the service: heartbeats and requests go there.</summary>
     public ulong ServiceLeaderEndpoint => _service[_leader];
 
-    private bool IsServiceReplica(ulong endpoint) => Array.IndexOf(_service, endpoint) >= 0;
+    private bool IsServiceReplica(ulong endpoint) => !Discovering && Array.IndexOf(_service, endpoint) >= 0;
+
+    /// <summary>True until some replica or process told this one which replicas run the service.</summary>
+    public bool Discovering => _configurationVersion < 0;
+
+    /// <summary>The membership replicas as this process knows them (the configuration it learned last).</summary>
+    public IReadOnlyList<ulong> ServiceReplicas => _service;
+
+    /// <summary>
+    /// Asks the membership service to move this process's replica elsewhere before it exits; a
+    /// <see cref="HostRetired"/> event says it may go (at once if it hosts none).
+    /// </summary>
+    public void RetireFromService(long now)
+    {
+        _now = now;
+        if (IsShutDown || _retiring) return;
+        _retiring = true;
+        _nextRetireAt = now;
+        Tick(now);
+    }
 
     public ProtocolOptions Options { get; }
 
@@ -103,7 +137,11 @@ internal sealed class ProcessNode : IProtocolNode
         else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
     }
 
-    internal void SendToOracle(byte[] packet) => SendTo(ServiceLeaderEndpoint, packet);
+    /// <summary>Sends a request to the leading replica; while the service is still being discovered it is dropped, and retried once it is found.</summary>
+    internal void SendToOracle(byte[] packet)
+    {
+        if (!Discovering) SendTo(ServiceLeaderEndpoint, packet);
+    }
 
     // ---------------------------------------------------------------- commands
 
@@ -212,8 +250,11 @@ internal sealed class ProcessNode : IProtocolNode
             }
             else if (now - _isolationSuspectedAt > 2 * Options.HeartbeatInterval)
             {
-                ShutDown($"isolated: no answer from the membership service for {(now - _lastHeardFromOracle) / 1000} ms; " +
-                         "this incarnation wedges all its groups and stops. Restart the process to rejoin as a new member.");
+                ShutDown(Discovering
+                    ? $"no membership service answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} addresses asked " +
+                      "(the well-known port, the seeds and the replicas known from before); start the first process again, or list a live process in the seeds."
+                    : $"isolated: no answer from the membership service for {(now - _lastHeardFromOracle) / 1000} ms; " +
+                      "this incarnation wedges all its groups and stops. Restart the process to rejoin as a new member.");
                 return;
             }
         }
@@ -232,6 +273,11 @@ internal sealed class ProcessNode : IProtocolNode
         {
             _nextHeartbeatAt = now + Options.HeartbeatInterval;
             SendHeartbeat();
+        }
+        if (_retiring && !Discovering && now >= _nextRetireAt)
+        {
+            _nextRetireAt = now + Options.RetryInterval;
+            SendToOracle(Writer.Begin(new PacketHeader(PacketKind.HostRetiring, Self, default, 0, 0)).Finish());
         }
         foreach (GroupMember g in _groups.Values) g.Tick(now);
         Drain();
@@ -289,9 +335,48 @@ internal sealed class ProcessNode : IProtocolNode
             return;
         }
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
-        if (IsServiceReplica(h.Sender.Endpoint)) HandleFromOracle(h, body);
+        if (h.Kind is PacketKind.ServiceConfiguration or PacketKind.Discover) HandleServiceDirectory(h, body);
+        else if (IsServiceReplica(h.Sender.Endpoint)) HandleFromOracle(h, body);
         else HandleFromPeer(h, body);
     }
+
+    /// <summary>
+    /// Where the membership service is: a newcomer asks (<see cref="PacketKind.Discover"/>) and any
+    /// process or replica that knows answers with the replicas; the leader also pushes each new
+    /// configuration. A configuration is taken only if it is newer than the one held, so a stale
+    /// or replayed answer cannot move a process back to replicas that were replaced.
+    /// </summary>
+    private void HandleServiceDirectory(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        if (h.Kind == PacketKind.Discover)
+        {
+            if (!r.Complete) { Counters.DroppedMalformed++; return; }
+            if (!Discovering) SendTo(h.Sender.Endpoint, ConfigurationPacket());
+            return;
+        }
+        NodeId[] replicas = r.Nodes();
+        if (!r.Complete || replicas.Length == 0 || h.Number < 0) { Counters.DroppedMalformed++; return; }
+        if (h.Number <= _configurationVersion) return;
+        ulong leader = Discovering ? 0 : ServiceLeaderEndpoint;
+        bool wasDiscovering = Discovering;
+        _configurationVersion = h.Number;
+        _service = replicas.Select(x => x.Endpoint).ToArray();
+        _leader = Math.Max(0, Array.IndexOf(_service, leader));
+        Emit(new ServiceConfigurationChanged(h.Number, replicas));
+        if (wasDiscovering)
+        {
+            // Found: talk to the service now, and send what waited for it.
+            _lastHeardFromOracle = _now;
+            _lastAckAt = _now;
+            _nextHeartbeatAt = _now;
+            foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);
+        }
+    }
+
+    private byte[] ConfigurationPacket() =>
+        Writer.Begin(new PacketHeader(PacketKind.ServiceConfiguration, Self, default, 0, _configurationVersion))
+            .Nodes(_service.Select(e => new NodeId(e, 0)).ToArray()).Finish();
 
     private byte[] ExpelledNotice(NodeId target) =>
         Writer.Begin(new PacketHeader(PacketKind.Expelled, Self, default, 0, 0)).Node(target).Finish();
@@ -348,8 +433,10 @@ internal sealed class ProcessNode : IProtocolNode
             }
             case PacketKind.LeaderHint:
             {
-                int leader = r.I32();
-                if (!r.Complete || leader < -1 || leader >= _service.Length) break;
+                NodeId leaderId = r.Node();
+                if (!r.Complete) break;
+                // A leader this process does not list yet is learned with the next configuration.
+                int leader = leaderId.IsNone ? -1 : Array.IndexOf(_service, leaderId.Endpoint);
                 if (leader >= 0 && h.Number >= _leaderTerm && leader != _leader)
                 {
                     _leaderTerm = h.Number;
@@ -428,6 +515,18 @@ internal sealed class ProcessNode : IProtocolNode
                 }
                 return;
             }
+            case PacketKind.HostRetired:
+            {
+                NodeId target = r.Node();
+                if (!r.Complete) break;
+                if (target != Self) { Counters.DroppedNotForMe++; return; }
+                if (_retiring)
+                {
+                    _retiring = false;
+                    Emit(new HostRetired());
+                }
+                return;
+            }
             case PacketKind.LeaveDone:
             {
                 NodeId target = r.Node();
@@ -444,9 +543,16 @@ internal sealed class ProcessNode : IProtocolNode
 
     private void SendHeartbeat()
     {
+        if (Discovering)
+        {
+            byte[] discover = Writer.Begin(new PacketHeader(PacketKind.Discover, Self, default, 0, 0)).Finish();
+            foreach (ulong e in _service) SendTo(e, discover);
+            return;
+        }
         long seq = ++_heartbeatSeq;
         _heartbeatsSent[seq % _heartbeatsSent.Length] = (seq, _now);
-        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Heartbeat, Self, default, 0, _knownEpoch)).I64(seq).Finish());
+        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Heartbeat, Self, default, 0, _knownEpoch))
+            .I64(seq).I64(_configurationVersion).Node(_offeredReplica).Finish());
     }
 
     /// <summary>

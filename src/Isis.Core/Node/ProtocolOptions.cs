@@ -33,6 +33,14 @@ internal sealed record ProtocolOptions
     public long ReplicaElectionTimeout { get; init; } = 300_000;
 
     /// <summary>
+    /// How many replicas the membership service keeps on member processes when it runs embedded in
+    /// them (the zero-configuration default): it grows to this many as processes start and moves a
+    /// replica to another process when its host leaves or fails. 0: the replicas are a fixed,
+    /// configured list and never move. Defaults to 0.
+    /// </summary>
+    public int ServiceReplicaTarget { get; init; }
+
+    /// <summary>
     /// How long the membership service holds a view change caused only by joins and leaves, so that
     /// those arriving at about the same time are folded into one change (failures are not held).
     /// Defaults to 10 ms.
@@ -103,4 +111,11 @@ internal enum ProtocolMutations
 
     /// <summary>After a total crash, the oldest restarted member rebuilds the SafeSend history from its own log alone, without waiting for the other members of the last view.</summary>
     RecoverFromOldestOnly = 128,
+
+    /// <summary>
+    /// The membership service changes several replicas in one configuration entry without joint
+    /// consensus: it swaps a failed replica for a new one in one step, and grows by all the
+    /// replicas it wants at once, without letting them catch up first.
+    /// </summary>
+    ReconfigureSeveralAtOnce = 256,
 }

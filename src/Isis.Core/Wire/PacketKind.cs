@@ -18,7 +18,7 @@ internal enum PacketKind : byte
     InstallView = 10,       // oracle -> member; View = the new view id
     InstallAck = 11,        // member -> oracle
     Suspect = 12,           // member -> oracle: expel this incarnation (a query timed out on it)
-    LeaderHint = 13,        // replica -> process; Number = term; body: index of the leading replica, -1 if unknown
+    LeaderHint = 13,        // replica -> process; Number = term; body: the leading replica, NodeId.None if unknown
 
     // Membership replica <-> replica: the replicated decision log (Raft-style), Number = term.
     ReplicaVote = 14,       // candidate -> replica; body: pre-vote flag, last log index and term, send time
@@ -44,4 +44,11 @@ internal enum PacketKind : byte
     HistoryPlan = 30,       // oldest member -> member: where to get the history, how long it is
     HistoryPull = 31,       // member -> source; Number = first index wanted; body: target
     HistoryChunk = 32,      // source -> member; Number = index of the first entry; body: entries
+
+    // The membership service's own configuration.
+    ReplicaTimeoutNow = 33, // leader -> successor replica: start an election now (leadership transfer); Number = term
+    ServiceConfiguration = 34, // replica or process -> process; Number = configuration version; body: the replicas
+    Discover = 35,          // new process -> well-known port, seed or replica: which replicas run the service?
+    HostRetiring = 36,      // process -> leading replica: this process is about to exit; move its replica first
+    HostRetired = 37,       // leading replica -> process: no replica is hosted there any more; it may exit
 }

@@ -22,6 +22,7 @@ internal static partial class HistoryChecker
         WellFormed(events, sink);
         ViewAgreement(events, sink);
         PrimaryViewSequence(events, sink);
+        ServiceQuorums(events, sink);
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
         TotalOrder(events, sink);

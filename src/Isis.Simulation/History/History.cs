@@ -74,8 +74,17 @@ internal sealed class History
         if (_expelled.Add(process)) Add(new HistoryEvent(time, process, HistoryEventKind.Expel));
     }
 
-    public void RecordDecide(long time, NodeId replica, long logIndex, ulong entryHash) =>
-        Add(new HistoryEvent(time, replica, HistoryEventKind.Decide) { LogIndex = logIndex, PayloadHash = entryHash });
+    public void RecordDecide(long time, NodeId replica, long logIndex, ulong entryHash, NodeId[]? configuration = null) =>
+        Add(new HistoryEvent(time, replica, HistoryEventKind.Decide) { LogIndex = logIndex, PayloadHash = entryHash, Members = configuration?.ToArray() });
+
+    public void RecordCommit(long time, NodeId leader, long logIndex, NodeId[] holders, NodeId[] voters, long configurationIndex) =>
+        Add(new HistoryEvent(time, leader, HistoryEventKind.Commit)
+        {
+            LogIndex = logIndex, Members = holders.ToArray(), Voters = voters.ToArray(), ConfigurationIndex = configurationIndex,
+        });
+
+    public void RecordFounded(long time, NodeId replica, NodeId[] replicas) =>
+        Add(new HistoryEvent(time, replica, HistoryEventKind.Founded) { Members = replicas.ToArray() });
 
     public void RecordLeaveCompleted(long time, NodeId process, GroupId group) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.LeaveCompleted) { Group = group });
@@ -129,7 +138,10 @@ internal sealed class History
                 RecordExpel(time, x.Node);
                 break;
             case DecisionApplied d:
-                RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry));
+                RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry), Core.Membership.MembershipDecision.VotersOf(d.Entry));
+                break;
+            case DecisionCommitted c:
+                RecordCommit(time, process, c.Index, c.Holders, c.Voters, c.ConfigurationIndex);
                 break;
             case HistoryReplayed r:
                 RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload));

@@ -43,8 +43,14 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Decide: the position of the decision in the membership service's log.</summary>
     public long LogIndex { get; init; }
 
-    /// <summary>ViewInstall: the members of the view, oldest first.</summary>
+    /// <summary>ViewInstall: the members of the view, oldest first. Decide of a configuration: its replicas. Commit: the replicas that held the entries.</summary>
     public NodeId[]? Members { get; init; }
+
+    /// <summary>Commit: the configuration the leader counted a majority of (its replicas).</summary>
+    public NodeId[]? Voters { get; init; }
+
+    /// <summary>Commit: the log position of that configuration (0: the founding one).</summary>
+    public long ConfigurationIndex { get; init; }
 
     public bool Equals(HistoryEvent? other) =>
         other is not null
@@ -60,7 +66,9 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && AtViewEnd == other.AtViewEnd
         && IsQuery == other.IsQuery
         && LogIndex == other.LogIndex
-        && MembersEqual(Members, other.Members);
+        && ConfigurationIndex == other.ConfigurationIndex
+        && MembersEqual(Members, other.Members)
+        && MembersEqual(Voters, other.Voters);
 
     public override int GetHashCode() =>
         HashCode.Combine(Time, Process, Kind, Group, ViewId, Message, PayloadHash, Members?.Length ?? -1);

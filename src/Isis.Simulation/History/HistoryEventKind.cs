@@ -45,8 +45,18 @@ internal enum HistoryEventKind
     /// <summary>Process, an acceptor of the SafeSend Message, holds it (and every earlier position of the total order).</summary>
     SafeAccepted,
 
-    /// <summary>Process, a membership replica, applied the committed decision at log position LogIndex (PayloadHash: the entry's hash).</summary>
+    /// <summary>Process, a membership replica, applied the committed decision at log position LogIndex (PayloadHash: the entry's hash; Members: the replicas, if it is a configuration).</summary>
     Decide,
+
+    /// <summary>
+    /// Process, the leading membership replica, committed its log up to LogIndex: Members held it,
+    /// counted against Voters, the configuration in force (appended at ConfigurationIndex; 0 is the
+    /// founding one, given by the first Founded event).
+    /// </summary>
+    Commit,
+
+    /// <summary>Process, a membership replica, started the service with the replicas in Members (the founding configuration).</summary>
+    Founded,
 
     /// <summary>
     /// Disk durability: Process handed its application entry LogIndex (1, 2, ...) of Group's

@@ -38,6 +38,13 @@ internal static class HistoryJson
             foreach (NodeId m in e.Members) json.WriteStringValue(FormatNode(m));
             json.WriteEndArray();
         }
+        if (e.Voters is not null)
+        {
+            json.WriteStartArray("vt"u8);
+            foreach (NodeId m in e.Voters) json.WriteStringValue(FormatNode(m));
+            json.WriteEndArray();
+        }
+        if (e.ConfigurationIndex != 0) json.WriteNumber("ci"u8, e.ConfigurationIndex);
         json.WriteEndObject();
     }
 
@@ -63,6 +70,8 @@ internal static class HistoryJson
         bool query = false;
         long logIndex = 0;
         NodeId[]? members = null;
+        NodeId[]? voters = null;
+        long configurationIndex = 0;
 
         while (true)
         {
@@ -82,7 +91,9 @@ internal static class HistoryJson
                 case "mv": msgView = Int32(ref r, field); hasMessage = true; break;
                 case "mq": msgSeq = Int64(ref r, field); hasMessage = true; break;
                 case "h": hash = ParseHex(Text(ref r, field), field); break;
-                case "mb": members = ReadMembers(ref r); break;
+                case "mb": members = ReadMembers(ref r, field); break;
+                case "vt": voters = ReadMembers(ref r, field); break;
+                case "ci": configurationIndex = Int64(ref r, field); break;
                 case "pr": primitive = (MessageKind)Int32(ref r, field); break;
                 case "phi": phi = Int32(ref r, field); break;
                 case "ve": atViewEnd = r.TokenType == JsonTokenType.True; break;
@@ -107,16 +118,18 @@ internal static class HistoryJson
             IsQuery = query,
             LogIndex = logIndex,
             Members = members,
+            Voters = voters,
+            ConfigurationIndex = configurationIndex,
         };
     }
 
-    private static NodeId[] ReadMembers(ref Utf8JsonReader r)
+    private static NodeId[] ReadMembers(ref Utf8JsonReader r, string field)
     {
-        if (r.TokenType != JsonTokenType.StartArray) throw new FormatException("field 'mb': expected an array");
+        if (r.TokenType != JsonTokenType.StartArray) throw new FormatException($"field '{field}': expected an array");
         var list = new List<NodeId>();
         while (r.Read() && r.TokenType != JsonTokenType.EndArray)
         {
-            list.Add(ParseNode(Text(ref r, "mb"), "mb"));
+            list.Add(ParseNode(Text(ref r, field), field));
         }
         return [.. list];
     }

@@ -65,7 +65,7 @@ internal sealed class EventLoop : IDisposable
                     _serviceLog = new DurableRecordFile(path, truncateTo: intact);
                     restored = records;
                 }
-                Service = new MembershipReplica(new NodeId(_serviceTransport.LocalEndpoint, 1), i, replicaEndpoints, protocol, Now, restored);
+                Service = new MembershipReplica(new NodeId(_serviceTransport.LocalEndpoint, 1), replicaEndpoints.Select(e => new NodeId(e, 1)).ToArray(), protocol, Now, restored);
             }
             if (_serviceTransport == null && options.MembershipService == MembershipServiceMode.Host)
             {

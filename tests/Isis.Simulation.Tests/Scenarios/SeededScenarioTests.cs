@@ -14,7 +14,7 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
 {
     public const int SeedsPerBatch = 40;
 
-    // 1,400 seeds: every family gets about 78 (18 families), the membership families 311 together.
+    // 1,400 seeds: every family gets about 67 (21 families), the membership families 467 together.
     private const int BatchCount = 35;
 
     public static IEnumerable<object[]> Batches() => Enumerable.Range(0, BatchCount).Select(b => new object[] { b });

@@ -1,0 +1,76 @@
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+
+namespace Isis.Simulation.Checking;
+
+// The checker, part 3: the membership service's own configuration. The replicas that run the
+// service may change while it runs (the embedded service moves them between member processes);
+// the service stays one service only if every change is a single step and every decision had a
+// majority of the configuration in force.
+internal static partial class HistoryChecker
+{
+    /// <summary>
+    /// One service, one sequence of configurations: every replica that founded the service founded
+    /// it with the same replicas; each configuration the service decided differs from the one
+    /// before it (or the founding one) by exactly one replica added or removed, so a majority of
+    /// either shares a replica with a majority of the other; and every commit a leader reported was
+    /// held by a majority of the configuration it counted, which is the one the log holds at that
+    /// position.
+    /// </summary>
+    internal static void ServiceQuorums(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(ServiceQuorums);
+        NodeId[]? founding = null;
+        int foundingIndex = -1;
+        var decided = new SortedDictionary<long, NodeId[]>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.Founded && e.Members is not null)
+            {
+                if (founding is null) (founding, foundingIndex) = (e.Members, i);
+                else if (!SameSet(founding, e.Members))
+                {
+                    sink.Report(P, $"replica {e.Process} founded the service with {List(e.Members)} at {At(i, e)}, "
+                        + $"but it was founded with {List(founding)} at event #{foundingIndex}: two services");
+                }
+            }
+            else if (e.Kind == HistoryEventKind.Decide && e.Members is not null)
+            {
+                decided.TryAdd(e.LogIndex, e.Members);
+            }
+        }
+
+        NodeId[]? previous = founding;
+        long previousIndex = 0;
+        foreach (var (index, voters) in decided)
+        {
+            if (previous is not null && !ReplicatedLog.OneStepApart(previous, voters))
+            {
+                sink.Report(P, $"the configuration decided at log position {index}, {List(voters)}, changes more than one replica of "
+                    + $"the one before it at position {previousIndex}, {List(previous)}: majorities of the two need not intersect");
+            }
+            (previous, previousIndex) = (voters, index);
+        }
+
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Commit || e.Members is null || e.Voters is null) continue;
+            int held = e.Members.Count(m => e.Voters.Contains(m));
+            if (held < e.Voters.Length / 2 + 1 || held != e.Members.Length)
+            {
+                sink.Report(P, $"leader {e.Process} committed log position {e.LogIndex} at {At(i, e)} held by {List(e.Members)}, "
+                    + $"not a majority of the configuration in force {List(e.Voters)}");
+            }
+            NodeId[]? inLog = e.ConfigurationIndex == 0 ? founding : decided.GetValueOrDefault(e.ConfigurationIndex);
+            if (inLog is not null && !SameSet(inLog, e.Voters))
+            {
+                sink.Report(P, $"leader {e.Process} committed log position {e.LogIndex} at {At(i, e)} counting {List(e.Voters)} as the configuration "
+                    + $"of position {e.ConfigurationIndex}, but the service decided {List(inLog)} there");
+            }
+        }
+    }
+
+    private static bool SameSet(NodeId[] a, NodeId[] b) => a.Length == b.Length && a.All(b.Contains);
+}

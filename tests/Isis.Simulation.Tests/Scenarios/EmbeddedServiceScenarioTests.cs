@@ -1,0 +1,121 @@
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Simulation.Checking;
+using Xunit.Abstractions;
+
+namespace Isis.Simulation.Tests.Scenarios;
+
+/// <summary>
+/// The zero-configuration membership service, embedded in the member processes, through the
+/// simulator: the processes that host its replicas crash, exit gracefully and pause, one after
+/// another, and the service moves its replicas (one configuration step at a time) while the group
+/// goes on. The checker judges every run; each family must really have moved replicas and ended
+/// with every process in one view.
+/// </summary>
+public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
+{
+    private const int Seeds = 60;
+
+    public static IEnumerable<object[]> Families() => new[] { "host-crash", "host-exit", "host-pause" }.Select(f => new object[] { f });
+
+    private sealed record Observed(SimulationRun Run, List<string> ShutdownReasons);
+
+    private static Observed Execute(ulong seed, string family, Func<Scenario, Scenario>? adjust = null)
+    {
+        var reasons = new List<string>();
+        Scenario scenario = Scenario.ForFamily(family, seed);
+        if (adjust != null) scenario = adjust(scenario);
+        // The shutdown reasons are what a user would read; the history records only that the process stopped.
+        SimulationRun run = SimulationRun.Execute(seed, scenario, sim => sim.Observer = (_, e) => { if (e is NodeShutDown s) reasons.Add(s.Reason); });
+        return new Observed(run, reasons);
+    }
+
+    [Theory]
+    [MemberData(nameof(Families))]
+    public void Replica_hosts_going_one_after_another_never_break_a_guarantee_and_the_service_moves(string family)
+    {
+        int configurations = 0, founderReplaced = 0, completeEnds = 0;
+        var failures = new List<string>();
+        for (ulong seed = 0; seed < Seeds; seed++)
+        {
+            SimulationRun run = Execute(seed, family).Run;
+            output.WriteLine(run.Summary);
+            if (!run.Passed) failures.Add(run.Report);
+            IReadOnlyList<HistoryEvent> events = run.History.Events;
+            configurations += events.Where(e => e.Kind == HistoryEventKind.Decide && e.Members != null).Select(e => e.LogIndex).Distinct().Count();
+            NodeId founder = events.First(e => e.Kind == HistoryEventKind.Founded).Process;
+            if (events.Any(e => e.Kind == HistoryEventKind.Decide && e.Members != null && !e.Members.Contains(founder))) founderReplaced++;
+            if (events.LastOrDefault(e => e.Kind == HistoryEventKind.ViewInstall)?.Members?.Length == run.Simulator.Scenario.Processes) completeEnds++;
+        }
+        output.WriteLine($"{family}: {configurations} configurations decided; the founder's replica replaced in {founderReplaced} of {Seeds} runs; "
+            + $"{completeEnds} runs end with every process in one view");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.True(founderReplaced >= Seeds / 2, $"{family}: the founder's replica moved in only {founderReplaced} of {Seeds} runs");
+        Assert.Equal(Seeds, completeEnds);
+    }
+
+    [Fact]
+    public void A_graceful_exit_hands_the_replica_over_so_no_process_is_isolated_or_expelled()
+    {
+        int exits = 0;
+        for (ulong seed = 0; seed < 30; seed++)
+        {
+            Observed o = Execute(seed, "host-exit", s => s with { LeaveAndRejoin = false });
+            Assert.True(o.Run.Passed, o.Run.Report);
+            // Nobody waited for failure detection: no process was expelled, none gave up on the service.
+            Assert.True(o.ShutdownReasons.Count == 0, $"seed {seed}: {string.Join("; ", o.ShutdownReasons)}");
+            Assert.DoesNotContain(o.Run.History.Events, e => e.Kind == HistoryEventKind.Expel && !o.Run.History.Events.Any(c => c.Kind == HistoryEventKind.Crash && c.Process == e.Process));
+            exits += o.Run.History.Events.Count(e => e.Kind == HistoryEventKind.Crash);
+        }
+        Assert.True(exits >= 30, $"only {exits} graceful exits over 30 runs");
+    }
+
+    [Fact]
+    public void A_replica_host_paused_past_its_expulsion_learns_it_was_replaced_and_stops()
+    {
+        int staleHosts = 0;
+        for (ulong seed = 0; seed < Seeds; seed++)
+        {
+            Observed o = Execute(seed, "host-pause");
+            Assert.True(o.Run.Passed, o.Run.Report);
+            staleHosts += o.ShutdownReasons.Count(r => r.StartsWith("expelled", StringComparison.Ordinal));
+        }
+        // The checker above proves the stale replicas decided nothing (one log, majorities of the
+        // configuration in force); here: the case happened, and those processes stopped, as expelled.
+        Assert.True(staleHosts >= 5, $"only {staleHosts} paused hosts came back expelled over {Seeds} runs");
+    }
+
+    [Fact]
+    public void Losing_a_majority_of_the_replica_hosts_at_once_wedges_the_group_and_never_splits_it()
+    {
+        int losses = 0;
+        for (ulong seed = 0; seed < 30; seed++)
+        {
+            Observed o = Execute(seed, "host-quorum-loss");
+            long lostAt = o.Run.Simulator.QuorumLostAt;
+            if (lostAt == 0) continue;
+            losses++;
+            // Everything but liveness holds: nobody can decide any more, so nobody can join.
+            Assert.True(o.Run.Result.Violations.All(v => v.Property == "Liveness"), o.Run.Report);
+            // No view after the loss (within the failover time a view already decided may still arrive).
+            Assert.DoesNotContain(o.Run.History.Events, e => e.Kind == HistoryEventKind.ViewInstall && e.Time > lostAt + 100_000);
+            Assert.Contains(o.ShutdownReasons, r => r.StartsWith("isolated", StringComparison.Ordinal));
+        }
+        Assert.True(losses >= 20, $"the majority of the hosts was crashed in only {losses} of 30 runs");
+    }
+
+    [Fact]
+    public void Changing_two_replicas_in_one_step_is_caught()
+    {
+        // Swapping a failed replica for a new one (or growing by two) in one configuration entry,
+        // without joint consensus: the old and new majorities need not intersect.
+        int caught = 0;
+        for (ulong seed = 0; seed < 100; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-crash", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.ReconfigureSeveralAtOnce } });
+            if (run.Result.Violates("ServiceQuorums")) caught++;
+        }
+        output.WriteLine($"caught in {caught} of 100 seeds");
+        Assert.True(caught >= 50, $"the broken reconfiguration was caught in only {caught} of 100 seeds");
+    }
+}
