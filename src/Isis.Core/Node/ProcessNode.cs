@@ -276,7 +276,9 @@ internal sealed class ProcessNode : IProtocolNode
         }
         if (_retiring && !Discovering && now >= _nextRetireAt)
         {
-            _nextRetireAt = now + Options.RetryInterval;
+            // Asked often (a small packet, only while exiting): the handover moves leadership, and
+            // each retry that reaches the old leader instead costs the exit this much time.
+            _nextRetireAt = now + Math.Min(Options.RetryInterval, Options.HeartbeatInterval / 10);
             SendToOracle(Writer.Begin(new PacketHeader(PacketKind.HostRetiring, Self, default, 0, 0)).Finish());
         }
         foreach (GroupMember g in _groups.Values) g.Tick(now);
@@ -444,6 +446,7 @@ internal sealed class ProcessNode : IProtocolNode
                     // Ask the leader at once rather than wait a period: the heartbeat, and any join
                     // or leave the previous replica turned away.
                     _nextHeartbeatAt = _now;
+                    _nextRetireAt = _now;
                     foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);
                 }
                 return;

@@ -1,0 +1,159 @@
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+using Isis.Core.Node;
+
+namespace Isis.Core.Tests.Membership;
+
+/// <summary>
+/// The membership service embedded in member processes, step by step on a perfect network: it
+/// grows one replica at a time, hands over when a host exits, replaces a crashed host's replica,
+/// and refuses a configuration change of more than one replica.
+/// </summary>
+public sealed class EmbeddedServiceTests
+{
+    private const ulong Directory = 99;
+
+    /// <summary>Process i on endpoint i + 1 with its replica on 100 + i; process 0 founds the service and holds the well-known endpoint.</summary>
+    private sealed class Machine
+    {
+        private readonly Queue<(ulong From, ulong To, byte[] Bytes)> _network = new();
+        private readonly ProtocolOptions _options = new() { ServiceReplicaTarget = 3 };
+
+        public long Now;
+        public readonly List<ProcessNode?> Processes = new();
+        public readonly List<MembershipReplica?> Replicas = new();
+        public readonly List<(int Process, NodeEvent Event, long At)> Events = new();
+
+        public int Start()
+        {
+            int i = Processes.Count;
+            var self = new NodeId((ulong)i + 1, 1);
+            var replica = new NodeId(100 + (ulong)i, 1);
+            bool founder = i == 0;
+            Replicas.Add(new MembershipReplica(replica, founder ? [replica] : [], _options, Now, host: self));
+            Processes.Add(new ProcessNode(self, founder ? [replica.Endpoint] : [Directory], _options, Now, replica, discover: !founder));
+            Drain();
+            return i;
+        }
+
+        public void Crash(int i)
+        {
+            Processes[i] = null;
+            Replicas[i] = null;
+        }
+
+        public MembershipReplica Leader => Replicas.Single(r => r != null && r.IsActiveLeader)!;
+
+        public int HostOf(MembershipReplica r) => Replicas.IndexOf(r);
+
+        public void Run(long micros, Func<bool>? until = null)
+        {
+            long end = Now + micros;
+            while (Now < end && !(until?.Invoke() ?? false))
+            {
+                Now += 1_000;
+                foreach (MembershipReplica? r in Replicas) r?.Tick(Now);
+                foreach (ProcessNode? p in Processes) p?.Tick(Now);
+                Drain();
+            }
+        }
+
+        private void Drain()
+        {
+            for (int round = 0; round < 1000; round++)
+            {
+                for (int i = 0; i < Processes.Count; i++)
+                {
+                    Collect(i, Replicas[i]);
+                    Collect(i, Processes[i]);
+                }
+                if (_network.Count == 0) return;
+                while (_network.TryDequeue(out var env))
+                {
+                    if (env.To == Directory) Processes[0]?.Receive(env.From, env.Bytes, Now);
+                    else if (env.To >= 100) Replicas[(int)(env.To - 100)]?.Receive(env.From, env.Bytes, Now);
+                    else Processes[(int)env.To - 1]?.Receive(env.From, env.Bytes, Now);
+                }
+            }
+        }
+
+        private void Collect(int i, IProtocolNode? node)
+        {
+            if (node == null) return;
+            foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue((node.Endpoint, p.Destination, p.Bytes.ToArray()));
+            foreach (NodeEvent e in node.Outbox.Events) Events.Add((i, e, Now));
+            node.Outbox.Clear();
+        }
+    }
+
+    [Fact]
+    public void The_service_grows_to_three_replicas_one_step_at_a_time_and_every_process_learns_them()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+
+        Assert.Equal(3, m.Leader.Configuration.Count);
+        // Committed configurations, in log order, as the founder applied them: 1 -> 2 -> 3.
+        int[] sizes = m.Events.Where(e => e.Process == 0 && e.Event is ServiceConfigurationChanged).Select(e => ((ServiceConfigurationChanged)e.Event).Replicas.Length).ToArray();
+        Assert.Equal([2, 3], sizes.Distinct());
+        m.Run(300_000);
+        ulong[] replicas = m.Leader.Configuration.Select(r => r.Replica.Endpoint).Order().ToArray();
+        Assert.All(m.Processes, p => Assert.Equal(replicas, p!.ServiceReplicas.Order().ToArray()));
+        Assert.All(m.Processes, p => Assert.False(p!.Discovering));
+    }
+
+    [Fact]
+    public void A_leader_whose_host_exits_hands_over_and_is_replaced_without_an_election_timeout()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+        MembershipReplica old = m.Leader;
+        int host = m.HostOf(old);
+
+        long asked = m.Now;
+        m.Processes[host]!.RetireFromService(m.Now);
+        m.Run(1_000_000, () => m.Events.Any(e => e.Process == host && e.Event is HostRetired));
+
+        var retired = m.Events.Single(e => e.Process == host && e.Event is HostRetired);
+        // Leadership transfer plus two configuration changes on a perfect network: a few milliseconds,
+        // far below the 300 ms election timeout a crash would cost.
+        Assert.True(retired.At - asked < 50_000, $"the handover took {(retired.At - asked) / 1000} ms");
+        Assert.NotSame(old, m.Leader);
+        Assert.DoesNotContain(m.Leader.Configuration, r => r.Replica == old.Self);
+        m.Run(500_000, () => m.Leader.Configuration.Count == 3);
+        Assert.Equal(3, m.Leader.Configuration.Count);
+        Assert.DoesNotContain(m.Events, e => e.Event is NodeShutDown);
+    }
+
+    [Fact]
+    public void A_crashed_hosts_replica_is_replaced_once_the_host_is_expelled()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+        MembershipReplica leader = m.Leader;
+        int victim = m.Replicas.FindIndex(r => r != null && r != leader && leader.Configuration.Any(c => c.Replica == r.Self));
+        NodeId gone = m.Replicas[victim]!.Self;
+
+        m.Crash(victim);
+        m.Run(3_000_000, () => m.Leader.Configuration.Count == 3 && m.Leader.Configuration.All(r => r.Replica != gone));
+
+        Assert.DoesNotContain(m.Leader.Configuration, r => r.Replica == gone);
+        Assert.Equal(3, m.Leader.Configuration.Count);
+        Assert.Equal(4, m.Leader.Configuration.Select(r => r.Host).Append(gone).Distinct().Count());
+    }
+
+    [Fact]
+    public void The_log_refuses_a_configuration_that_changes_two_replicas_at_once()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+        Assert.True(ReplicatedLog.OneStepApart([new(1, 1), new(2, 1)], [new(1, 1), new(2, 1), new(3, 1)]));
+        Assert.False(ReplicatedLog.OneStepApart([new(1, 1), new(2, 1), new(3, 1)], [new(1, 1), new(2, 1), new(4, 1)]));
+        Assert.False(ReplicatedLog.OneStepApart([new(1, 1)], [new(1, 1), new(2, 1), new(3, 1)]));
+    }
+}
