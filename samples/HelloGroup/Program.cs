@@ -9,10 +9,12 @@ using Serilog.Events;
 //
 //   dotnet run --project samples/HelloGroup
 //
-// This process starts first, so it hosts the embedded membership service. It launches five
-// member processes; they join group "hello", exchange Sends and print their views and delivery
-// counts. Then the last member is killed with SIGKILL: the survivors install a view without it
-// and keep delivering. Exit code 0 means every step happened.
+// This process only orchestrates: it launches five member processes with no configuration. The
+// first one founds the membership service, which then replicates itself onto the next members
+// (3 replicas). They join group "hello", exchange Sends and print their views and delivery
+// counts. Then the *first* member, the one that founded the service, is killed with SIGKILL: the
+// survivors install a view without it and keep delivering, and a new member started afterwards
+// still finds the service and joins. Exit code 0 means every step happened.
 return args.Length > 0 && args[0] == "member"
     ? Member.Run(int.Parse(args[1]), int.Parse(args[2]))
     : Orchestrator.Run(args.Length > 0 ? int.Parse(args[0]) : 5);
@@ -40,12 +42,12 @@ internal static class Member
         IsisSystem.Start(Protocol.Options());
         var group = new Group("hello");
         var delivered = new ConcurrentDictionary<int, int>(); // sender index -> last number delivered
-        int total = 0, sent = 0;
+        int total = 0, sent = 0; // a sender numbers its messages 1, 2, 3, ...
         bool fifo = true;
         group.Handlers[Protocol.Greeting] += (Action<int, int>)((sender, n) =>
         {
-            int last = delivered.GetValueOrDefault(sender);
-            if (n != last + 1) fifo = false;
+            // A member that joined late starts wherever each sender was; from then on, one by one.
+            if (delivered.TryGetValue(sender, out int last) && n != last + 1) fifo = false;
             delivered[sender] = n;
             Interlocked.Increment(ref total);
         });
@@ -55,6 +57,7 @@ internal static class Member
             Console.WriteLine($"view {v.ViewId}: {v.Members.Length} members, my rank {v.GetMyRank()}{change}");
         });
         IsisSystem.Runtime.ShutDown += (_, e) => Console.WriteLine("shut down: " + e.Reason);
+        if (IsisSystem.Runtime.HostsMembershipService) Console.WriteLine("founded the membership service (it replicates itself onto the next members)");
         group.Join();
         Console.WriteLine($"joined as {IsisSystem.Runtime.Address}");
 
@@ -77,40 +80,49 @@ internal static class Member
     }
 }
 
-/// <summary>Hosts the membership service, runs the members as child processes, and kills one.</summary>
+/// <summary>Runs the members as child processes, kills the first, and starts a new one.</summary>
 internal static class Orchestrator
 {
     private static readonly TimeSpan StepDeadline = TimeSpan.FromSeconds(30);
 
     public static int Run(int members)
     {
-        IsisSystem.Start(Protocol.Options());
-        Console.WriteLine(IsisSystem.Runtime.HostsMembershipService
-            ? $"HelloGroup: this process hosts the membership service; starting {members} member processes"
-            : $"HelloGroup: another process already hosts the membership service on port {IsisSystem.Runtime.Options.MembershipServicePort}; using it");
-        var children = Enumerable.Range(1, members).Select(i => new Child(i, members)).ToList();
+        Console.WriteLine($"HelloGroup: starting {members} member processes; the membership service runs inside them");
+        var children = new List<Child>();
         try
         {
+            // The first member alone, so it is the one that founds the service; then the others.
+            children.Add(new Child(1, members));
+            Step("the first member joins and founds the membership service", () => children[0].LastViewSize == 1 && children[0].Founded);
+            for (int i = 2; i <= members; i++) children.Add(new Child(i, members));
             Step("every member installs a view of all " + members, () => children.All(c => c.LastViewSize == members));
 
             foreach (Child c in children) c.Tell("send");
             int roundOne = members * Protocol.PerRound;
             Step($"every member delivers all {roundOne} messages", () => children.All(c => c.Ask("report").Delivered >= roundOne));
 
-            Child victim = children[^1];
-            Console.WriteLine($"HelloGroup: killing member {victim.Index} (pid {victim.Pid}) with SIGKILL");
+            Child victim = children[0];
+            Console.WriteLine($"HelloGroup: killing member {victim.Index} (pid {victim.Pid}), which founded the membership service, with SIGKILL");
             victim.Kill();
-            var survivors = children.Take(members - 1).ToList();
+            var survivors = children.Skip(1).ToList();
             Step("the survivors install a view without it", () => survivors.All(c => c.LastViewSize == members - 1));
 
             foreach (Child c in survivors) c.Tell("send");
             int expected = roundOne + (members - 1) * Protocol.PerRound;
             Step("the survivors keep delivering", () => survivors.All(c => c.Ask("report").Delivered >= expected));
+
+            var newcomer = new Child(members + 1, members);
+            children.Add(newcomer);
+            survivors.Add(newcomer);
+            Step("a new member finds the service without the first one and joins", () => survivors.All(c => c.LastViewSize == members));
+            foreach (Child c in survivors) c.Tell("send");
+            // The newcomer delivers what was sent after it joined: this round.
+            Step("every member delivers the new round", () => survivors.All(c => c.Ask("report").Delivered >= (c == newcomer ? 0 : expected) + members * Protocol.PerRound));
             if (survivors.Any(c => !c.FifoOk)) throw new InvalidOperationException("a member reported a FIFO violation");
 
             foreach (Child c in survivors) c.Close();
-            Step("the survivors leave and exit", () => survivors.All(c => c.HasExited));
-            Console.WriteLine("HelloGroup: done: views agreed, every message delivered in FIFO order, the killed member was excluded");
+            Step("the members leave and exit", () => survivors.All(c => c.HasExited));
+            Console.WriteLine("HelloGroup: done: views agreed, every message delivered in FIFO order, the first member's loss survived");
             return 0;
         }
         catch (Exception e)
@@ -121,7 +133,6 @@ internal static class Orchestrator
         finally
         {
             foreach (Child c in children) c.Kill();
-            IsisSystem.Shutdown();
         }
     }
 
@@ -143,6 +154,7 @@ internal static class Orchestrator
         private volatile int _lastViewSize;
         private volatile int _delivered;
         private volatile bool _fifoOk = true;
+        private volatile bool _founded;
 
         public Child(int index, int groupSize)
         {
@@ -171,12 +183,15 @@ internal static class Orchestrator
 
         public bool FifoOk => _fifoOk;
 
+        public bool Founded => _founded;
+
         public bool HasExited => _process.HasExited;
 
         private void OnLine(string? line)
         {
             if (line == null) return;
             if (!line.StartsWith("delivered ", StringComparison.Ordinal)) Console.WriteLine($"[member {Index}] {line}");
+            if (line.StartsWith("founded ", StringComparison.Ordinal)) _founded = true;
             if (line.StartsWith("view ", StringComparison.Ordinal))
             {
                 // "view 7: 4 members, ..."

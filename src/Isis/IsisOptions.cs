@@ -7,23 +7,31 @@ namespace Isis;
 public enum MembershipServiceMode
 {
     /// <summary>
-    /// Host a replica if one of its addresses is free on this machine: with the default single
-    /// replica, the first process on the machine to bind <see cref="IsisOptions.MembershipServicePort"/>
-    /// hosts the service; with <see cref="IsisOptions.MembershipReplicas"/>, the first processes to
-    /// bind each listed address host those replicas. The others only use the service.
+    /// The default. With no <see cref="IsisOptions.MembershipReplicas"/> the service is embedded in
+    /// the member processes and replicates itself: the first process founds it, it grows to
+    /// <see cref="IsisOptions.EmbeddedServiceReplicas"/> replicas on distinct processes, and a
+    /// replica whose process leaves or fails moves to another live process, so no process is
+    /// essential. With <see cref="IsisOptions.MembershipReplicas"/>, the first processes to bind each
+    /// listed address host those replicas and the others only use the service.
     /// </summary>
     Auto,
 
-    /// <summary>Always host a replica: the first listed address this machine can bind (fails to start if none is free).</summary>
+    /// <summary>
+    /// Always host a replica at a fixed address: the first listed address this machine can bind
+    /// (fails to start if none is free); with no list, a single replica at
+    /// <see cref="IsisOptions.MembershipServiceAddress"/>:<see cref="IsisOptions.MembershipServicePort"/>
+    /// that does not move (the whole system depends on this process).
+    /// </summary>
     Host,
 
-    /// <summary>Never host a replica; use the service at <see cref="IsisOptions.MembershipReplicas"/> (or <see cref="IsisOptions.MembershipServiceAddress"/>).</summary>
+    /// <summary>Never host a replica; use the fixed service at <see cref="IsisOptions.MembershipReplicas"/> (or <see cref="IsisOptions.MembershipServiceAddress"/>:<see cref="IsisOptions.MembershipServicePort"/>).</summary>
     Client,
 }
 
 /// <summary>
 /// Settings of one <see cref="IsisRuntime"/>. The defaults need no configuration: processes on
-/// one machine find each other on loopback and the first one hosts the membership service.
+/// one machine find each other on loopback, and the membership service runs replicated inside
+/// them (see <see cref="MembershipServiceMode.Auto"/>).
 /// </summary>
 public sealed class IsisOptions
 {
@@ -33,11 +41,33 @@ public sealed class IsisOptions
     /// <summary>UDP port for this process's traffic; 0 picks a free one. Defaults to 0.</summary>
     public int Port { get; set; }
 
-    /// <summary>Where the membership service listens. Defaults to 127.0.0.1.</summary>
+    /// <summary>
+    /// The machine's well-known membership address. Defaults to 127.0.0.1. With the embedded
+    /// service, one live process holds it and tells newcomers where the replicas are; with
+    /// <see cref="MembershipServiceMode.Host"/> or <see cref="MembershipServiceMode.Client"/> and no
+    /// <see cref="MembershipReplicas"/>, the single fixed replica listens there.
+    /// </summary>
     public IPAddress MembershipServiceAddress { get; set; } = IPAddress.Loopback;
 
-    /// <summary>UDP port of the membership service. Defaults to 7345.</summary>
+    /// <summary>UDP port of <see cref="MembershipServiceAddress"/>. Defaults to 7345.</summary>
     public int MembershipServicePort { get; set; } = 7345;
+
+    /// <summary>
+    /// With the embedded service: how many replicas it keeps, on distinct member processes, once
+    /// enough processes run (1, 3 or 5). Defaults to 3, which rides out the loss of any one process
+    /// at a time; 5 rides out two. The same number at every process.
+    /// </summary>
+    public int EmbeddedServiceReplicas { get; set; } = 3;
+
+    /// <summary>
+    /// With the embedded service across machines: where to ask for it besides this machine's
+    /// well-known port, the well-known address (<see cref="MembershipServicePort"/>) or data address
+    /// of processes on other machines. Any live process answers with the current replicas. A
+    /// process founds a new service only if it holds its machine's well-known port, no replica it
+    /// knows of may still be alive, and it is not told to wait for seeds: with seeds, only the
+    /// machine whose well-known address is the first seed may found it. Empty (the default): one machine.
+    /// </summary>
+    public IList<IPEndPoint> MembershipSeeds { get; set; } = new List<IPEndPoint>();
 
     /// <summary>
     /// The membership service's replicas, the same list in the same order at every process of the
@@ -95,7 +125,22 @@ public sealed class IsisOptions
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
-    /// <summary>The replicas' addresses in order: the configured list, or the single embedded replica.</summary>
+    /// <summary>True for the embedded, self-replicating service: <see cref="MembershipServiceMode.Auto"/> with no replica list.</summary>
+    internal bool EmbeddedService => MembershipService == MembershipServiceMode.Auto && MembershipReplicas.Count == 0;
+
+    /// <summary>The machine's well-known membership endpoint.</summary>
+    internal IPEndPoint WellKnownEndPoint => new(MembershipServiceAddress, MembershipServicePort);
+
+    /// <summary>
+    /// The file in which the processes of this machine keep the embedded service's latest replicas,
+    /// so a newcomer finds them even while nobody holds the well-known port. Keyed by that port:
+    /// separate systems on one machine (tests) keep separate files.
+    /// </summary>
+    internal string EmbeddedDirectoryPath =>
+        System.IO.Path.Combine(MembershipDataDirectory ?? System.IO.Path.Combine(System.IO.Path.GetTempPath(), "isis-membership"),
+            $"embedded-{MembershipServiceAddress}-{MembershipServicePort}.replicas");
+
+    /// <summary>The replicas' addresses in order: the configured list, or the single fixed replica.</summary>
     internal IPEndPoint[] ServiceReplicaEndPoints =>
         MembershipReplicas.Count > 0 ? [.. MembershipReplicas] : [new IPEndPoint(MembershipServiceAddress, MembershipServicePort)];
 
@@ -119,6 +164,16 @@ public sealed class IsisOptions
             throw new ArgumentException("IsisOptions.MembershipReplicas lists a replica twice; list each replica once, in the same order at every process.");
         if (MembershipReplicas.Count is 2 or 4)
             throw new ArgumentException($"IsisOptions.MembershipReplicas lists {MembershipReplicas.Count} replicas; use an odd number (1, 3 or 5): an even one tolerates no more failures than one fewer.");
+        if (EmbeddedServiceReplicas is not (1 or 3 or 5))
+            throw new ArgumentException($"IsisOptions.EmbeddedServiceReplicas must be 1, 3 or 5 (an even number tolerates no more failures than one fewer); it is {EmbeddedServiceReplicas}.");
+        if (MembershipSeeds is null) throw new ArgumentException("IsisOptions.MembershipSeeds must not be null; leave it empty on one machine.");
+        foreach (IPEndPoint? seed in MembershipSeeds)
+        {
+            if (seed is null || seed.AddressFamily != System.Net.Sockets.AddressFamily.InterNetwork || seed.Port == 0)
+                throw new ArgumentException($"IsisOptions.MembershipSeeds must list IPv4 addresses with ports, for example 10.0.0.2:7345; found '{seed}'.");
+        }
+        if (MembershipSeeds.Count > 0 && !EmbeddedService)
+            throw new ArgumentException("IsisOptions.MembershipSeeds is for the embedded service (MembershipService = Auto with no MembershipReplicas); with a fixed service, list its replicas in MembershipReplicas instead.");
         if (HeartbeatInterval < TimeSpan.FromMilliseconds(5)) throw new ArgumentException($"IsisOptions.HeartbeatInterval must be at least 5 ms; it is {HeartbeatInterval.TotalMilliseconds} ms.");
         if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
         if (IsolationTimeout is { } isolation && isolation <= HeartbeatInterval * SuspicionCount)
@@ -141,6 +196,7 @@ public sealed class IsisOptions
             ReplicaHeartbeatInterval = heartbeat / 2,
             ReplicaElectionTimeout = 3 * heartbeat,
             MembershipBatchWindow = MembershipBatchWindow is { } window ? (long)window.TotalMicroseconds : defaults.MembershipBatchWindow,
+            ServiceReplicaTarget = EmbeddedService ? EmbeddedServiceReplicas : 0,
         };
     }
 }

@@ -58,12 +58,20 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// <summary>True between <see cref="Start"/> and <see cref="Shutdown"/>, unless the membership protocol shut the runtime down.</summary>
     public bool IsRunning => _loop != null && !_stopped && _shutdownReason == null;
 
-    /// <summary>True if this process hosts the embedded membership service.</summary>
-    public bool HostsMembershipService => _loop?.Service != null;
+    /// <summary>
+    /// True if this process hosts a voting replica of the membership service: with the embedded
+    /// service, one of the (up to 3, or 5) member processes the service runs on now; with a fixed
+    /// service, the process that bound a replica address.
+    /// </summary>
+    public bool HostsMembershipService => _loop?.HostsReplica ?? false;
 
     /// <summary>The address of the membership replica this process hosts, or null if it hosts none.</summary>
-    /// <remarks>The replica keeps serving even if this process itself is shut down by the protocol (isolated or expelled); it stops with <see cref="Shutdown"/>.</remarks>
-    public IPEndPoint? HostedMembershipReplica => _loop?.ServiceEndPoint;
+    /// <remarks>
+    /// A replica of a fixed service keeps serving even if this process itself is shut down by the
+    /// protocol (isolated or expelled) and stops with <see cref="Shutdown"/>; an embedded replica
+    /// stops with its process, and the service replaces it.
+    /// </remarks>
+    public IPEndPoint? HostedMembershipReplica => _loop is { HostsReplica: true } loop ? loop.ServiceEndPoint : null;
 
     /// <summary>Why the membership protocol shut this runtime down (expelled or isolated), or null.</summary>
     public string? ShutdownReason => _shutdownReason;
@@ -89,13 +97,18 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             Address = new Address(loop.Node.Self);
             _loop = loop;
             loop.Start();
-            Log.Started(Logger, Address.ToString(), loop.Service != null ? "replica hosted here" : "at " + string.Join(", ", (object[])Options.ServiceReplicaEndPoints));
+            Log.Started(Logger, Address.ToString(), !loop.EmbeddedService
+                ? (loop.Service != null ? "replica hosted here" : "at " + string.Join(", ", (object[])Options.ServiceReplicaEndPoints))
+                : loop.Founded
+                    ? $"embedded, founded here (it grows to {Options.EmbeddedServiceReplicas} replicas on member processes as they start)"
+                    : $"embedded, found through {Options.WellKnownEndPoint}" + (Options.MembershipSeeds.Count > 0 ? " and the seeds" : "") + " and the replicas known on this machine");
         }
     }
 
     /// <summary>
     /// Leaves every group (waiting a bounded time for the views without this process) and stops.
-    /// If this process hosts the embedded membership service, the other processes lose it and shut down.
+    /// If this process hosts a replica of the embedded membership service, the service first moves
+    /// it to another live process, so the others see an ordinary leave, never a failure.
     /// </summary>
     public void Shutdown()
     {
@@ -105,6 +118,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             loop = _loop;
             if (loop == null || _stopped) return;
         }
+        if (IsRunning && loop.EmbeddedService) HandOverReplica(loop);
         if (IsRunning)
         {
             var leaves = _groups.Values.Select(g =>
@@ -122,6 +136,26 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         _groups.Clear();
         RefreshGroupSnapshot();
         Log.Stopped(Logger, Address?.ToString() ?? "?");
+    }
+
+    private TaskCompletionSource? _retired;
+
+    /// <summary>
+    /// Asks the embedded service to move this process's replica (if it hosts one) and waits until
+    /// the service's committed configuration no longer needs this process. Bounded: a service
+    /// that lost its majority cannot reconfigure, and then the process goes anyway, as a crash.
+    /// </summary>
+    private void HandOverReplica(EventLoop loop)
+    {
+        var retired = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        _retired = retired;
+        loop.Post(() => loop.Node.RetireFromService(loop.Now));
+        TimeSpan bound = 2 * (Options.IsolationTimeout ?? 2 * Options.SuspicionCount * Options.HeartbeatInterval);
+        if (!retired.Task.Wait(bound))
+        {
+            ReportProblem($"the membership service did not move this process's replica within {bound.TotalMilliseconds:0} ms " +
+                "(it may have lost the majority of its replicas); stopping anyway");
+        }
     }
 
     /// <summary>Stops at once without leaving any group, as a crash would: the others detect the failure (tests).</summary>
@@ -253,6 +287,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case NodeShutDown s:
                 OnShutDownByProtocol(s.Reason);
                 break;
+            case HostRetired:
+                _retired?.TrySetResult();
+                break;
         }
     }
 
@@ -287,11 +324,25 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         if (Options.LoggerFactory == null) Console.Error.WriteLine($"isis: group '{group}': {text}");
     }
 
+    void IEventSink.ReportProblem(string text) => ReportProblem(text);
+
+    /// <summary>What the operator must know about the runtime: to the logger, and to standard error when the application configured none.</summary>
+    private void ReportProblem(string text)
+    {
+        Log.RuntimeProblem(Logger, text);
+        if (Options.LoggerFactory == null) Console.Error.WriteLine("isis: " + text);
+    }
+
     void IEventSink.OnServiceEvent(NodeEvent e)
     {
         EventLoop loop = _loop!;
         if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, loop.Now);
-        if (e is IncarnationExpelled x) Log.Expelled(Logger, x.Node.ToString());
+        // Every replica applies the expulsion; the one leading reports it, so it is logged once.
+        if (e is IncarnationExpelled x && (!loop.EmbeddedService || loop.Service?.IsActiveLeader == true))
+        {
+            if (x.AfterExit) Log.Exited(Logger, x.Node.ToString());
+            else Log.Expelled(Logger, x.Node.ToString());
+        }
     }
 
     void IEventSink.AfterBatch()

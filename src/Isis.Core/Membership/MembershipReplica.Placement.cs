@@ -133,6 +133,13 @@ internal sealed partial class MembershipReplica
         int desired = Math.Min(Options.ServiceReplicaTarget, staying + Candidates(current).Count());
         if (desired % 2 == 0) desired--;
         desired = Math.Max(desired, 1);
+        if (selfDeparting && !Candidates(current).Any() && current.All(x => x.Replica == Self || Departing(x.Host)))
+        {
+            // Every process is going (the whole system shuts down): there is nobody to hand the
+            // last replica to, and its host need not wait for one.
+            if (_retiring.Contains(Host)) SendHostRetired(Host);
+            return;
+        }
         if (selfDeparting) desired = Math.Max(desired, current.Length + 1);
         if (current.Length > desired)
         {

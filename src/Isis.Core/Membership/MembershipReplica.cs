@@ -429,7 +429,9 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         _recentlyExpelled.Add(node);
         if (_recentlyExpelled.Count > Options.MembershipUpdateSize) _recentlyExpelled.RemoveAt(0);
         _epoch++;
-        Outbox.Events.Add(new IncarnationExpelled(node));
+        // An exiting process stops heartbeating once it has left its groups: the service expels it
+        // like any silent process (so it is firewalled), but says it was no failure.
+        Outbox.Events.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node)));
         if (!_leading) return;
 
         _expelProposed.Remove(node);

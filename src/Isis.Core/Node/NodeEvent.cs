@@ -126,8 +126,12 @@ internal sealed record NodeShutDown(string Reason) : NodeEvent;
 /// </summary>
 internal sealed record TrafficFirewalled(NodeId From, long DroppedSoFar) : NodeEvent;
 
-/// <summary>The membership service expelled an incarnation (emitted by the membership service).</summary>
-internal sealed record IncarnationExpelled(NodeId Node) : NodeEvent;
+/// <summary>
+/// The membership service expelled an incarnation (emitted by the membership service).
+/// <paramref name="AfterExit"/>: the leader knew it was exiting (it had asked to hand its replica
+/// over), so this is the end of a graceful exit, not a failure.
+/// </summary>
+internal sealed record IncarnationExpelled(NodeId Node, bool AfterExit = false) : NodeEvent;
 
 /// <summary>A membership replica applied the committed decision at <paramref name="Index"/> of its log (every replica applies the same one there).</summary>
 internal sealed record DecisionApplied(long Index, byte[] Entry) : NodeEvent;

@@ -78,6 +78,9 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>True until some replica or process told this one which replicas run the service.</summary>
     public bool Discovering => _configurationVersion < 0;
 
+    /// <summary>Log position of the service configuration this process learned last (-1 while discovering).</summary>
+    public long ConfigurationVersion => _configurationVersion;
+
     /// <summary>The membership replicas as this process knows them (the configuration it learned last).</summary>
     public IReadOnlyList<ulong> ServiceReplicas => _service;
 

@@ -32,6 +32,12 @@ internal static partial class Log
     [LoggerMessage(EventId = 10, Level = LogLevel.Warning, Message = "Group '{Group}': {Situation}")]
     public static partial void HistoryWarning(ILogger logger, string group, string situation);
 
+    [LoggerMessage(EventId = 12, Level = LogLevel.Information, Message = "Process {Member} exited after handing over and leaving its groups; the membership service removed it")]
+    public static partial void Exited(ILogger logger, string member);
+
+    [LoggerMessage(EventId = 11, Level = LogLevel.Warning, Message = "Isis runtime: {Problem}")]
+    public static partial void RuntimeProblem(ILogger logger, string problem);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

@@ -31,9 +31,18 @@ internal sealed class EventLoop : IDisposable
     private readonly Thread _thread;
     private readonly IEventSink _sink;
     private readonly UdpTransport _transport;
-    private readonly UdpTransport? _serviceTransport;
+    private UdpTransport? _serviceTransport;
     private readonly DurableRecordFile? _serviceLog;
     private volatile bool _stopping;
+
+    // The embedded service (see EmbeddedService): this process's replica listens on its own socket;
+    // the machine's well-known port, when this process holds it, answers newcomers.
+    private readonly IsisOptions _options;
+    private readonly UdpTransportOptions _transportOptions;
+    private UdpTransport? _directoryTransport;
+    private long _nextDirectoryAttemptAt;
+    private long _directoryVersionWritten = -1;
+    private volatile bool _hostsReplica;
 
     /// <param name="options">The runtime's settings.</param>
     /// <param name="sink">Where events go.</param>
@@ -41,10 +50,31 @@ internal sealed class EventLoop : IDisposable
     public EventLoop(IsisOptions options, IEventSink sink, Core.Common.IBufferPool buffers)
     {
         _sink = sink;
-        var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
-        var dataTransportOptions = transportOptions with { Faults = options.TransportFaults };
+        _options = options;
+        _transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
+        var dataTransportOptions = _transportOptions with { Faults = options.TransportFaults };
         ProtocolOptions protocol = options.ToProtocolOptions();
         ProtocolOptions processProtocol = protocol with { BufferPool = buffers };
+        // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
+        uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
+
+        if (options.EmbeddedService)
+        {
+            _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab), dataTransportOptions);
+            try
+            {
+                (Node, Service, _serviceTransport, Founded) = StartEmbedded(options, protocol, processProtocol, incarnation);
+            }
+            catch
+            {
+                _transport.Dispose();
+                _directoryTransport?.Dispose();
+                throw;
+            }
+            _hostsReplica = Founded;
+            _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
+            return;
+        }
 
         IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
         ulong[] replicaEndpoints = replicas.Select(EndpointConversions.FromIPEndPoint).ToArray();
@@ -52,7 +82,7 @@ internal sealed class EventLoop : IDisposable
         {
             for (int i = 0; i < replicas.Length && _serviceTransport == null; i++)
             {
-                _serviceTransport = TryBindService(replicas[i], options.MembershipService, transportOptions);
+                _serviceTransport = TryBind(replicas[i], forService: true);
                 if (_serviceTransport == null) continue;
                 IEnumerable<byte[]>? restored = null;
                 if (replicas.Length > 1)
@@ -73,18 +103,66 @@ internal sealed class EventLoop : IDisposable
                     string.Join(", ", (object[])replicas) + ") can be bound here; each is in use or not an address of this machine.");
             }
         }
+        _hostsReplica = Service != null;
 
         _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab), dataTransportOptions);
-        // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
-        uint incarnation = (uint)Random.Shared.Next(1, int.MaxValue);
         Node = new ProcessNode(new NodeId(_transport.LocalEndpoint, incarnation), replicaEndpoints, processProtocol, Now);
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
 
+    /// <summary>
+    /// Brings up this process's part of the embedded service: a replica on a socket of its own, and
+    /// the machine's well-known port if it is free. The process founds the service (its replica the
+    /// only one, leading at once) only if it holds the well-known port, no replica it knows of may
+    /// still be alive, and the seeds do not name another machine as the founder; otherwise its
+    /// replica waits, dormant, until the service adds it, and the process asks the well-known port,
+    /// the seeds and the replicas known from before where the service is.
+    /// </summary>
+    private (ProcessNode, MembershipReplica, UdpTransport, bool) StartEmbedded(IsisOptions options, ProtocolOptions protocol, ProtocolOptions processProtocol, uint incarnation)
+    {
+        var self = new NodeId(_transport.LocalEndpoint, incarnation);
+        UdpTransport replicaTransport = new(new IPEndPoint(options.BindAddress, 0), (s, p, slab) => Post(true, s, p, slab), _transportOptions);
+        var replica = new NodeId(replicaTransport.LocalEndpoint, incarnation);
+        IPEndPoint wellKnown = options.WellKnownEndPoint;
+        _directoryTransport = TryBind(wellKnown, forService: false);
+
+        (long _, IPEndPoint[] known) = ServiceDirectoryFile.Read(options.EmbeddedDirectoryPath);
+        IPEndPoint[] seeds = [.. options.MembershipSeeds];
+        // With seeds, the machine named first founds; the others always look for a running service.
+        bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address));
+        bool founds = _directoryTransport != null && seedsAllow && !known.Any(ServiceDirectoryFile.MayBeAlive);
+        if (founds)
+        {
+            ServiceDirectoryFile.Write(options.EmbeddedDirectoryPath, 0, [replicaTransport.LocalIPEndPoint], force: true);
+            _directoryVersionWritten = 0;
+            return (new ProcessNode(self, [replica.Endpoint], processProtocol, Now, replica),
+                new MembershipReplica(replica, [replica], protocol, Now, host: self), replicaTransport, true);
+        }
+        ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(known).Select(EndpointConversions.FromIPEndPoint)
+            .Where(e => e != self.Endpoint).Distinct().ToArray();
+        return (new ProcessNode(self, ask, processProtocol, Now, replica, discover: true),
+            new MembershipReplica(replica, [], protocol, Now, host: self), replicaTransport, false);
+    }
+
+    private bool IsLocal(IPAddress address) =>
+        IPAddress.IsLoopback(address) || address.Equals(_options.BindAddress) || address.Equals(_options.MembershipServiceAddress);
+
+    /// <summary>True if this process founded the embedded service when it started.</summary>
+    public bool Founded { get; }
+
     public ProcessNode Node { get; }
 
     /// <summary>The embedded membership service, if this process hosts it.</summary>
-    public MembershipReplica? Service { get; }
+    public MembershipReplica? Service { get; private set; }
+
+    /// <summary>True while this process hosts a voting membership replica (published after each batch for other threads).</summary>
+    public bool HostsReplica => _hostsReplica;
+
+    /// <summary>True if the membership service is embedded in the member processes and moves between them.</summary>
+    public bool EmbeddedService => _options.EmbeddedService;
+
+    /// <summary>True if this process holds the machine's well-known membership port.</summary>
+    public bool HoldsWellKnownPort => _directoryTransport != null;
 
     /// <summary>Where the hosted membership replica listens, if this process hosts one.</summary>
     public IPEndPoint? ServiceEndPoint => _serviceTransport?.LocalIPEndPoint;
@@ -95,15 +173,16 @@ internal sealed class EventLoop : IDisposable
 
     public bool IsLoopThread => Thread.CurrentThread == _thread;
 
-    private UdpTransport? TryBindService(IPEndPoint replica, MembershipServiceMode mode, UdpTransportOptions transportOptions)
+    /// <summary>Binds a socket whose packets go to the replica (<paramref name="forService"/>) or to the process; null if the address is taken or not this machine's.</summary>
+    private UdpTransport? TryBind(IPEndPoint endpoint, bool forService)
     {
         try
         {
-            return new UdpTransport(replica, (s, p, slab) => Post(true, s, p, slab), transportOptions);
+            return new UdpTransport(endpoint, (s, p, slab) => Post(forService, s, p, slab), _transportOptions);
         }
         catch (SocketException e) when (e.SocketErrorCode is SocketError.AddressAlreadyInUse or SocketError.AddressNotAvailable)
         {
-            return null; // another process hosts this replica, or it lives on another machine
+            return null; // another process holds it, or it lives on another machine
         }
     }
 
@@ -189,6 +268,7 @@ internal sealed class EventLoop : IDisposable
             {
                 Service?.Tick(now);
                 Node.Tick(now);
+                if (_options.EmbeddedService) MaintainWellKnownPort(now);
                 nextTick = now + TickInterval;
             }
             Drain();
@@ -216,7 +296,55 @@ internal sealed class EventLoop : IDisposable
         _transport.Flush();
         foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
         Node.Outbox.Clear();
+        if (_options.EmbeddedService) AfterEmbeddedBatch();
         _sink.AfterBatch();
+    }
+
+    // ---------------------------------------------------------------- the embedded service
+
+    /// <summary>
+    /// The well-known port outlives the process that bound it first: while this process runs and
+    /// does not hold it, it tries to bind it once a heartbeat period, so some live process answers
+    /// newcomers within a period of the holder's exit.
+    /// </summary>
+    private void MaintainWellKnownPort(long now)
+    {
+        if (_directoryTransport != null || Node.IsShutDown || now < _nextDirectoryAttemptAt) return;
+        _nextDirectoryAttemptAt = now + (long)_options.HeartbeatInterval.TotalMicroseconds;
+        _directoryTransport = TryBind(_options.WellKnownEndPoint, forService: false);
+    }
+
+    /// <summary>
+    /// Records a configuration this process learned in the machine's directory file (if it is newer
+    /// than what this process wrote), and stops the replica with the process: an expelled or
+    /// isolated incarnation must not vote or answer for the service any longer.
+    /// </summary>
+    private void AfterEmbeddedBatch()
+    {
+        if (Node.IsShutDown)
+        {
+            StopEmbeddedReplica();
+            return;
+        }
+        // Hosting means: the configuration this process learned lists its replica (a replica that
+        // was removed may never hear of its own removal, so its own log is not the judge).
+        _hostsReplica = Service != null && Node.ServiceReplicas.Contains(Service.Endpoint);
+        if (Node.Discovering || _directoryVersionWritten >= Node.ConfigurationVersion) return;
+        _directoryVersionWritten = Node.ConfigurationVersion;
+        string? problem = ServiceDirectoryFile.Write(_options.EmbeddedDirectoryPath, Node.ConfigurationVersion,
+            Node.ServiceReplicas.Select(EndpointConversions.ToIPEndPoint), force: false);
+        if (problem != null) _sink.ReportProblem($"the membership service's replicas could not be recorded in {_options.EmbeddedDirectoryPath} ({problem}); newcomers still find them through port {_options.MembershipServicePort}");
+    }
+
+    private void StopEmbeddedReplica()
+    {
+        _hostsReplica = false;
+        if (Service == null) return;
+        Service = null;
+        _serviceTransport?.Dispose();
+        _serviceTransport = null;
+        _directoryTransport?.Dispose();
+        _directoryTransport = null;
     }
 
     /// <summary>
@@ -244,10 +372,12 @@ internal sealed class EventLoop : IDisposable
     public void Dispose()
     {
         _stopping = true;
+        _hostsReplica = false;
         _wake.Set();
         if (_thread.IsAlive && !IsLoopThread) _thread.Join(TimeSpan.FromSeconds(5));
         _transport.Dispose();
         _serviceTransport?.Dispose();
+        _directoryTransport?.Dispose();
         _serviceLog?.Dispose();
     }
 }
@@ -270,5 +400,8 @@ internal interface IEventSink
 
     /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
     void AfterBatch();
+
+    /// <summary>Something the operator must know, reported even when the application configured no logger.</summary>
+    void ReportProblem(string text);
 }
 

@@ -147,6 +147,44 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public void When_every_process_exits_at_once_each_may_go_and_the_last_replicas_host_does_not_wait_for_a_successor()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+
+        for (int i = 0; i < 4; i++) m.Processes[i]!.RetireFromService(m.Now);
+        m.Run(1_000_000, () => Enumerable.Range(0, 4).All(i => m.Events.Any(e => e.Process == i && e.Event is HostRetired)));
+
+        // Nobody is left to take a replica: the other replicas are removed one step at a time, and
+        // the leader's own host is released last instead of waiting for a process that will not come.
+        Assert.All(Enumerable.Range(0, 4), i => Assert.Contains(m.Events, e => e.Process == i && e.Event is HostRetired));
+        Assert.Single(m.Leader.Configuration);
+        Assert.DoesNotContain(m.Events, e => e.Event is NodeShutDown);
+    }
+
+    [Fact]
+    public void A_process_that_handed_over_and_went_silent_is_expelled_as_an_exit_and_a_crashed_one_as_a_failure()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 4; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+        int leaderHost = m.HostOf(m.Leader);
+        int[] others = Enumerable.Range(0, 4).Where(i => i != leaderHost).ToArray();
+        NodeId exiting = m.Processes[others[0]]!.Self, crashed = m.Processes[others[1]]!.Self;
+
+        m.Processes[others[0]]!.RetireFromService(m.Now);
+        m.Run(1_000_000, () => m.Events.Any(e => e.Process == others[0] && e.Event is HostRetired));
+        m.Crash(others[0]); // it left (no groups here) and stopped: silent from now on, like a crash
+        m.Crash(others[1]);
+        m.Run(3_000_000, () => m.Leader.IsExpelled(exiting) && m.Leader.IsExpelled(crashed));
+
+        var expulsions = m.Events.Where(e => e.Process == leaderHost && e.Event is IncarnationExpelled).Select(e => (IncarnationExpelled)e.Event).ToList();
+        Assert.Contains(new IncarnationExpelled(exiting, AfterExit: true), expulsions);
+        Assert.Contains(new IncarnationExpelled(crashed, AfterExit: false), expulsions);
+    }
+
+    [Fact]
     public void The_log_refuses_a_configuration_that_changes_two_replicas_at_once()
     {
         var m = new Machine();

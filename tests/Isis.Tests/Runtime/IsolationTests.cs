@@ -69,29 +69,4 @@ public sealed class IsolationTests
         TestRuntimes.WaitUntil(() => log.Lines.Any(l => l.Contains("expelled incarnation " + old)), "the drop is logged, naming the incarnation");
         Assert.Single(groups[0].GetView()!.Members);
     }
-
-    private sealed class CapturingLoggerFactory : ILoggerFactory
-    {
-        public ConcurrentQueue<string> Lines { get; } = new();
-
-        public ILogger CreateLogger(string categoryName) => new Logger(Lines);
-
-        public void AddProvider(ILoggerProvider provider)
-        {
-        }
-
-        public void Dispose()
-        {
-        }
-
-        private sealed class Logger(ConcurrentQueue<string> lines) : ILogger
-        {
-            public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
-
-            public bool IsEnabled(LogLevel logLevel) => true;
-
-            public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
-                lines.Enqueue(formatter(state, exception));
-        }
-    }
 }

@@ -1,0 +1,163 @@
+using System.Collections.Concurrent;
+using Isis.Runtime;
+
+namespace Isis.Tests.Runtime;
+
+/// <summary>
+/// The zero-configuration membership service, as runtimes in one process use it (the
+/// multi-process tests do the same with real processes and signals): it replicates itself among
+/// the member processes, and no process, the first one included, is essential.
+/// </summary>
+public sealed class EmbeddedServiceTests
+{
+    private sealed class Cluster : IDisposable
+    {
+        public readonly TestRuntimes Runtimes = new();
+        public readonly List<IsisRuntime> Processes = new();
+        public readonly List<Group> Groups = new();
+        public readonly ConcurrentDictionary<(int Receiver, int Sender), int> LastDelivered = new();
+        public volatile bool FifoBroken;
+        public readonly CapturingLoggerFactory Log = new();
+
+        public IsisRuntime Add()
+        {
+            IsisRuntime r = Runtimes.Start(o => o.LoggerFactory = Log);
+            int index = Processes.Count;
+            var g = new Group(r, "embedded");
+            g.Handlers[1] += (Action<int, int>)((sender, n) =>
+            {
+                // A member that joined late starts wherever each sender was; from then on, one by one.
+                if (LastDelivered.TryGetValue((index, sender), out int last) && n != last + 1) FifoBroken = true;
+                LastDelivered[(index, sender)] = n;
+            });
+            g.Join();
+            Processes.Add(r);
+            Groups.Add(g);
+            return r;
+        }
+
+        public IEnumerable<int> Live => Enumerable.Range(0, Processes.Count).Where(i => Processes[i].IsRunning);
+
+        public void WaitForView(int size) =>
+            TestRuntimes.WaitUntil(() => Live.All(i => Groups[i].GetView()?.Members.Length == size), $"every live member installs a view of {size}");
+
+        public void WaitForReplicas(int count) =>
+            TestRuntimes.WaitUntil(() => Live.Count(i => Processes[i].HostsMembershipService) == count, $"the service runs {count} replicas on live processes");
+
+        private readonly ConcurrentDictionary<int, int> _sent = new();
+
+        /// <summary>Each live member sends <paramref name="count"/> more; waits until every live member delivered all of them.</summary>
+        public void SendRound(int count)
+        {
+            int[] live = Live.ToArray();
+            foreach (int i in live)
+            {
+                for (int k = 0; k < count; k++) Groups[i].Send(1, i, _sent.AddOrUpdate(i, 1, (_, n) => n + 1));
+            }
+            TestRuntimes.WaitUntil(() => live.All(r => live.All(s => LastDelivered.GetValueOrDefault((r, s)) == _sent[s])), "every live member delivers the round");
+            Assert.False(FifoBroken, "a member delivered out of FIFO order");
+        }
+
+        public void Dispose() => Runtimes.Dispose();
+    }
+
+    [Fact]
+    public void The_service_grows_to_three_replicas_on_distinct_processes_and_the_first_one_founds_it()
+    {
+        using var c = new Cluster();
+        IsisRuntime first = c.Add();
+        Assert.True(first.HostsMembershipService, "the first process founds the service");
+        for (int i = 1; i < 5; i++) c.Add();
+        c.WaitForView(5);
+        c.WaitForReplicas(3);
+        var endpoints = c.Processes.Where(p => p.HostsMembershipService).Select(p => p.HostedMembershipReplica!).ToList();
+        Assert.Equal(3, endpoints.Distinct().Count());
+        // Every process knows the same replicas, and so does the machine's directory file.
+        TestRuntimes.WaitUntil(() => c.Processes.All(p => p.Loop!.Node.ServiceReplicas.Count == 3), "every process learns the three replicas");
+        (long version, var onFile) = ServiceDirectoryFile.Read(c.Processes[0].Options.EmbeddedDirectoryPath);
+        Assert.True(version > 0);
+        Assert.Equal(endpoints.OrderBy(e => e.Port), onFile.OrderBy(e => e.Port));
+        c.SendRound(100);
+    }
+
+    [Fact]
+    public void The_group_survives_a_crash_of_the_first_process_and_a_newcomer_still_finds_the_service()
+    {
+        using var c = new Cluster();
+        for (int i = 0; i < 4; i++) c.Add();
+        c.WaitForView(4);
+        c.WaitForReplicas(3);
+        c.SendRound(200);
+
+        c.Processes[0].Crash(); // the founder: it held the well-known port and the first replica
+        c.WaitForView(3);
+        Assert.All(c.Live, i => Assert.Null(c.Processes[i].ShutdownReason));
+        c.SendRound(200);
+        // Its replica moves to the remaining process that hosted none.
+        c.WaitForReplicas(3);
+
+        // Somebody took the well-known port over, and a new process finds the service through it.
+        TestRuntimes.WaitUntil(() => c.Live.Any(i => c.Processes[i].Loop!.HoldsWellKnownPort), "a live process holds the well-known port");
+        IsisRuntime late = c.Add();
+        Assert.False(late.Loop!.Founded, "a newcomer must join the running service, not found another");
+        c.WaitForView(4);
+        c.SendRound(100);
+    }
+
+    [Fact]
+    public void A_graceful_exit_of_the_leaders_host_moves_its_replica_first_and_nobody_waits_for_failure_detection()
+    {
+        using var c = new Cluster();
+        for (int i = 0; i < 4; i++) c.Add();
+        c.WaitForView(4);
+        c.WaitForReplicas(3);
+        int leader = c.Live.Single(i => c.Processes[i].GetStatistics().MembershipReplicaIsLeader);
+        var shutdowns = new ConcurrentQueue<string>();
+        foreach (IsisRuntime p in c.Processes) p.ShutDown += (_, e) => shutdowns.Enqueue(e.Reason);
+
+        IsisRuntime leaver = c.Processes[leader];
+        var replicaOfLeaver = leaver.HostedMembershipReplica!;
+        leaver.Shutdown();
+        Assert.False(leaver.HostsMembershipService);
+        // Before it went, the service's configuration (as every survivor knows it) no longer listed its replica.
+        ulong gone = Isis.Transport.EndpointConversions.FromIPEndPoint(replicaOfLeaver);
+        Assert.All(c.Live, i => Assert.DoesNotContain(gone, c.Processes[i].Loop!.Node.ServiceReplicas));
+        c.WaitForView(3);
+        // The leaver is out of the view by a leave: every survivor saw it leave, and nobody was expelled.
+        Assert.All(c.Live, i => Assert.Contains(c.Processes[leader].Address!, c.Groups[i].GetView()!.Leavers));
+        c.WaitForReplicas(3);
+        c.SendRound(100);
+        Assert.Empty(shutdowns);
+        Assert.DoesNotContain(c.Log.Lines, l => l.Contains("did not move") || l.Contains("isolated") || l.Contains("expelled"));
+    }
+
+    [Fact]
+    public void When_every_process_is_gone_the_next_one_founds_a_fresh_service()
+    {
+        using var c = new Cluster();
+        for (int i = 0; i < 3; i++) c.Add();
+        c.WaitForView(3);
+        c.WaitForReplicas(3);
+        foreach (IsisRuntime p in c.Processes) p.Crash();
+
+        // The directory file still lists the dead replicas, but their ports are free: nobody can answer.
+        IsisRuntime next = c.Runtimes.Start();
+        Assert.True(next.Loop!.Founded);
+        var g = new Group(next, "embedded");
+        g.Join();
+        Assert.Single(g.GetView()!.Members);
+    }
+
+    [Fact]
+    public void The_last_process_stops_without_waiting_for_a_handover()
+    {
+        using var runtimes = new TestRuntimes();
+        var log = new CapturingLoggerFactory();
+        IsisRuntime only = runtimes.Start(o => o.LoggerFactory = log);
+        var g = new Group(only, "alone");
+        g.Join();
+        only.Shutdown();
+        Assert.DoesNotContain(log.Lines, l => l.Contains("did not move"));
+        Assert.Contains(log.Lines, l => l.Contains("stopped"));
+    }
+}
