@@ -62,6 +62,15 @@ internal sealed class EventLogWriter : IDisposable
         }
     }
 
+    /// <summary>This process founded the embedded membership service with its replica <paramref name="replica"/> alone.</summary>
+    public void RecordFounded(NodeId replica)
+    {
+        lock (_gate)
+        {
+            if (!_disposed) _batch.RecordFounded(Now(), replica, [replica]);
+        }
+    }
+
     public void RecordQueryIssued(NodeId self, GroupId group)
     {
         lock (_gate)

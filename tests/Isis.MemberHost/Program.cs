@@ -14,8 +14,13 @@ using Isis.MemberHost;
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
-//       [--safelog DIR] [--seq-from S]
+//       [--safelog DIR] [--seq-from S] [--embedded] [--joins-late]
 //
+// --joins-late: this member joins a group whose members have sent already, so its first delivery
+// from each sender may carry any seq (FIFO is checked from there on).
+// With --embedded the membership service is the zero-configuration default: embedded in the
+// member processes and moving between them; P is then the machine's well-known port (a private
+// one per test) and --host-service, --service-only and --replicas do not apply.
 // With --replicas the membership service is replicated at those addresses (a --host-service or
 // --service-only process hosts the first one it can bind, keeping its log in --replica-data).
 // The membership service is at A:P (A defaults to 127.0.0.1); this process binds its own socket to
@@ -69,7 +74,7 @@ using Isis.MemberHost;
 
 var options = HostOptions.Parse(args);
 var output = new JsonLines();
-var tracker = new DeliveryTracker(options.OpcodeCheck);
+var tracker = new DeliveryTracker(options.OpcodeCheck, options.JoinsLate);
 EventLogWriter? eventLog = options.EventLog is { } path ? new EventLogWriter(path) : null;
 var order = new OrderRecorder(options.OrderFile);
 const int SafeBatch = 64; // SafeSendAsync calls issued before awaiting them
@@ -81,7 +86,8 @@ var runtime = new IsisRuntime(new IsisOptions
     MembershipServicePort = options.ServicePort,
     MembershipReplicas = options.Replicas,
     MembershipDataDirectory = options.ReplicaData,
-    MembershipService = options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
+    MembershipService = options.Embedded ? MembershipServiceMode.Auto
+        : options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
     HeartbeatInterval = TimeSpan.FromMilliseconds(options.HeartbeatMs),
     SuspicionCount = options.Suspicion,
 });
@@ -116,6 +122,8 @@ runtime.ShutDown += (_, e) =>
 
 runtime.Start();
 if (runtime.Address is null) throw new InvalidOperationException("the runtime started without an address");
+// The checker compares every founding it sees: one service per run, or two were founded.
+if (runtime.Loop is { Founded: true, Service: { } founded }) eventLog?.RecordFounded(founded.Self);
 if (options.ServiceOnly)
 {
     output.Write(Ready(runtime));
@@ -341,6 +349,7 @@ static JsonObject Ready(IsisRuntime runtime) => new()
     ["port"] = int.Parse(runtime.Address.Endpoint.AsSpan(runtime.Address.Endpoint.LastIndexOf(':') + 1), CultureInfo.InvariantCulture),
     ["incarnation"] = runtime.Address.Incarnation,
     ["pid"] = Environment.ProcessId,
+    ["founded"] = runtime.Loop?.Founded ?? false,
 };
 
 static JsonObject Stats(IsisRuntime runtime)
@@ -364,6 +373,7 @@ static JsonObject Stats(IsisRuntime runtime)
         json["membershipReplicaIsLeader"] = s.MembershipReplicaIsLeader;
         json["membershipReplicaTerm"] = s.MembershipReplicaTerm;
         json["membershipReplicaCommitIndex"] = s.MembershipReplicaCommitIndex;
+        json["hostsMembershipService"] = runtime.HostsMembershipService;
     }
     catch (Exception e)
     {
@@ -396,6 +406,8 @@ namespace Isis.MemberHost
         public int ExpectMembers { get; private set; } = 1;
         public long ExpectDeliveries { get; private set; } = -1;
         public bool HostService { get; private set; }
+        public bool Embedded { get; private set; }
+        public bool JoinsLate { get; private set; }
         public string? EventLog { get; private set; }
         public int HeartbeatMs { get; private set; } = 100;
         public int Suspicion { get; private set; } = 5;
@@ -441,6 +453,8 @@ namespace Isis.MemberHost
                     case "--slow-replies": o.SlowReplies = true; break;
                     case "--safelog": o.SafeLog = Value(); break;
                     case "--seq-from": o.SeqFrom = Int(); break;
+                    case "--embedded": o.Embedded = true; break;
+                    case "--joins-late": o.JoinsLate = true; break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }
@@ -575,7 +589,15 @@ namespace Isis.MemberHost
         private double _maxLoopLatencyMs;
         private long _loopStallsOver100Ms;
 
-        public DeliveryTracker(bool opcodeCheck) => _opcodeCheck = opcodeCheck;
+        private readonly bool _joinsLate;
+
+        /// <param name="opcodeCheck">A message that matches no handler breaks FIFO (see --opcode-check).</param>
+        /// <param name="joinsLate">This member joins a group whose members already sent: each sender's first delivery here may be any seq.</param>
+        public DeliveryTracker(bool opcodeCheck, bool joinsLate = false)
+        {
+            _opcodeCheck = opcodeCheck;
+            _joinsLate = joinsLate;
+        }
 
         public long Total => Interlocked.Read(ref _total);
 
@@ -583,7 +605,7 @@ namespace Isis.MemberHost
         {
             lock (_gate)
             {
-                _last.TryGetValue(sender, out int last);
+                if (!_last.TryGetValue(sender, out int last) && _joinsLate) last = seq - 1;
                 if (seq != last + 1 && _fifoOk)
                 {
                     _fifoOk = false;

@@ -253,6 +253,12 @@ internal sealed class MemberProcess : IDisposable
     [DllImport("libc", EntryPoint = "kill", SetLastError = true)]
     private static extern int SysKill(int pid, int signal);
 
+    /// <summary>What the member wrote to standard error so far (the runtime reports problems there when no logger is configured).</summary>
+    public string StandardError
+    {
+        get { lock (_gate) return _stderr.ToString(); }
+    }
+
     public string Describe()
     {
         lock (_gate) return DescribeLocked();

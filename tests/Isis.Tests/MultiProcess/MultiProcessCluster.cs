@@ -15,7 +15,9 @@ public sealed class MultiProcessCollection
 /// <summary>
 /// The membership service, hosted in the test process on a free port (so the test can read its
 /// counters), plus the member processes the test starts. Disposing kills every child (also when
-/// the test failed), then stops the service.
+/// the test failed), then stops the service. With <see cref="Embedded"/>, there is no service in
+/// the test process: the members run the zero-configuration default, the service embedded in them,
+/// with a free port as the machine's well-known one.
 /// </summary>
 internal sealed class MultiProcessCluster : IDisposable
 {
@@ -30,19 +32,30 @@ internal sealed class MultiProcessCluster : IDisposable
     /// stalled 300-700 ms, and processes isolated at startup with 10, by CPU contention while other builds ran at load averages of 13-22), so the tests use 20 (2 s).
     /// </param>
     public MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount = 5)
+        : this(output, group, suspicionCount, embedded: false)
+    {
+    }
+
+    private MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount, bool embedded)
     {
         _log = new ElapsedLog(output);
         Group = group;
         Suspicion = suspicionCount;
         ServicePort = TestRuntimes.FreeUdpPort();
-        Service = new IsisRuntime(new IsisOptions
+        IsEmbedded = embedded;
+        if (embedded)
+        {
+            Log($"embedded membership service; well-known port 127.0.0.1:{ServicePort}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
+            return;
+        }
+        _service = new IsisRuntime(new IsisOptions
         {
             MembershipServicePort = ServicePort,
             MembershipService = MembershipServiceMode.Host,
             HeartbeatInterval = TimeSpan.FromMilliseconds(HeartbeatMs),
             SuspicionCount = Suspicion,
         });
-        Service.Start();
+        _service.Start();
         Log($"membership service on 127.0.0.1:{ServicePort}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
     }
 
@@ -54,8 +67,16 @@ internal sealed class MultiProcessCluster : IDisposable
 
     public int ServicePort { get; }
 
+    /// <summary>Members that run the default, embedded membership service (no service in the test process).</summary>
+    public static MultiProcessCluster Embedded(ITestOutputHelper output, string group, int suspicionCount = 5) =>
+        new(output, group, suspicionCount, embedded: true);
+
+    public bool IsEmbedded { get; }
+
+    private readonly IsisRuntime? _service;
+
     /// <summary>The in-process runtime hosting the membership service (not a member of the group).</summary>
-    public IsisRuntime Service { get; }
+    public IsisRuntime Service => _service ?? throw new InvalidOperationException("an embedded cluster has no membership service in the test process");
 
     public IReadOnlyList<MemberProcess> Members => _members;
 
@@ -73,6 +94,7 @@ internal sealed class MultiProcessCluster : IDisposable
             "--suspicion", Suspicion.ToString(System.Globalization.CultureInfo.InvariantCulture),
             "--opcode-check",
         };
+        if (IsEmbedded) args.Add("--embedded");
         args.AddRange(extra);
         MemberProcess m = MemberProcess.Start($"member{index}", [.. args]);
         lock (_members) _members.Add(m);
@@ -145,7 +167,7 @@ internal sealed class MultiProcessCluster : IDisposable
         {
             foreach (MemberProcess m in _members) m.Dispose();
         }
-        Service.Dispose();
+        _service?.Dispose();
         Log("cluster disposed");
     }
 }
