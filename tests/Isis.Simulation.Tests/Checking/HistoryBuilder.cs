@@ -109,6 +109,23 @@ internal sealed class HistoryBuilder
 
     public HistoryBuilder End() { History.RecordEnd(Tick()); return this; }
 
+    /// <summary>A membership replica founds the service with <paramref name="replicas"/>.</summary>
+    public HistoryBuilder Founded(NodeId replica, params NodeId[] replicas) { History.RecordFounded(Tick(), replica, replicas); return this; }
+
+    /// <summary>A replica applies the decision with hash <paramref name="hash"/> at log position <paramref name="index"/>; with <paramref name="configuration"/>, a configuration decision.</summary>
+    public HistoryBuilder Decide(NodeId replica, long index, ulong hash, NodeId[]? configuration = null)
+    {
+        History.RecordDecide(Tick(), replica, index, hash, configuration);
+        return this;
+    }
+
+    /// <summary>A leader reports position <paramref name="index"/> committed: held by <paramref name="holders"/> of <paramref name="voters"/> (the configuration at <paramref name="configurationIndex"/>).</summary>
+    public HistoryBuilder Commit(NodeId leader, long index, NodeId[] holders, NodeId[] voters, long configurationIndex)
+    {
+        History.RecordCommit(Tick(), leader, index, holders, voters, configurationIndex);
+        return this;
+    }
+
     public CheckResult Check() => HistoryChecker.Check(History);
 
     public void AssertPasses()

@@ -397,3 +397,59 @@ public sealed class WellFormedTests
         Assert.Contains("95 more", noCreation[^1].Description, StringComparison.Ordinal);
     }
 }
+
+/// <summary>
+/// The membership service's own history: one founding, configurations one replica apart, commits
+/// held by a majority of the configuration in force, and one decision per log position (a
+/// committed decision is never replaced).
+/// </summary>
+public sealed class MembershipServiceHistoryTests
+{
+    private static readonly NodeId A = N(101), B = N(102), C = N(103), D = N(104), E = N(105);
+
+    /// <summary>A service founded by A that grows to A, B, C and moves C's replica to D, one step at a time.</summary>
+    private static HistoryBuilder Reconfigured() => new HistoryBuilder()
+        .Founded(A, A)
+        .Decide(A, 1, 11, [A, B]).Commit(A, 1, [A, B], [A, B], 1)
+        .Decide(B, 1, 11, [A, B])
+        .Decide(A, 2, 12, [A, B, C]).Commit(A, 2, [A, C], [A, B, C], 2)
+        .Decide(A, 3, 13).Commit(A, 3, [A, B], [A, B, C], 2)
+        .Decide(A, 4, 14, [A, B]).Commit(A, 4, [A, B], [A, B], 4)
+        .Decide(A, 5, 15, [A, B, D]).Commit(A, 5, [A, B, D], [A, B, D], 5)
+        .Decide(D, 5, 15, [A, B, D]);
+
+    [Fact]
+    public void A_service_that_grows_and_moves_a_replica_one_step_at_a_time_passes()
+    {
+        Reconfigured().End().AssertPasses();
+    }
+
+    [Fact]
+    public void Two_foundings_with_different_replicas_are_two_services_and_are_caught()
+    {
+        Reconfigured().Founded(E, E).End().AssertViolates(nameof(HistoryChecker.ServiceQuorums));
+    }
+
+    [Fact]
+    public void A_configuration_that_swaps_a_replica_in_one_step_is_caught()
+    {
+        // [A, B, C] -> [A, B, D]: a majority of the old ({A, C}) and one of the new ({B, D}) share no replica.
+        new HistoryBuilder()
+            .Founded(A, A)
+            .Decide(A, 1, 11, [A, B]).Decide(A, 2, 12, [A, B, C]).Decide(A, 3, 13, [A, B, D])
+            .End().AssertViolates(nameof(HistoryChecker.ServiceQuorums));
+    }
+
+    [Fact]
+    public void A_commit_held_by_a_minority_of_the_configuration_is_caught()
+    {
+        Reconfigured().Decide(A, 6, 16).Commit(A, 6, [A], [A, B, D], 5).End().AssertViolates(nameof(HistoryChecker.ServiceQuorums));
+    }
+
+    [Fact]
+    public void A_committed_decision_replaced_after_a_reconfiguration_is_caught()
+    {
+        // Position 3 was committed (and applied by A) with one decision; a replica added later applies another there.
+        Reconfigured().Decide(D, 3, 99).End().AssertViolates(nameof(HistoryChecker.PrimaryViewSequence));
+    }
+}

@@ -149,6 +149,46 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public void Across_machines_the_seeds_find_the_service_and_a_restarted_first_seed_does_not_found_another()
+    {
+        // Two "machines" on loopback, told apart by their well-known ports; the seeds list both, A first.
+        using var runtimes = new TestRuntimes();
+        int portA = TestRuntimes.FreeUdpPort(), portB = TestRuntimes.FreeUdpPort();
+        System.Net.IPEndPoint[] seeds = [new(System.Net.IPAddress.Loopback, portA), new(System.Net.IPAddress.Loopback, portB)];
+        IsisRuntime Start(int port) => runtimes.Start(o => { o.MembershipServicePort = port; foreach (var s in seeds) o.MembershipSeeds.Add(s); });
+
+        IsisRuntime a = Start(portA);
+        Assert.True(a.Loop!.Founded, "the first seed's machine founds the service");
+        IsisRuntime b1 = Start(portB), b2 = Start(portB);
+        Assert.False(b1.Loop!.Founded || b2.Loop!.Founded, "another machine never founds while seeds are listed");
+        var groups = new[] { a, b1, b2 }.Select(r => { var g = new Group(r, "seeded"); g.Join(); return g; }).ToList();
+        TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 3), "three members on two machines");
+        TestRuntimes.WaitUntil(() => new[] { a, b1, b2 }.All(r => r.HostsMembershipService), "a replica on each process");
+
+        // Machine A's process dies; a new one there holds A's well-known port again, but A's replica
+        // file names live replicas, so it looks for the running service instead of founding one.
+        a.Crash();
+        TestRuntimes.WaitUntil(() => groups.Skip(1).All(g => g.GetView()?.Members.Length == 2), "the survivors on machine B go on");
+        IsisRuntime a2 = Start(portA);
+        Assert.False(a2.Loop!.Founded, "a restarted first seed must join the running service");
+        var g2 = new Group(a2, "seeded");
+        g2.Join();
+        TestRuntimes.WaitUntil(() => groups.Skip(1).Append(g2).All(g => g.GetView()?.Members.Length == 3), "the restarted process joins");
+    }
+
+    [Fact]
+    public void A_process_that_finds_no_service_and_may_not_found_one_stops_and_says_where_it_looked()
+    {
+        using var runtimes = new TestRuntimes();
+        int elsewhere = TestRuntimes.FreeUdpPort();
+        IsisRuntime lone = runtimes.Start(o => o.MembershipSeeds.Add(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, elsewhere)));
+        Assert.False(lone.Loop!.Founded);
+        TestRuntimes.WaitUntil(() => lone.ShutdownReason != null, "the lone process gives up");
+        Assert.Contains("no membership service answered", lone.ShutdownReason);
+        Assert.Contains("seeds", lone.ShutdownReason);
+    }
+
+    [Fact]
     public void The_last_process_stops_without_waiting_for_a_handover()
     {
         using var runtimes = new TestRuntimes();
