@@ -6,6 +6,7 @@ using Isis.Bench;
 //       (every primitive at 3, 5, 10, 20 and 50 members and both payloads, response delay; counts scaled down with the group size)
 //   dotnet run -c Release --project tools/Isis.Bench -- --quick --out /tmp/bench.json   (CI smoke, < 20 s)
 //   dotnet run -c Release --project tools/Isis.Bench -- --scale --members 100 --out scale.json   (100 member processes, one group)
+//   dotnet run -c Release --project tools/Isis.Bench -- --failover --rounds 5   (the default membership service losing its hosts)
 // The parent hosts the membership service and starts the members of each group size by re-launching itself:
 //   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
 // and, in scale mode, N members that report on stdout and take commands on stdin:
@@ -14,11 +15,15 @@ try
 {
     if (args.Length > 0 && args[0] == "member") return RunMember(BenchOptions.Parse(args.AsSpan(1)));
     if (args.Length > 0 && args[0] == "scale-member") return ScaleMember.Run(BenchOptions.Parse(args.AsSpan(1)));
+    if (args.Length > 0 && args[0] == "failover-member") return FailoverMember.Run(args[1..]);
     if (args.Contains("-h") || args.Contains("--help"))
     {
         Console.WriteLine(BenchOptions.Usage);
+        Console.WriteLine();
+        Console.WriteLine(FailoverCoordinator.Usage);
         return 0;
     }
+    if (args.Contains("--failover")) return FailoverCoordinator.Run(args);
     BenchOptions options = BenchOptions.Parse(args);
     return options.Scale ? ScaleCoordinator.Run(options) : Coordinator.Run(options);
 }

@@ -140,6 +140,13 @@ internal sealed class ReplicatedLog
     /// <summary>The replica this one believes leads, or <see cref="NodeId.None"/>.</summary>
     public NodeId Leader { get; private set; }
 
+    /// <summary>
+    /// The last leader this replica followed and when it last heard from it; unlike
+    /// <see cref="Leader"/>, kept through an election, so a new leader knows how long its
+    /// predecessor has been silent.
+    /// </summary>
+    public (NodeId Leader, long HeardAt) LastLeaderContact { get; private set; }
+
     public bool IsLeader => _role == Role.Leader;
 
     /// <summary>The configuration in force: the last one this replica appended.</summary>
@@ -539,6 +546,7 @@ internal sealed class ReplicatedLog
         if (term > _term || _role != Role.Follower) BecomeFollower(term);
         Leader = from;
         _leaderContactAt = now;
+        LastLeaderContact = (from, now);
         ResetElectionTimer(now);
         if (prevIndex > _log.Count || TermAt(prevIndex) != prevTerm)
         {

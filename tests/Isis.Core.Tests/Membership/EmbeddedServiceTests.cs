@@ -185,6 +185,33 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public void A_crashed_leaders_host_is_expelled_about_as_soon_as_any_crashed_process()
+    {
+        // Virtual time on a perfect network: from each crash to the expulsion the (new) leader decides.
+        long ExpelledAfterCrash(bool leadersHost)
+        {
+            var m = new Machine();
+            for (int i = 0; i < 5; i++) m.Start();
+            m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+            MembershipReplica leader = m.Leader;
+            int victim = leadersHost ? m.HostOf(leader) : m.Replicas.FindIndex(r => r != null && leader.Configuration.All(c => c.Replica != r.Self));
+            NodeId gone = m.Processes[victim]!.Self;
+            long crashedAt = m.Now;
+            m.Crash(victim);
+            m.Run(5_000_000, () => m.Events.Any(e => e.Event is IncarnationExpelled x && x.Node == gone));
+            return m.Events.First(e => e.Event is IncarnationExpelled x && x.Node == gone).At - crashedAt;
+        }
+
+        long plain = ExpelledAfterCrash(leadersHost: false), leaders = ExpelledAfterCrash(leadersHost: true);
+        var options = new ProtocolOptions();
+        // The election (at least one election timeout) overlaps the detection: the silence the new
+        // leader observed counts, so only a heartbeat period or two is added, not a whole detection time.
+        Assert.True(leaders <= plain + options.ReplicaElectionTimeout, $"a plain process was expelled {plain / 1000} ms after its crash, the leader's host {leaders / 1000} ms");
+        Assert.True(leaders < options.ReplicaElectionTimeout * 2 + options.SuspicionCount * options.HeartbeatInterval,
+            $"the leader's host was expelled {leaders / 1000} ms after its crash: the election and a full detection period added up");
+    }
+
+    [Fact]
     public void The_log_refuses_a_configuration_that_changes_two_replicas_at_once()
     {
         var m = new Machine();
