@@ -8,7 +8,8 @@ namespace Isis.Tests.Benchmarks;
 /// CI smoke test of the multi-process harness (tools/Isis.Bench): it starts, forms its 3-member
 /// group, runs the latency and throughput phases of send, ordered, safe3 and query plus the
 /// response-delay phase, and writes its result file with the warm-up, measured and cool-down counts
-/// of every phase; scale mode runs with 4 members. Asserts counts only, never a timing.
+/// of every phase; scale mode runs with 4 members; failover mode runs one round. Asserts counts
+/// only, never a timing.
 /// Runs alone: its four processes would otherwise starve the in-process runtime tests.
 /// </summary>
 [Collection(nameof(BenchHarnessCollection))]
@@ -172,6 +173,29 @@ public sealed class BenchHarnessSmokeTests
     }
 
     /// <summary>Every BenchmarkDotNet suite runs once (BenchmarkDotNet's Dry job, in-process), so benchmarks cannot rot.</summary>
+    [Fact]
+    public async Task FailoverRun_OneRound_ExitsZero_AndReportsEveryMeasure()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        string output = Path.Combine(Directory.CreateTempSubdirectory("isis-bench-failover-").FullName, "failover.json");
+        try
+        {
+            var (exitCode, log) = await RunToExit([dll, "--failover", "--members", "4", "--rounds", "1", "--out", output], workingDirectory: null, TimeSpan.FromSeconds(120));
+            Assert.True(exitCode == 0, $"Isis.Bench --failover exited with {exitCode}:\n{log}");
+            using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
+            string[] measures = [.. result.RootElement.GetProperty("results").EnumerateArray().Select(r => r.GetProperty("measure").GetString()!)];
+            Assert.Equal(5, measures.Length);
+            Assert.Contains("leader's host SIGKILL -> view", measures);
+            Assert.Contains("join, every original host gone", measures);
+            Assert.All(result.RootElement.GetProperty("results").EnumerateArray(), r => Assert.Equal(1, r.GetProperty("samples").GetArrayLength()));
+        }
+        finally
+        {
+            Directory.Delete(Path.GetDirectoryName(output)!, recursive: true);
+        }
+    }
+
     [Fact]
     public async Task BenchmarkSuites_DryRun_ExitsZero()
     {
