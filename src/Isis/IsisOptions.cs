@@ -79,10 +79,11 @@ public sealed class IsisOptions
 
     /// <summary>
     /// Where a membership replica hosted by this process keeps its log, which it writes and fsyncs
-    /// before answering, so that after a restart it never contradicts what it agreed to. Used when
-    /// <see cref="MembershipReplicas"/> lists more than one replica. Defaults to the folder
-    /// <c>isis-membership</c> under the system's temporary folder; use a folder that survives
-    /// reboots in production.
+    /// before answering, so that after a restart it never contradicts what it agreed to (used when
+    /// <see cref="MembershipReplicas"/> lists more than one replica); with the embedded service,
+    /// where the processes of this machine record its current replicas for newcomers. Defaults to
+    /// the folder <c>isis-membership</c> under the system's temporary folder; use a folder that
+    /// survives reboots in production.
     /// </summary>
     public string? MembershipDataDirectory { get; set; }
 
