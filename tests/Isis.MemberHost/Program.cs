@@ -14,13 +14,14 @@ using Isis.MemberHost;
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
-//       [--safelog DIR] [--seq-from S] [--embedded] [--joins-late]
+//       [--safelog DIR] [--seq-from S] [--embedded [--seeds A:P,B:P,...]] [--joins-late]
 //
 // --joins-late: this member joins a group whose members have sent already, so its first delivery
 // from each sender may carry any seq (FIFO is checked from there on).
 // With --embedded the membership service is the zero-configuration default: embedded in the
 // member processes and moving between them; P is then the machine's well-known port (a private
-// one per test) and --host-service, --service-only and --replicas do not apply.
+// one per test) and --host-service, --service-only and --replicas do not apply; --seeds lists the
+// well-known addresses of the other machines (IsisOptions.MembershipSeeds, first seed founds).
 // With --replicas the membership service is replicated at those addresses (a --host-service or
 // --service-only process hosts the first one it can bind, keeping its log in --replica-data).
 // The membership service is at A:P (A defaults to 127.0.0.1); this process binds its own socket to
@@ -85,6 +86,7 @@ var runtime = new IsisRuntime(new IsisOptions
     MembershipServiceAddress = options.ServiceAddress,
     MembershipServicePort = options.ServicePort,
     MembershipReplicas = options.Replicas,
+    MembershipSeeds = options.Seeds,
     MembershipDataDirectory = options.ReplicaData,
     MembershipService = options.Embedded ? MembershipServiceMode.Auto
         : options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
@@ -408,6 +410,7 @@ namespace Isis.MemberHost
         public bool HostService { get; private set; }
         public bool Embedded { get; private set; }
         public bool JoinsLate { get; private set; }
+        public List<System.Net.IPEndPoint> Seeds { get; private set; } = new();
         public string? EventLog { get; private set; }
         public int HeartbeatMs { get; private set; } = 100;
         public int Suspicion { get; private set; } = 5;
@@ -455,6 +458,7 @@ namespace Isis.MemberHost
                     case "--seq-from": o.SeqFrom = Int(); break;
                     case "--embedded": o.Embedded = true; break;
                     case "--joins-late": o.JoinsLate = true; break;
+                    case "--seeds": o.Seeds = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
             }

@@ -24,7 +24,7 @@ internal sealed class MultiHostCluster : IDisposable
 
     /// <param name="output">The test's output.</param>
     /// <param name="hosts">Number of hosts (network namespaces).</param>
-    /// <param name="services">Where the membership service runs.</param>
+    /// <param name="services">Where the membership service runs; none: the default, embedded in the members (seeds: every host).</param>
     /// <param name="group">The group every member joins.</param>
     /// <param name="suspicionCount">Heartbeat periods without news before the service expels a process (see <see cref="MultiProcessCluster"/> for why the tests use 20).</param>
     public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount)
@@ -79,18 +79,27 @@ internal sealed class MultiHostCluster : IDisposable
             _serviceProcesses.Add(p);
             Log($"membership replica on host {s.Host} ({address}:{s.Port}), pid {p.Pid}");
         }
-        Log($"membership service: {Services.Count} replica(s); heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
+        Log(Services.Count > 0
+            ? $"membership service: {Services.Count} replica(s); heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed"
+            : $"membership service embedded in the members, seeds: every host's port 7345; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
     }
 
-    /// <summary>The member host arguments that say where the membership service is.</summary>
-    private string[] ServiceArguments() => ["--replicas", ReplicaList];
+    /// <summary>
+    /// The member host arguments that say where the membership service is: the replica list; or,
+    /// with no service hosts, the default embedded service, with every host's well-known address
+    /// (port 7345 of its own namespace) as the seeds, host 0 first.
+    /// </summary>
+    private string[] ServiceArguments(int host) => Services.Count > 0
+        ? ["--replicas", ReplicaList]
+        : ["--embedded", "--service-address", Network.Address(host).ToString(), "--service-port", "7345",
+           "--seeds", string.Join(",", Enumerable.Range(0, Network.Count).Select(h => $"{Network.Address(h)}:7345"))];
 
     // ---------------------------------------------------------------- members
 
     /// <summary>Starts a member with sender index <paramref name="index"/> on <paramref name="host"/> and waits for its "ready" line.</summary>
     public MemberProcess StartMember(int host, int index, params string[] extra)
     {
-        var args = new List<string>(ServiceArguments())
+        var args = new List<string>(ServiceArguments(host))
         {
             "--bind", Network.Address(host).ToString(),
             "--group", Group,
