@@ -358,7 +358,7 @@ internal sealed class Simulator
                 _serviceFounded = true;
                 p.Replica = new MembershipReplica(replica, [replica], _protocol, _now, host: self);
                 if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
-                p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica);
+                p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica, directory: [_directoryEndpoint]);
             }
             else
             {
@@ -786,9 +786,11 @@ internal sealed class Simulator
     /// </summary>
     private bool HostingPutsServiceAtRisk(SimProcess p)
     {
-        if (!Scenario.EmbeddedService || _healed || p.Replica is not { IsVoter: true }) return false;
+        if (!Scenario.EmbeddedService || _healed || p.Replica is null) return false;
         MembershipReplica? leader = Leader;
-        bool whole = leader is { Configuration.Count: >= 3 }
+        // A replica the leader has just added votes already, even if the replica has not heard so yet.
+        if (!p.Replica.IsVoter && leader?.CountsAsVoter(p.Replica.Self) != true) return false;
+        bool whole = leader is { Configuration.Count: >= 3, ReconfigurationPending: false }
             && leader.Configuration.All(r => ProcessOf(r.Host) is { Alive: true, Paused: false, Exiting: false });
         if (!whole || _now - _lastHostFault < HostFaultSpacing) return true;
         _lastHostFault = _now;

@@ -34,7 +34,7 @@ internal sealed partial class MembershipReplica
     // The leader's working state.
     private readonly Dictionary<NodeId, NodeId> _offers = new();
     private readonly HashSet<NodeId> _retiring = new();
-    private ServiceReplica? _learner;
+    private readonly List<ServiceReplica> _learners = new();
 
     /// <summary>The committed configuration: the replicas and the processes that host them.</summary>
     public IReadOnlyList<ServiceReplica> Configuration => _configuration;
@@ -44,6 +44,12 @@ internal sealed partial class MembershipReplica
 
     /// <summary>True while this replica is a voter of the configuration in force.</summary>
     public bool IsVoter => _log.IsVoter(Self);
+
+    /// <summary>True if <paramref name="replica"/> votes in the configuration in force here (appended, perhaps not yet committed).</summary>
+    public bool CountsAsVoter(NodeId replica) => _log.IsVoter(replica);
+
+    /// <summary>True while a configuration change is appended but not yet committed.</summary>
+    public bool ReconfigurationPending => _log.ConfigurationIndex > _log.CommitIndex;
 
     private void OfferedReplica(NodeId host, NodeId replica)
     {
@@ -85,8 +91,13 @@ internal sealed partial class MembershipReplica
     {
         _offers.Clear();
         _retiring.Clear();
-        _learner = null;
+        _learners.Clear();
+        // What processes offer is learned from their heartbeats: a new leader that has not heard
+        // them yet would see no candidates and shrink the service for nothing.
+        _offersHeardFrom = _now + 2 * Options.HeartbeatInterval;
     }
+
+    private long _offersHeardFrom;
 
     private bool Departing(NodeId host) =>
         !host.IsNone && (_expelled.Contains(host) || _expelProposed.Contains(host) || _retiring.Contains(host));
@@ -110,7 +121,10 @@ internal sealed partial class MembershipReplica
             if (!Departing(r.Host)) continue;
             if (r.Replica == Self)
             {
-                ServiceReplica[] successors = current.Where(x => x.Replica != Self && !Departing(x.Host) && _log.HoldsCommitted(x.Replica)).ToArray();
+                // The successor must be reachable now: a handover to a cut-off voter would only
+                // stall the service for an election timeout, and then be tried again.
+                ServiceReplica[] successors = current.Where(x => x.Replica != Self && !Departing(x.Host)
+                    && _log.HoldsCommitted(x.Replica) && _log.IsResponsive(x.Replica, _now)).ToArray();
                 if (successors.Length > 0)
                 {
                     _log.TransferLeadership(successors[0].Replica, _now);
@@ -124,8 +138,9 @@ internal sealed partial class MembershipReplica
                 Reconfigure([.. current.Where(x => x.Replica != r.Replica), swap]);
                 return;
             }
-            Reconfigure(current.Where(x => x.Replica != r.Replica).ToArray());
-            return;
+            // Removing it must leave a majority this leader reaches; if not (another voter is cut
+            // off too), try the next departing replica: that one may be the unreachable one.
+            if (Reconfigure(current.Where(x => x.Replica != r.Replica).ToArray())) return;
         }
 
         // 2. The largest odd size the live processes allow, at most the target.
@@ -141,15 +156,15 @@ internal sealed partial class MembershipReplica
             return;
         }
         if (selfDeparting) desired = Math.Max(desired, current.Length + 1);
-        if (current.Length > desired)
+        if (current.Length > desired && _now >= _offersHeardFrom)
         {
             ServiceReplica drop = current.Last(x => x.Replica != Self);
             Reconfigure(current.Where(x => x.Replica != drop.Replica).ToArray());
             return;
         }
-        if (current.Length == desired)
+        if (current.Length >= desired)
         {
-            DropLearner();
+            DropLearners(keep: []);
             return;
         }
         if (several)
@@ -158,32 +173,45 @@ internal sealed partial class MembershipReplica
             return;
         }
 
-        // 3. Below it: the next replica catches up as a learner, then joins.
-        if (_learner is { } l && !Candidates(current).Contains(l)) DropLearner();
-        if (_learner is null)
+        // 3. Below it: every replica still to be added follows the log as a learner, all at once,
+        // and each is added (one configuration step each) once it holds every committed entry. So
+        // the steps of a growth follow each other within round trips, and a configuration of two
+        // replicas, which needs both to decide, lasts as briefly as possible.
+        ServiceReplica[] wanted = Candidates(current).Take(desired - current.Length).ToArray();
+        DropLearners(keep: wanted);
+        foreach (ServiceReplica c in wanted)
         {
-            foreach (ServiceReplica c in Candidates(current))
-            {
-                _learner = c;
-                _log.AddLearner(c.Replica, _now);
-                break;
-            }
+            if (_learners.Contains(c)) continue;
+            _learners.Add(c);
+            _log.AddLearner(c.Replica, _now);
+        }
+        foreach (ServiceReplica l in _learners)
+        {
+            if (!_log.HoldsCommitted(l.Replica)) continue;
+            if (Reconfigure([.. current, l])) _learners.Remove(l);
             return;
         }
-        if (_log.HoldsCommitted(_learner.Value.Replica))
+    }
+
+    private void DropLearners(ServiceReplica[] keep)
+    {
+        foreach (ServiceReplica l in _learners.Where(l => !keep.Contains(l)).ToArray())
         {
-            ServiceReplica added = _learner.Value;
-            _learner = null;
-            Reconfigure([.. current, added]);
+            _log.DropLearner(l.Replica);
+            _learners.Remove(l);
         }
     }
 
-    private void DropLearner()
+    /// <summary>
+    /// Proposes the next configuration, unless a majority of it is out of reach now (the strict
+    /// reconfiguration check): a configuration is in force as soon as it is appended, so one whose
+    /// majority cannot answer would leave nobody able to decide, not even to undo it.
+    /// </summary>
+    private bool Reconfigure(ServiceReplica[] next)
     {
-        if (_learner is not { } l) return;
-        _log.DropLearner(l.Replica);
-        _learner = null;
+        bool strict = (Options.Mutations & ProtocolMutations.ReconfigureSeveralAtOnce) == 0;
+        if (strict && !_log.QuorumResponsive(next.Select(r => r.Replica).ToArray(), _now)) return false;
+        Propose(new ConfigurationDecision(next));
+        return true;
     }
-
-    private void Reconfigure(ServiceReplica[] next) => Propose(new ConfigurationDecision(next));
 }

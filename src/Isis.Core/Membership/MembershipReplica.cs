@@ -203,6 +203,9 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         }
         if (!_log.IsActiveLeader(now))
         {
+            // A leader handing over (or briefly without its lease) still hears the processes: its
+            // failure detector keeps running, and must not count them silent meanwhile.
+            if (_leading && IsProcessRequest(h.Kind) && !_expelProposed.Contains(h.Sender)) Heard(h.Sender);
             // Not the one to ask: say who is (processes also find the leader by trying each
             // replica), and bring a process that lists old replicas up to date.
             Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).Node(_log.Leader).Finish());
@@ -427,7 +430,12 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         }
         CountPredecessorSilence();
         byte[] hint = _writer.Begin(Header(PacketKind.LeaderHint, default, 0, _log.Term)).Node(Self).Finish();
-        foreach (NodeId p in _processes.Keys) Send(p.Endpoint, hint);
+        foreach (NodeId p in _processes.Keys)
+        {
+            Send(p.Endpoint, hint);
+            // A process that missed a configuration would drop the hint of a leader it does not list.
+            if (Options.ServiceReplicaTarget > 0) SendConfiguration(p.Endpoint);
+        }
     }
 
     /// <summary>

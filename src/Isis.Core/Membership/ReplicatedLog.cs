@@ -167,6 +167,25 @@ internal sealed class ReplicatedLog
     /// <summary>True if a learner (or voter) holds every committed entry, so adding it as a voter cannot stall commitment.</summary>
     public bool HoldsCommitted(NodeId replica) => _peers.TryGetValue(replica, out Peer? p) && p.MatchIndex >= _commitIndex;
 
+    /// <summary>
+    /// True if <paramref name="replica"/> is this one, or acknowledged an append sent in the last
+    /// two replica heartbeat periods (leader only): it is reachable now.
+    /// </summary>
+    public bool IsResponsive(NodeId replica, long now) =>
+        replica == _self || (_peers.TryGetValue(replica, out Peer? p) && now - p.AckedSentAt <= 2 * _options.ReplicaHeartbeatInterval);
+
+    /// <summary>
+    /// True if a majority of <paramref name="voters"/> is responsive (leader only). A configuration
+    /// is in force from the moment it is appended: one whose majority cannot be reached would stop
+    /// this leader at once (its lease counts the new voters) and leave nobody able to decide.
+    /// </summary>
+    public bool QuorumResponsive(NodeId[] voters, long now)
+    {
+        int responsive = 0;
+        foreach (NodeId v in voters) if (IsResponsive(v, now)) responsive++;
+        return responsive >= voters.Length / 2 + 1;
+    }
+
     private int MajorityOf(int voters) => (_options.Mutations & ProtocolMutations.MinorityCommits) != 0 ? 1 : voters / 2 + 1;
 
     private int Majority => MajorityOf(Voters.Length);

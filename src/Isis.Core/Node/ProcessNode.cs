@@ -31,6 +31,8 @@ internal sealed class ProcessNode : IProtocolNode
     private long _lastAckAt;
     private long _nextLeaderProbeAt;
     private readonly NodeId _offeredReplica;
+    private readonly ulong[] _directory;
+    private long _nextRediscoverAt;
     private bool _retiring;
     private long _nextRetireAt;
 
@@ -50,10 +52,15 @@ internal sealed class ProcessNode : IProtocolNode
     /// <param name="now">The driver's clock.</param>
     /// <param name="offeredReplica">The dormant membership replica this process runs, offered to an embedded service (<see cref="NodeId.None"/>: none).</param>
     /// <param name="discover">Ask <paramref name="serviceReplicas"/> where the service is before using it.</param>
-    public ProcessNode(NodeId self, ulong[] serviceReplicas, ProtocolOptions options, long now, NodeId offeredReplica = default, bool discover = false)
+    /// <param name="directory">
+    /// Where to ask again if the replicas this process knows stop answering (the embedded service
+    /// may have moved while it missed a configuration); by default, what <paramref name="discover"/> asked.
+    /// </param>
+    public ProcessNode(NodeId self, ulong[] serviceReplicas, ProtocolOptions options, long now, NodeId offeredReplica = default, bool discover = false, ulong[]? directory = null)
     {
         Self = self;
         _service = serviceReplicas;
+        _directory = directory ?? (discover ? serviceReplicas : []);
         _configurationVersion = discover ? -1 : 0;
         _offeredReplica = offeredReplica;
         Options = options;
@@ -272,6 +279,13 @@ internal sealed class ProcessNode : IProtocolNode
             _nextLeaderProbeAt = now + Options.HeartbeatInterval;
             _nextHeartbeatAt = now;
         }
+        if (!Discovering && now - _lastAckAt > 2 * Options.HeartbeatInterval && now >= _nextRediscoverAt)
+        {
+            // An embedded service moves: if this process missed a configuration, the replicas it
+            // lists may all be gone. Ask where the service is now (only a newer configuration is taken).
+            _nextRediscoverAt = now + Options.HeartbeatInterval;
+            Rediscover();
+        }
         if (now >= _nextHeartbeatAt)
         {
             _nextHeartbeatAt = now + Options.HeartbeatInterval;
@@ -377,6 +391,15 @@ internal sealed class ProcessNode : IProtocolNode
             _nextHeartbeatAt = _now;
             foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);
         }
+    }
+
+    private void Rediscover()
+    {
+        if (_directory.Length == 0 && _offeredReplica.IsNone) return;
+        byte[] discover = Writer.Begin(new PacketHeader(PacketKind.Discover, Self, default, 0, 0)).Finish();
+        foreach (ulong e in _directory) SendTo(e, discover);
+        // This process's own replica, if the service added it, knows the configuration too.
+        if (!_offeredReplica.IsNone) SendTo(_offeredReplica.Endpoint, discover);
     }
 
     private byte[] ConfigurationPacket() =>

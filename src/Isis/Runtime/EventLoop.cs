@@ -131,15 +131,17 @@ internal sealed class EventLoop : IDisposable
         // With seeds, the machine named first founds; the others always look for a running service.
         bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address));
         bool founds = _directoryTransport != null && seedsAllow && !known.Any(ServiceDirectoryFile.MayBeAlive);
+        ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(known).Select(EndpointConversions.FromIPEndPoint)
+            .Where(e => e != self.Endpoint).Distinct().ToArray();
         if (founds)
         {
             ServiceDirectoryFile.Write(options.EmbeddedDirectoryPath, 0, [replicaTransport.LocalIPEndPoint], force: true);
             _directoryVersionWritten = 0;
-            return (new ProcessNode(self, [replica.Endpoint], processProtocol, Now, replica),
+            // Should the service move while this process misses a configuration, it asks the
+            // well-known port and the seeds again, like any newcomer.
+            return (new ProcessNode(self, [replica.Endpoint], processProtocol, Now, replica, directory: [.. ask.Where(e => e != replica.Endpoint)]),
                 new MembershipReplica(replica, [replica], protocol, Now, host: self), replicaTransport, true);
         }
-        ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(known).Select(EndpointConversions.FromIPEndPoint)
-            .Where(e => e != self.Endpoint).Distinct().ToArray();
         return (new ProcessNode(self, ask, processProtocol, Now, replica, discover: true),
             new MembershipReplica(replica, [], protocol, Now, host: self), replicaTransport, false);
     }

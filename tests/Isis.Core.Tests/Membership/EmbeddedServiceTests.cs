@@ -43,7 +43,12 @@ public sealed class EmbeddedServiceTests
             Replicas[i] = null;
         }
 
-        public MembershipReplica Leader => Replicas.Single(r => r != null && r.IsActiveLeader)!;
+        /// <summary>Processes cut off from everyone (their replicas too): every packet to or from them is lost.</summary>
+        public readonly HashSet<int> Cut = new();
+
+        private static int ProcessIndexOf(ulong endpoint) => endpoint == Directory ? 0 : endpoint >= 100 ? (int)(endpoint - 100) : (int)endpoint - 1;
+
+        public MembershipReplica Leader => Replicas.Single(r => r != null && r.IsActiveLeader && !Cut.Contains(Replicas.IndexOf(r)))!;
 
         public int HostOf(MembershipReplica r) => Replicas.IndexOf(r);
 
@@ -71,6 +76,7 @@ public sealed class EmbeddedServiceTests
                 if (_network.Count == 0) return;
                 while (_network.TryDequeue(out var env))
                 {
+                    if (Cut.Contains(ProcessIndexOf(env.From)) || Cut.Contains(ProcessIndexOf(env.To))) continue;
                     if (env.To == Directory) Processes[0]?.Receive(env.From, env.Bytes, Now);
                     else if (env.To >= 100) Replicas[(int)(env.To - 100)]?.Receive(env.From, env.Bytes, Now);
                     else Processes[(int)env.To - 1]?.Receive(env.From, env.Bytes, Now);
@@ -209,6 +215,34 @@ public sealed class EmbeddedServiceTests
         Assert.True(leaders <= plain + options.ReplicaElectionTimeout, $"a plain process was expelled {plain / 1000} ms after its crash, the leader's host {leaders / 1000} ms");
         Assert.True(leaders < options.ReplicaElectionTimeout * 2 + options.SuspicionCount * options.HeartbeatInterval,
             $"the leader's host was expelled {leaders / 1000} ms after its crash: the election and a full detection period added up");
+    }
+
+    [Fact]
+    public void A_leader_whose_host_exits_while_another_replica_is_cut_off_hands_over_to_a_reachable_one_and_never_loses_its_majority()
+    {
+        var m = new Machine();
+        for (int i = 0; i < 5; i++) m.Start();
+        m.Run(2_000_000, () => m.Leader.Configuration.Count == 3);
+        MembershipReplica leader = m.Leader;
+        int exiting = m.HostOf(leader);
+        int cut = m.Replicas.FindIndex(r => r != null && r != leader && leader.Configuration.Any(c => c.Replica == r.Self));
+        NodeId cutProcess = m.Processes[cut]!.Self;
+        m.Cut.Add(cut);
+
+        // Removing the exiting leader's replica first would leave {other, cut}: a configuration whose
+        // majority needs the cut-off replica. The service must wait for the cut-off host's expulsion instead.
+        m.Processes[exiting]!.RetireFromService(m.Now);
+        m.Run(5_000_000, () => m.Events.Any(e => e.Process == exiting && e.Event is HostRetired));
+
+        Assert.Contains(m.Events, e => e.Process == exiting && e.Event is HostRetired);
+        MembershipReplica now = m.Leader;
+        Assert.True(now.IsExpelled(cutProcess), "the cut-off host is expelled; events: " + string.Join("\n", m.Events.Where(e => e.Event is not DecisionApplied and not DecisionCommitted).Select(e => $"{e.At} p{e.Process} {(e.Event is ServiceConfigurationChanged c ? $"config {c.Version}: {string.Join(",", c.Replicas)}" : e.Event.ToString())}")) + $"\ncut {cut} exiting {exiting} leader now p{m.HostOf(now)} config {string.Join(",", now.Configuration)}");
+        Assert.DoesNotContain(now.Configuration, r => r.Host == cutProcess || r.Host == m.Processes[exiting]!.Self);
+        // Nobody but the cut-off process was expelled: the handover stalled no one's heartbeats into an expulsion.
+        Assert.All(m.Events.Where(e => e.Event is IncarnationExpelled).Select(e => ((IncarnationExpelled)e.Event).Node), n => Assert.Equal(cutProcess, n));
+        Assert.DoesNotContain(m.Events, e => e.Event is NodeShutDown && e.Process != cut);
+        m.Run(1_000_000, () => now.Configuration.Count == 3);
+        Assert.Equal(3, now.Configuration.Count);
     }
 
     [Fact]
