@@ -1,0 +1,261 @@
+using System.Net;
+using System.Net.Sockets;
+using Isis.Core.Identity;
+using Isis.Core.Membership;
+using Isis.Core.Node;
+using Isis.Transport;
+
+namespace Isis.Runtime;
+
+/// <summary>
+/// This process's part of the membership service, driven by the event loop on its thread: the
+/// replica it runs (if any) and its socket; for a replica of a fixed, configured service, its
+/// durable log; for the embedded service, the machine's well-known port and replica file.
+/// </summary>
+/// <remarks>
+/// The two ways are built by <see cref="StartFixed"/> and <see cref="StartEmbedded"/>, which also
+/// build the process node, because the process must know where the service is from its start.
+/// </remarks>
+internal sealed class ServiceHost : IDisposable
+{
+    private readonly IsisOptions _options;
+    private readonly UdpTransportOptions _transportOptions;
+    private readonly ReceivedPacketCallback _toProcess;
+    private UdpTransport? _replicaTransport;
+    private readonly DurableRecordFile? _replicaLog;
+    private UdpTransport? _wellKnownPort;
+    private long _nextPortAttemptAt;
+    private long _versionOnFile = -1;
+    private volatile bool _hostsReplica;
+
+    private ServiceHost(IsisOptions options, UdpTransportOptions transportOptions, ReceivedPacketCallback toProcess,
+        MembershipReplica? replica, UdpTransport? replicaTransport, DurableRecordFile? replicaLog)
+    {
+        _options = options;
+        _transportOptions = transportOptions;
+        _toProcess = toProcess;
+        Replica = replica;
+        _replicaTransport = replicaTransport;
+        _replicaLog = replicaLog;
+        _hostsReplica = replica != null;
+    }
+
+    /// <summary>The replica this process runs: of a fixed service, if it bound a listed address; of the embedded one, always (dormant until the service adds it); null once stopped.</summary>
+    public MembershipReplica? Replica { get; private set; }
+
+    /// <summary>True for the embedded service, which moves between the member processes.</summary>
+    public bool Embedded => _options.EmbeddedService;
+
+    /// <summary>True if this process founded the embedded service when it started.</summary>
+    public bool Founded { get; private init; }
+
+    /// <summary>True while this process hosts a voting replica (published for other threads after each batch).</summary>
+    public bool HostsReplica => _hostsReplica;
+
+    /// <summary>True if this process holds the machine's well-known membership port.</summary>
+    public bool HoldsWellKnownPort => _wellKnownPort != null;
+
+    /// <summary>Where this process's replica listens, if it runs one.</summary>
+    public IPEndPoint? EndPoint => _replicaTransport?.LocalIPEndPoint;
+
+    // ---------------------------------------------------------------- the two ways to start
+
+    /// <summary>
+    /// A fixed service at the configured addresses (or the single one at the well-known port):
+    /// this process runs the replica of the first listed address it can bind, unless it is a
+    /// client, and restores that replica's log if the service has several replicas.
+    /// </summary>
+    public static (ServiceHost, ProcessNode) StartFixed(IsisOptions options, UdpTransportOptions transportOptions, NodeId self,
+        ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess)
+    {
+        IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
+        NodeId[] founding = replicas.Select(r => new NodeId(EndpointConversions.FromIPEndPoint(r), 1)).ToArray();
+        UdpTransport? transport = null;
+        DurableRecordFile? log = null;
+        MembershipReplica? replica = null;
+        if (options.MembershipService != MembershipServiceMode.Client)
+        {
+            for (int i = 0; i < replicas.Length && transport == null; i++)
+            {
+                transport = TryBind(replicas[i], toReplica, transportOptions);
+                if (transport == null) continue;
+                IEnumerable<byte[]>? restored = null;
+                if (replicas.Length > 1)
+                {
+                    // A replicated service needs its log back after a restart: the replica must
+                    // never contradict a vote or an entry it acknowledged before it stopped.
+                    string path = options.ReplicaLogPath(replicas[i]);
+                    Directory.CreateDirectory(Path.GetDirectoryName(path)!);
+                    (List<byte[]> records, long intact) = DurableRecordFile.Read(path);
+                    log = new DurableRecordFile(path, truncateTo: intact);
+                    restored = records;
+                }
+                replica = new MembershipReplica(new NodeId(transport.LocalEndpoint, 1), founding, protocol, now, restored);
+            }
+            if (transport == null && options.MembershipService == MembershipServiceMode.Host)
+            {
+                throw new InvalidOperationException("MembershipServiceMode.Host: none of the membership replica addresses (" +
+                    string.Join(", ", (object[])replicas) + ") can be bound here; each is in use or not an address of this machine.");
+            }
+        }
+        var node = new ProcessNode(self, founding.Select(r => r.Endpoint).ToArray(), processProtocol, now);
+        return (new ServiceHost(options, transportOptions, toProcess, replica, transport, log), node);
+    }
+
+    /// <summary>
+    /// This process's part of the embedded service: a replica on a socket of its own, and the
+    /// machine's well-known port if it is free. The process founds the service (its replica the
+    /// only one, leading at once) only if it holds the well-known port, no replica on the machine's
+    /// file may still be alive, and the seeds do not name another machine as the founder; otherwise
+    /// its replica waits, dormant, until the service adds it, and the process asks the well-known
+    /// port, the seeds and the replicas on file where the service is.
+    /// </summary>
+    public static (ServiceHost, ProcessNode) StartEmbedded(IsisOptions options, UdpTransportOptions transportOptions, NodeId self,
+        ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess)
+    {
+        UdpTransport replicaTransport = new(new IPEndPoint(options.BindAddress, 0), toReplica, transportOptions);
+        UdpTransport? wellKnownPort = null;
+        try
+        {
+            var replicaId = new NodeId(replicaTransport.LocalEndpoint, self.Incarnation);
+            IPEndPoint wellKnown = options.WellKnownEndPoint;
+            wellKnownPort = TryBind(wellKnown, toProcess, transportOptions);
+
+            (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(options.EmbeddedDirectoryPath);
+            IPEndPoint[] seeds = [.. options.MembershipSeeds];
+            // With seeds, the machine named first founds; the others always look for a running service.
+            bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address, options));
+            bool founds = wellKnownPort != null && seedsAllow && !onFile.Any(ServiceDirectoryFile.MayBeAlive);
+            ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(onFile).Select(EndpointConversions.FromIPEndPoint)
+                .Where(e => e != self.Endpoint && e != replicaId.Endpoint).Distinct().ToArray();
+            ProcessNode node;
+            MembershipReplica replica;
+            if (founds)
+            {
+                ServiceDirectoryFile.Write(options.EmbeddedDirectoryPath, 0, [replicaTransport.LocalIPEndPoint], force: true);
+                // Should the service move while this process misses a configuration, it asks the
+                // well-known port and the seeds again, like any newcomer.
+                node = new ProcessNode(self, [replicaId.Endpoint], processProtocol, now, replicaId, directory: ask);
+                replica = new MembershipReplica(replicaId, [replicaId], protocol, now, host: self);
+            }
+            else
+            {
+                node = new ProcessNode(self, ask, processProtocol, now, replicaId, discover: true);
+                replica = new MembershipReplica(replicaId, [], protocol, now, host: self);
+            }
+            var host = new ServiceHost(options, transportOptions, toProcess, replica, replicaTransport, replicaLog: null)
+            {
+                Founded = founds,
+                _wellKnownPort = wellKnownPort,
+                _versionOnFile = founds ? 0 : -1,
+                _hostsReplica = founds,
+            };
+            return (host, node);
+        }
+        catch
+        {
+            replicaTransport.Dispose();
+            wellKnownPort?.Dispose();
+            throw;
+        }
+    }
+
+    private static bool IsLocal(IPAddress address, IsisOptions options) =>
+        IPAddress.IsLoopback(address) || address.Equals(options.BindAddress) || address.Equals(options.MembershipServiceAddress);
+
+    /// <summary>Binds a socket; null if the address is taken or not this machine's.</summary>
+    private static UdpTransport? TryBind(IPEndPoint endpoint, ReceivedPacketCallback onPacket, UdpTransportOptions transportOptions)
+    {
+        try
+        {
+            return new UdpTransport(endpoint, onPacket, transportOptions);
+        }
+        catch (SocketException e) when (e.SocketErrorCode is SocketError.AddressAlreadyInUse or SocketError.AddressNotAvailable)
+        {
+            return null; // another process holds it, or it lives on another machine
+        }
+    }
+
+    // ---------------------------------------------------------------- driven by the event loop
+
+    public void Receive(ulong source, ReadOnlySpan<byte> packet, long now) => Replica?.Receive(source, packet, now);
+
+    public void Tick(long now)
+    {
+        Replica?.Tick(now);
+        if (Embedded) MaintainWellKnownPort(now);
+    }
+
+    /// <summary>
+    /// The well-known port outlives the process that bound it first: while this process runs and
+    /// does not hold it, it tries to bind it once a heartbeat period, so some live process answers
+    /// newcomers within a period of the holder's exit.
+    /// </summary>
+    private void MaintainWellKnownPort(long now)
+    {
+        if (_wellKnownPort != null || Replica == null || now < _nextPortAttemptAt) return;
+        _nextPortAttemptAt = now + (long)_options.HeartbeatInterval.TotalMicroseconds;
+        _wellKnownPort = TryBind(_options.WellKnownEndPoint, _toProcess, _transportOptions);
+    }
+
+    /// <summary>The replica's step, in the driver contract's order: its log records durable, then its packets, then its events.</summary>
+    public void Flush(IEventSink sink)
+    {
+        if (Replica is not { } replica || _replicaTransport == null) return;
+        if (replica.Outbox.ReplicaRecords.Count > 0 && _replicaLog != null)
+        {
+            foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
+            _replicaLog.Sync(); // before any vote or acknowledgement leaves
+        }
+        foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
+        _replicaTransport.Flush();
+        foreach (NodeEvent e in replica.Outbox.Events) sink.OnServiceEvent(e);
+        replica.Outbox.Clear();
+    }
+
+    /// <summary>
+    /// After the process's step (embedded service): records a configuration the process learned
+    /// in the machine's file (if newer than what this process wrote), and stops the replica with
+    /// the process: an expelled or isolated incarnation must not vote or answer for the service.
+    /// </summary>
+    public void AfterProcessStep(ProcessNode node, IEventSink sink)
+    {
+        if (!Embedded) return;
+        if (node.IsShutDown)
+        {
+            StopReplica();
+            return;
+        }
+        // Hosting means: the configuration this process learned lists its replica (a replica that
+        // was removed may never hear of its own removal, so its own log is not the judge).
+        _hostsReplica = Replica != null && node.ServiceReplicas.Contains(Replica.Endpoint);
+        if (node.Discovering || _versionOnFile >= node.ConfigurationVersion) return;
+        _versionOnFile = node.ConfigurationVersion;
+        string? problem = ServiceDirectoryFile.Write(_options.EmbeddedDirectoryPath, node.ConfigurationVersion,
+            node.ServiceReplicas.Select(EndpointConversions.ToIPEndPoint), force: false);
+        if (problem != null)
+        {
+            sink.ReportProblem($"the membership service's replicas could not be recorded in {_options.EmbeddedDirectoryPath} ({problem}); " +
+                $"newcomers still find them through port {_options.MembershipServicePort}");
+        }
+    }
+
+    private void StopReplica()
+    {
+        _hostsReplica = false;
+        if (Replica == null) return;
+        Replica = null;
+        _replicaTransport?.Dispose();
+        _replicaTransport = null;
+        _wellKnownPort?.Dispose();
+        _wellKnownPort = null;
+    }
+
+    public void Dispose()
+    {
+        _hostsReplica = false;
+        _replicaTransport?.Dispose();
+        _wellKnownPort?.Dispose();
+        _replicaLog?.Dispose();
+    }
+}
