@@ -73,7 +73,10 @@ public sealed class IsisOptions
     /// The membership service's replicas, the same list in the same order at every process of the
     /// system: 3 or 5 in production, on different machines. The service decides membership while a
     /// majority of them run and can reach each other; processes that lose the majority shut down.
-    /// Empty (the default): one replica at <see cref="MembershipServiceAddress"/>:<see cref="MembershipServicePort"/>.
+    /// Empty (the default): with <see cref="MembershipServiceMode.Auto"/>, the embedded service that
+    /// runs in the member processes and moves between them; with <see cref="MembershipServiceMode.Host"/>
+    /// or <see cref="MembershipServiceMode.Client"/>, one fixed replica at
+    /// <see cref="MembershipServiceAddress"/>:<see cref="MembershipServicePort"/>.
     /// </summary>
     public IList<IPEndPoint> MembershipReplicas { get; set; } = new List<IPEndPoint>();
 
@@ -155,7 +158,7 @@ public sealed class IsisOptions
             throw new ArgumentException("IsisOptions.BindAddress must be an IPv4 address, for example IPAddress.Loopback.");
         if (Port is < 0 or > 65535) throw new ArgumentException($"IsisOptions.Port must be 0-65535 (0 picks a free port); it is {Port}.");
         if (MembershipServicePort is <= 0 or > 65535) throw new ArgumentException($"IsisOptions.MembershipServicePort must be 1-65535; it is {MembershipServicePort}.");
-        if (MembershipReplicas is null) throw new ArgumentException("IsisOptions.MembershipReplicas must not be null; leave it empty for the single embedded replica.");
+        if (MembershipReplicas is null) throw new ArgumentException("IsisOptions.MembershipReplicas must not be null; leave it empty for the embedded service.");
         foreach (IPEndPoint? replica in MembershipReplicas)
         {
             if (replica is null || replica.AddressFamily != System.Net.Sockets.AddressFamily.InterNetwork || replica.Port == 0)
