@@ -15,15 +15,17 @@ namespace Isis.Core.Membership;
 /// force is committed (<see cref="ReplicatedLog.CanReconfigure"/>), takes one step:
 /// <list type="number">
 /// <item>a replica whose host was expelled, or is exiting (<see cref="PacketKind.HostRetiring"/>),
-/// is removed; if that replica is the leader itself, it first hands leadership to a voter that
-/// holds every committed entry, and the successor removes it;</item>
+/// is removed; if that replica is the leader itself, it first hands leadership to a reachable voter
+/// that holds every committed entry, and the successor removes it;</item>
 /// <item>above the size wanted, the newest other replica is removed (two replicas tolerate no
 /// more failures than one and need both to decide);</item>
-/// <item>below it, the replica of the oldest live process that hosts none follows the log as a
-/// learner until it holds every committed entry, and is then added.</item>
+/// <item>below it, the replicas still wanted (of the live processes hosting none whose offers the
+/// leader heard first) follow the log as learners, together, and each is added once it holds
+/// every committed entry.</item>
 /// </list>
-/// A process that is exiting learns it may go (<see cref="PacketKind.HostRetired"/>) once the
-/// committed configuration has no replica on it.
+/// No step is proposed unless a majority of the configuration it creates answers the leader now
+/// (the strict reconfiguration check). A process that is exiting learns it may go
+/// (<see cref="PacketKind.HostRetired"/>) once the committed configuration has no replica on it.
 /// </remarks>
 internal sealed partial class MembershipReplica
 {
@@ -32,7 +34,9 @@ internal sealed partial class MembershipReplica
     private long _configurationVersion;
 
     // The leader's working state.
-    private readonly Dictionary<NodeId, NodeId> _offers = new();
+    // Offered replicas by host, with when this leader first heard the offer: the processes that
+    // started first host the replicas (the leader hears them first), as the documentation says.
+    private readonly Dictionary<NodeId, (NodeId Replica, long FirstHeardAt)> _offers = new();
     private readonly HashSet<NodeId> _retiring = new();
     private readonly List<ServiceReplica> _learners = new();
 
@@ -53,7 +57,8 @@ internal sealed partial class MembershipReplica
 
     private void OfferedReplica(NodeId host, NodeId replica)
     {
-        if (Options.ServiceReplicaTarget > 0 && !replica.IsNone) _offers[host] = replica;
+        if (Options.ServiceReplicaTarget == 0 || replica.IsNone) return;
+        _offers[host] = (replica, _offers.TryGetValue(host, out var known) && known.Replica == replica ? known.FirstHeardAt : _now);
     }
 
     private void OnHostRetiring(NodeId host)
@@ -102,10 +107,10 @@ internal sealed partial class MembershipReplica
     private bool Departing(NodeId host) =>
         !host.IsNone && (_expelled.Contains(host) || _expelProposed.Contains(host) || _retiring.Contains(host));
 
-    /// <summary>Replicas that could be added: offered by live processes that are staying and host none yet, oldest process first.</summary>
+    /// <summary>Replicas that could be added: offered by live processes that are staying and host none yet, the one heard first first.</summary>
     private IEnumerable<ServiceReplica> Candidates(ServiceReplica[] current) =>
-        _offers.Where(o => _processes.ContainsKey(o.Key) && !Departing(o.Key) && !Array.Exists(current, x => x.Host == o.Key || x.Replica == o.Value))
-            .OrderBy(o => o.Key).Select(o => new ServiceReplica(o.Value, o.Key));
+        _offers.Where(o => _processes.ContainsKey(o.Key) && !Departing(o.Key) && !Array.Exists(current, x => x.Host == o.Key || x.Replica == o.Value.Replica))
+            .OrderBy(o => o.Value.FirstHeardAt).ThenBy(o => o.Key).Select(o => new ServiceReplica(o.Value.Replica, o.Key));
 
     /// <summary>Takes the next reconfiguration step, if one is due and the log allows one (leader only).</summary>
     private void PlanConfiguration()

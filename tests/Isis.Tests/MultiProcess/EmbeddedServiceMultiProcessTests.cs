@@ -8,9 +8,10 @@ namespace Isis.Tests.MultiProcess;
 
 /// <summary>
 /// The zero-configuration default with real processes: nothing runs in the test process; the
-/// members run the membership service among themselves. The processes that host its replicas go
-/// one after another, each in another way (SIGKILL, a graceful exit, SIGSTOP past the expulsion
-/// time), the first one (the founder) first, while the others keep sending; a newcomer then joins.
+/// members run the membership service among themselves, on the processes that started first. The
+/// first three processes go one after another, each a replica host when it goes and each in
+/// another way (SIGKILL of the founder, a graceful exit, SIGSTOP past the expulsion time), while
+/// the others keep sending; a newcomer then joins.
 /// </summary>
 [Collection(MultiProcessCollection.Name)]
 public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
@@ -93,9 +94,6 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
             return hosts;
         }
 
-        public MemberProcess Leader(List<MemberProcess> hosts) =>
-            hosts.FirstOrDefault(h => (bool)h.Stats()["membershipReplicaIsLeader"]!) ?? hosts[0];
-
         public int IndexOf(MemberProcess m) => ByIndex.Single(e => e.Value == m).Key;
     }
 
@@ -103,7 +101,7 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
         ((JsonObject)progress["perSender"]!)[S(sender)] is { } n ? (int)n : 0;
 
     [Fact]
-    public void Five_members_survive_losing_the_first_three_replica_hosts_by_sigkill_graceful_exit_and_sigstop()
+    public void Five_members_survive_losing_the_first_three_processes_each_a_replica_host_by_sigkill_graceful_exit_and_sigstop()
     {
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-embedded-");
         // 20 x 100 ms: healthy members on a loaded 2-core machine are not expelled (see MultiProcessCluster).
@@ -133,14 +131,16 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
             m.AssertSameCountFrom(0);
             hosts = m.WaitForHosts(3);
 
-            // 2. A graceful exit of the host of the leading replica, while everyone sends.
-            MemberProcess leaving = m.Leader(hosts);
-            int leavingIndex = m.IndexOf(leaving);
+            // 2. A graceful exit of the second process, a replica host, while everyone sends.
+            MemberProcess leaving = m.ByIndex[1];
+            Assert.Contains(leaving, hosts);
+            int leavingIndex = 1;
+            bool leaderLeaves = (bool)leaving.Stats()["membershipReplicaIsLeader"]!;
             m.SendRound();
             leaving.Command("quit");
             Assert.True(leaving.WaitForExit(Long), $"{leaving.Name} exits after quit");
             m.Live.Remove(leavingIndex);
-            cluster.Log($"{leaving.Name} (the leader's host) exited gracefully");
+            cluster.Log($"{leaving.Name} (a replica host{(leaderLeaves ? ", the leader's" : "")}) exited gracefully");
             Assert.DoesNotContain("did not move", leaving.StandardError);
             view = m.WaitForView(view, $"the survivors install a view without {leaving.Name}");
             m.SendRound();
@@ -148,9 +148,10 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
             m.AssertSameCountFrom(leavingIndex);
             hosts = m.WaitForHosts(3);
 
-            // 3. A replica host stopped with SIGSTOP well past its expulsion, then continued.
-            MemberProcess paused = hosts[0];
-            int pausedIndex = m.IndexOf(paused);
+            // 3. The third process, a replica host, stopped with SIGSTOP well past its expulsion, then continued.
+            MemberProcess paused = m.ByIndex[2];
+            Assert.Contains(paused, hosts);
+            int pausedIndex = 2;
             m.SendRound();
             paused.Stop();
             m.Live.Remove(pausedIndex);
