@@ -67,6 +67,13 @@ internal sealed record Scenario
     /// <summary>With <see cref="EmbeddedService"/>: pause processes that host a replica, sometimes beyond the expulsion time.</summary>
     public bool HostPauses { get; init; }
 
+    /// <summary>
+    /// With <see cref="EmbeddedService"/>: cut a process that hosts a replica (the leader's mostly)
+    /// off from everyone else for a while: it and its replica go on among themselves, the way a
+    /// leader that does not know it was replaced does.
+    /// </summary>
+    public bool HostPartitions { get; init; }
+
     /// <summary>With <see cref="EmbeddedService"/>: once, crash a majority of the replica hosts at once; the group must wedge, never split (and is not expected to recover).</summary>
     public bool QuorumLoss { get; init; }
 
@@ -132,7 +139,7 @@ internal sealed record Scenario
         ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos", "host-crash", "host-exit", "host-pause"];
 
     /// <summary>The families whose membership service is embedded in the member processes and moves between them.</summary>
-    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-chaos", "host-quorum-loss"];
+    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss"];
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
     public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
@@ -216,6 +223,11 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostPauses = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
+            "host-partition" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostPartitions = true,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
             "host-chaos" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target,
@@ -227,7 +239,7 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-quorum-loss", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss", nameof(family)),
         };
     }
 }

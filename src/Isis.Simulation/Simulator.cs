@@ -131,6 +131,9 @@ internal sealed class Simulator
 
         /// <summary>Exiting gracefully: its replica is being handed over, then it leaves and stops.</summary>
         public bool Exiting;
+
+        /// <summary>Cut off from every other process by a host partition (the host-partition family).</summary>
+        public bool CutOff;
         public bool Paused;
         public readonly Queue<SimulatedNetwork.Envelope> Backlog = new();
         public int Sent;
@@ -759,7 +762,7 @@ internal sealed class Simulator
         // Only a service of three replicas or more survives losing one.
         if (Leader is not { Configuration.Count: >= 3 } leader) return;
         SimProcess?[] hosts = leader.Configuration.Select(r => ProcessOf(r.Host)).ToArray();
-        if (hosts.Any(h => h is not { Alive: true, Paused: false, Exiting: false })) return;
+        if (hosts.Any(h => h is not { Alive: true, Paused: false, Exiting: false, CutOff: false })) return;
         if (Scenario.QuorumLoss)
         {
             // A majority of the replicas' hosts at once: nobody can decide any more.
@@ -773,6 +776,7 @@ internal sealed class Simulator
         if (Scenario.HostCrashes) faults.Add(CrashAndRestart);
         if (Scenario.HostExits) faults.Add(StartExit);
         if (Scenario.HostPauses) faults.Add(PauseHost);
+        if (Scenario.HostPartitions) faults.Add(PartitionHost);
         if (faults.Count == 0) return;
         SimProcess target = _random.Chance(0.6) ? ProcessOf(leader.Host) ?? hosts[0]! : hosts[_random.Next(hosts.Length)]!;
         _lastHostFault = _now;
@@ -791,7 +795,7 @@ internal sealed class Simulator
         // A replica the leader has just added votes already, even if the replica has not heard so yet.
         if (!p.Replica.IsVoter && leader?.CountsAsVoter(p.Replica.Self) != true) return false;
         bool whole = leader is { Configuration.Count: >= 3, ReconfigurationPending: false }
-            && leader.Configuration.All(r => ProcessOf(r.Host) is { Alive: true, Paused: false, Exiting: false });
+            && leader.Configuration.All(r => ProcessOf(r.Host) is { Alive: true, Paused: false, Exiting: false, CutOff: false });
         if (!whole || _now - _lastHostFault < HostFaultSpacing) return true;
         _lastHostFault = _now;
         return false;
@@ -827,6 +831,23 @@ internal sealed class Simulator
         if (!p.Alive || !p.Exiting) return;
         CrashOnly(p);
         At(_now + _random.NextInRange(200_000, 1_000_000), () => { if (!p.Alive) Start(p); });
+    }
+
+    /// <summary>Cuts <paramref name="p"/> (its process and its replica) off from every other endpoint, then heals.</summary>
+    private void PartitionHost(SimProcess p)
+    {
+        if (!p.Alive) return;
+        p.CutOff = true;
+        var inside = EndpointsOf(p).ToList();
+        var outside = _processes.Where(x => x != p).SelectMany(EndpointsOf).ToList();
+        (_directoryHolder == p ? inside : outside).Add(_directoryEndpoint);
+        _network.Partition(inside, outside);
+        // Sometimes shorter than the expulsion time, sometimes well beyond it.
+        At(_now + _random.NextInRange(200_000, 1_500_000), () =>
+        {
+            _network.HealPartitions();
+            p.CutOff = false;
+        });
     }
 
     private void PauseHost(SimProcess p)

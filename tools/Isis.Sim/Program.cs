@@ -30,7 +30,7 @@ internal static class SimCommand
             Console.WriteLine("         (default 50-200, uniform per packet; nothing is lost). --check records the");
             Console.WriteLine("         history and runs the checker (memory-hungry for large N), --log writes it; --json appends the figures as one JSON line.");
             Console.WriteLine("families: " + string.Join(", ", Scenario.Families));
-            Console.WriteLine("  also, not in the default mix: host-chaos (every host fault with partitions and crashes: two replica hosts can go at once,");
+            Console.WriteLine("  also, not in the default mix: host-partition (the leader's host cut off from everyone for a while), host-chaos (every host fault with partitions and crashes: two replica hosts can go at once,");
             Console.WriteLine("  and the group then waits, so only Liveness may fail), host-quorum-loss (a majority of the replica hosts crashed at once:");
             Console.WriteLine("  the group must wedge and never split, so Liveness fails by design)");
             Console.WriteLine("mutations: " + string.Join(", ", Enum.GetNames<ProtocolMutations>().Where(n => n != nameof(ProtocolMutations.None))));

@@ -236,7 +236,10 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
                 NodeId offered = r.Node();
                 if (!r.Complete) return false;
                 Heard(h.Sender);
-                Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).I64(seq).Finish());
+                // The lease this answer grants may not outlive this leader's own: a successor,
+                // elected only after it, may then count this leader's silence as its host's.
+                Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.HeartbeatAck, default, 0, _epoch)).Node(h.Sender).I64(seq)
+                    .I64(_log.LeaseRemaining(_now)).Finish());
                 if (h.Number < _epoch) SendMembershipUpdate(h.Sender);
                 if (configurationVersion < _configurationVersion) SendConfiguration(h.Sender.Endpoint);
                 OfferedReplica(h.Sender, offered);

@@ -198,6 +198,12 @@ internal sealed class ReplicatedLog
     /// </summary>
     public bool IsActiveLeader(long now) => _role == Role.Leader && _ready && _transferTo.IsNone && now < LeaseEnd(now);
 
+    /// <summary>
+    /// How much longer this replica leads for certain (leader only): no other leader can be elected
+    /// before then. Process leases granted now must end by then too.
+    /// </summary>
+    public long LeaseRemaining(long now) => Math.Max(0, LeaseEnd(now) - now);
+
     private long LeaseEnd(long now)
     {
         if ((_options.Mutations & ProtocolMutations.MinorityCommits) != 0) return now + LeaseDuration;

@@ -450,13 +450,14 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 NodeId target = r.Node();
                 long seq = r.I64();
-                if (!r.Complete) break;
+                long leaderLease = r.I64();
+                if (!r.Complete || leaderLease < 0) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
                 // Only the active leader acknowledges heartbeats.
                 _leader = Array.IndexOf(_service, h.Sender.Endpoint);
                 _lastHeardFromOracle = _now;
                 _lastAckAt = _now;
-                RenewLease(seq);
+                RenewLease(seq, leaderLease);
                 return;
             }
             case PacketKind.LeaderHint:
@@ -587,14 +588,19 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>
     /// The service heard heartbeat <paramref name="seq"/>, so it cannot expel us before that
     /// heartbeat's send time plus the expulsion time: the lease runs from the send time, not from
-    /// the (possibly late) acknowledgement.
+    /// the (possibly late) acknowledgement. It also ends no later than the answering leader's own
+    /// lease (<paramref name="leaderLease"/> remained when it answered, so it ran out no earlier
+    /// than the heartbeat's send time plus that): a later leader is elected only after that, and may
+    /// then count the old leader's silence towards its host's expulsion without waiting for a lease
+    /// the old leader granted to run out.
     /// </summary>
-    private void RenewLease(long seq)
+    private void RenewLease(long seq, long leaderLease)
     {
         var (storedSeq, sentAt) = _heartbeatsSent[seq % _heartbeatsSent.Length];
         if (storedSeq != seq) return; // too old to remember: it cannot extend the lease anyway
         bool wasHeld = LeaseHeld;
-        _leaseUntil = Math.Max(_leaseUntil, sentAt + LeaseDuration);
+        long duration = (Options.Mutations & ProtocolMutations.LeaseOutlivesLeader) != 0 ? LeaseDuration : Math.Min(LeaseDuration, leaderLease);
+        _leaseUntil = Math.Max(_leaseUntil, sentAt + duration);
         if (!wasHeld && LeaseHeld)
         {
             foreach (GroupMember g in _groups.Values) g.OnLeaseRenewed(_now);

@@ -118,4 +118,11 @@ internal enum ProtocolMutations
     /// replicas it wants at once, without letting them catch up first.
     /// </summary>
     ReconfigureSeveralAtOnce = 256,
+
+    /// <summary>
+    /// A process's lease ignores how long the leader that granted it may still lead: a new leader
+    /// that counts its predecessor's silence then expels that predecessor's host while a lease the
+    /// predecessor granted may still run.
+    /// </summary>
+    LeaseOutlivesLeader = 512,
 }

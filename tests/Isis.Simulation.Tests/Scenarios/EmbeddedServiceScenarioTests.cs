@@ -16,7 +16,7 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
 {
     private const int Seeds = 60;
 
-    public static IEnumerable<object[]> Families() => new[] { "host-crash", "host-exit", "host-pause" }.Select(f => new object[] { f });
+    public static IEnumerable<object[]> Families() => new[] { "host-crash", "host-exit", "host-pause", "host-partition" }.Select(f => new object[] { f });
 
     private sealed record Observed(SimulationRun Run, List<string> ShutdownReasons);
 
@@ -121,6 +121,22 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
         output.WriteLine($"host-chaos: {wedged} of {Seeds} runs ended wedged (a majority of the replicas lost at once)");
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
         Assert.True(wedged <= Seeds / 4, $"{wedged} of {Seeds} chaos runs ended wedged: more than double faults explain");
+    }
+
+    [Fact]
+    public void A_process_lease_that_outlives_the_leader_that_granted_it_is_caught()
+    {
+        // A leader's host cut off from everyone keeps its own leader's answers until that leader's
+        // lease ends; the next leader counts the old leader's silence towards the host's expulsion.
+        // If process leases ignored the leader's lease, the host would still send after it.
+        int caught = 0;
+        for (ulong seed = 0; seed < 100; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-partition", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.LeaseOutlivesLeader } });
+            if (run.Result.Violates("FirewallAfterExpulsion") || run.Result.Violates("NoDeliveryAfterExpulsion")) caught++;
+        }
+        output.WriteLine($"caught in {caught} of 100 seeds");
+        Assert.True(caught >= 10, $"the lease that outlives its leader was caught in only {caught} of 100 seeds");
     }
 
     [Fact]
