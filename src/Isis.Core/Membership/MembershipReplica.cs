@@ -447,6 +447,9 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     /// suspicions. A crashed leader's host is then expelled about as soon as any crashed process
     /// would be, instead of a whole detection period after the election. At least one heartbeat
     /// period is left in which the host may prove it lives (a heartbeat clears every suspicion).
+    /// Safe for the lease rule because a process's lease ends with the lease of the leader that
+    /// granted it (<see cref="ProcessNode"/>, RenewLease), and this replica was elected only after the
+    /// predecessor's lease ran out: no lease the predecessor granted its host still runs.
     /// </summary>
     private void CountPredecessorSilence()
     {
