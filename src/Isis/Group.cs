@@ -268,13 +268,20 @@ public sealed partial class Group
     public void Flush(int k) => FlushAsync(k, CancellationToken.None).GetAwaiter().GetResult();
 
     /// <summary>The asynchronous form of <see cref="Flush()"/>.</summary>
+    public Task FlushAsync() => FlushAsync(0, CancellationToken.None);
+
+    /// <summary>The asynchronous form of <see cref="Flush()"/>.</summary>
     /// <param name="cancellationToken">Stops waiting (the messages are still sent and delivered).</param>
-    public Task FlushAsync(CancellationToken cancellationToken = default) => FlushAsync(0, cancellationToken);
+    public Task FlushAsync(CancellationToken cancellationToken) => FlushAsync(0, cancellationToken);
+
+    /// <summary>The asynchronous form of <see cref="Flush(int)"/>.</summary>
+    /// <param name="k">How many members must hold each message; values above the view size mean all.</param>
+    public Task FlushAsync(int k) => FlushAsync(k, CancellationToken.None);
 
     /// <summary>The asynchronous form of <see cref="Flush(int)"/>.</summary>
     /// <param name="k">How many members must hold each message; values above the view size mean all.</param>
     /// <param name="cancellationToken">Stops waiting (the messages are still sent and delivered).</param>
-    public Task FlushAsync(int k, CancellationToken cancellationToken = default)
+    public Task FlushAsync(int k, CancellationToken cancellationToken)
     {
         if (k < 0) throw new ArgumentOutOfRangeException(nameof(k), k, "Flush(k) needs k >= 1 members (or 0 for all).");
         EventLoop loop = _runtime.RunningLoop();

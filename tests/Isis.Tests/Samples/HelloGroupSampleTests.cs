@@ -10,7 +10,7 @@ public sealed class HelloGroupSampleTests
     public void HelloGroup_forms_a_group_survives_a_killed_member_and_exits_zero()
     {
         string configuration = new DirectoryInfo(Path.TrimEndingDirectorySeparator(AppContext.BaseDirectory)).Parent!.Name; // bin/<Configuration>/net10.0
-        string dll = Path.Combine(PublicApiBaselineTests.RepoRoot(), "samples", "HelloGroup", "bin", configuration, "net10.0", "HelloGroup.dll");
+        string dll = Path.Combine(RepoPaths.Root, "samples", "HelloGroup", "bin", configuration, "net10.0", "HelloGroup.dll");
         Assert.True(File.Exists(dll), $"{dll} is built with the solution");
         // The sample uses the default membership-service port, as a user's first run would.
         var start = new ProcessStartInfo("dotnet", $"\"{dll}\"") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
