@@ -381,11 +381,18 @@ public sealed partial class Group
                 return;
             default:
                 _runtime.CountMismatch();
-                Log.HandlerMismatch(_runtime.Logger, Name, sender.ToString(), result.Message ?? result.Outcome.ToString());
+                if (_mismatchReports.TryPass(out long heldBack))
+                {
+                    if (heldBack > 0) Log.HeldBack(_runtime.Logger, heldBack, $"undeliverable messages in group {Name}");
+                    Log.HandlerMismatch(_runtime.Logger, Name, sender.ToString(), result.Message ?? result.Outcome.ToString());
+                }
                 Undeliverable?.Invoke(this, new UndeliverableMessageEventArgs(new Address(sender), result.Opcode, result.Message ?? result.Outcome.ToString()));
                 return;
         }
     }
+
+    // A sender with the wrong signature may send thousands: the first few are logged in full, then a line every 10 s.
+    private readonly ReportRateLimiter _mismatchReports = new(burst: 10, TimeSpan.FromSeconds(10));
 
     private void OnHandlerException(Exception e)
     {

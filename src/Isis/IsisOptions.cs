@@ -120,7 +120,11 @@ public sealed class IsisOptions
     /// <summary>Largest message (encoded arguments) Send accepts. Defaults to 16 MiB.</summary>
     public int MaxMessageSize { get; set; } = 16 * 1024 * 1024;
 
-    /// <summary>Where the runtime logs. Defaults to no logging.</summary>
+    /// <summary>
+    /// Where the runtime logs. Null (the default): warnings and errors (undeliverable messages,
+    /// handler exceptions, hostile input dropped, shutdowns) go to standard error, so that nothing
+    /// that goes wrong is silent; set a factory (for example the host's) to route them elsewhere.
+    /// </summary>
     public ILoggerFactory? LoggerFactory { get; set; }
 
     /// <summary>How long a hosted membership replica holds join- and leave-only view changes to batch them (tests only; the protocol default when null).</summary>
@@ -128,6 +132,9 @@ public sealed class IsisOptions
 
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
+
+    /// <summary>Where the runtime writes its warnings and errors when no <see cref="LoggerFactory"/> is set (tests; standard error when null).</summary>
+    internal TextWriter? StandardError { get; set; }
 
     /// <summary>True for the embedded, self-replicating service: <see cref="MembershipServiceMode.Auto"/> with no replica list.</summary>
     internal bool EmbeddedService => MembershipService == MembershipServiceMode.Auto && MembershipReplicas.Count == 0;

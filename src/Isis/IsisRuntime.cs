@@ -8,7 +8,6 @@ using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Runtime;
 using Microsoft.Extensions.Logging;
-using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Isis;
 
@@ -35,7 +34,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     {
         Options = options ?? new IsisOptions();
         Options.Validate();
-        Logger = (Options.LoggerFactory ?? NullLoggerFactory.Instance).CreateLogger("Isis");
+        Logger = Options.LoggerFactory?.CreateLogger("Isis") ?? new StandardErrorLogger(Options.StandardError);
         _encodingWriters = new ThreadLocal<PooledBufferWriter>(() => new PooledBufferWriter(Buffers));
     }
 
@@ -321,16 +320,34 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     {
         if (error) Log.HistoryError(Logger, group, text);
         else Log.HistoryWarning(Logger, group, text);
-        if (Options.LoggerFactory == null) Console.Error.WriteLine($"isis: group '{group}': {text}");
     }
 
     void IEventSink.ReportProblem(string text) => ReportProblem(text);
 
-    /// <summary>What the operator must know about the runtime: to the logger, and to standard error when the application configured none.</summary>
+    private long _nextDropCheckAt;
+    private long _dropsReported;
+    private readonly ReportRateLimiter _dropReports = new(burst: 3, TimeSpan.FromSeconds(10));
+
+    /// <summary>
+    /// Once a second: hostile or broken input that the core and the transport dropped (and counted)
+    /// since the last check is reported, a few times and then at most every 10 s, so a flood is
+    /// visible without drowning the log.
+    /// </summary>
+    void IEventSink.OnTick(long now)
+    {
+        if (now < _nextDropCheckAt) return;
+        _nextDropCheckAt = now + 1_000_000;
+        EventLoop loop = _loop!;
+        long total = loop.Node.Counters.DroppedMalformed + loop.Transport.Counters.ReceiveDrops + (loop.Service?.Counters.DroppedMalformed ?? 0);
+        if (total <= _dropsReported || !_dropReports.TryPass(out _)) return;
+        Log.HostileInputDropped(Logger, total - _dropsReported, total, Address?.ToString() ?? "?");
+        _dropsReported = total;
+    }
+
+    /// <summary>What the operator must know about the runtime (to standard error when the application configured no logger).</summary>
     private void ReportProblem(string text)
     {
         Log.RuntimeProblem(Logger, text);
-        if (Options.LoggerFactory == null) Console.Error.WriteLine("isis: " + text);
     }
 
     void IEventSink.OnServiceEvent(NodeEvent e)

@@ -38,6 +38,12 @@ internal static partial class Log
     [LoggerMessage(EventId = 11, Level = LogLevel.Warning, Message = "Isis runtime: {Problem}")]
     public static partial void RuntimeProblem(ILogger logger, string problem);
 
+    [LoggerMessage(EventId = 13, Level = LogLevel.Warning, Message = "{HeldBack} more reports of {What} were not logged since the last one")]
+    public static partial void HeldBack(ILogger logger, long heldBack, string what);
+
+    [LoggerMessage(EventId = 14, Level = LogLevel.Warning, Message = "Dropped {Dropped} malformed, truncated, forged or oversized packets ({Total} since start); hostile input or a misconfigured peer sends to {Address}")]
+    public static partial void HostileInputDropped(ILogger logger, long dropped, long total, string address);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

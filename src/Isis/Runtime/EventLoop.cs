@@ -170,6 +170,7 @@ internal sealed class EventLoop : IDisposable
             {
                 _service.Tick(now);
                 Node.Tick(now);
+                _sink.OnTick(now);
                 nextTick = now + TickInterval;
             }
             Drain();
@@ -243,5 +244,8 @@ internal interface IEventSink
 
     /// <summary>Something the operator must know, reported even when the application configured no logger.</summary>
     void ReportProblem(string text);
+
+    /// <summary>Every loop tick (about once a millisecond), after the nodes' ticks: cheap periodic checks.</summary>
+    void OnTick(long now);
 }
 

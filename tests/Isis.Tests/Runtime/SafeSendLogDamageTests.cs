@@ -248,7 +248,7 @@ public sealed class SafeSendLogDamageTests
             Assert.Contains(logger.Entries, e => e.Level == LogLevel.Error && e.Text.Contains(flipped.Wording(LogOf(dirs[0]))) && e.Text.Contains(aside0));
             Assert.Contains(torn.Wording(LogOf(dirs[1])), stderr);
             Assert.Contains(aside1, stderr);
-            Assert.Contains($"group '{GroupName}'", stderr);
+            Assert.Contains($"Group '{GroupName}'", stderr);
             Assert.DoesNotContain(LogOf(dirs[0]), stderr); // member 0 has a logger: nothing of it on standard error
             Assert.DoesNotContain(LogOf(dirs[2]) + " is damaged", stderr);
 
