@@ -72,6 +72,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// </remarks>
     public IPEndPoint? HostedMembershipReplica => _loop is { HostsReplica: true } loop ? loop.ServiceEndPoint : null;
 
+    /// <summary>True while this process holds its membership lease: the membership service answered it recently (hosting's health check).</summary>
+    internal bool MembershipServiceReachable => _loop is { } loop && IsRunning && loop.Node.LeaseHeld;
+
+    /// <summary>True while the runtime's data socket is open (hosting's health check).</summary>
+    internal bool TransportBound => _loop is { } loop && IsRunning && loop.Transport.IsReceiving;
+
     /// <summary>Why the membership protocol shut this runtime down (expelled or isolated), or null.</summary>
     public string? ShutdownReason => _shutdownReason;
 

@@ -1,0 +1,106 @@
+using System.Globalization;
+using System.Net;
+using Microsoft.Extensions.Logging;
+
+namespace Isis.Hosting;
+
+/// <summary>
+/// The settings of the Isis runtime in a .NET host, shaped for configuration binding (addresses as
+/// strings, lists as arrays), for example the "Isis" section of appsettings.json:
+/// <code>
+/// "Isis": { "MembershipSeeds": [ "10.0.0.1:7345", "10.0.0.2:7345" ], "BindAddress": "10.0.1.17", "MembershipServiceAddress": "10.0.1.17" }
+/// </code>
+/// Every setting defaults to the runtime's zero-configuration default (<see cref="IsisOptions"/>
+/// documents each one); they are validated when the host starts.
+/// </summary>
+public sealed class IsisHostOptions
+{
+    /// <summary>IPv4 address this process binds its data socket to (<see cref="IsisOptions.BindAddress"/>). Defaults to 127.0.0.1.</summary>
+    public string BindAddress { get; set; } = "127.0.0.1";
+
+    /// <summary>UDP port for this process's traffic; 0 picks a free one (<see cref="IsisOptions.Port"/>).</summary>
+    public int Port { get; set; }
+
+    /// <summary>The machine's well-known membership address (<see cref="IsisOptions.MembershipServiceAddress"/>). Defaults to 127.0.0.1.</summary>
+    public string MembershipServiceAddress { get; set; } = "127.0.0.1";
+
+    /// <summary>Port of <see cref="MembershipServiceAddress"/> (<see cref="IsisOptions.MembershipServicePort"/>). Defaults to 7345.</summary>
+    public int MembershipServicePort { get; set; } = 7345;
+
+    /// <summary>Whether this process hosts a membership replica (<see cref="IsisOptions.MembershipService"/>). Defaults to Auto.</summary>
+    public MembershipServiceMode MembershipService { get; set; } = MembershipServiceMode.Auto;
+
+    /// <summary>A fixed membership service's replicas as "address:port" (<see cref="IsisOptions.MembershipReplicas"/>); empty for the embedded service.</summary>
+    public string[] MembershipReplicas { get; set; } = [];
+
+    /// <summary>Well-known addresses of other machines as "address:port" (<see cref="IsisOptions.MembershipSeeds"/>).</summary>
+    public string[] MembershipSeeds { get; set; } = [];
+
+    /// <summary>How many replicas the embedded service keeps: 1, 3 or 5 (<see cref="IsisOptions.EmbeddedServiceReplicas"/>). Defaults to 3.</summary>
+    public int EmbeddedServiceReplicas { get; set; } = 3;
+
+    /// <summary>Folder for membership replica logs and the machine's replica file (<see cref="IsisOptions.MembershipDataDirectory"/>).</summary>
+    public string? MembershipDataDirectory { get; set; }
+
+    /// <summary>Heartbeat period towards the membership service (<see cref="IsisOptions.HeartbeatInterval"/>). Defaults to 100 ms.</summary>
+    public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>Silent heartbeat periods before expulsion (<see cref="IsisOptions.SuspicionCount"/>). Defaults to 5.</summary>
+    public int SuspicionCount { get; set; } = 5;
+
+    /// <summary>How long without the membership service before this process stops (<see cref="IsisOptions.IsolationTimeout"/>); null for twice the expulsion time.</summary>
+    public TimeSpan? IsolationTimeout { get; set; }
+
+    /// <summary>Most unstable messages a member may have sent (<see cref="IsisOptions.MaxUnstableMessages"/>). Defaults to 20,000.</summary>
+    public int MaxUnstableMessages { get; set; } = 20_000;
+
+    /// <summary>Largest UDP datagram built (<see cref="IsisOptions.MaxDatagramSize"/>). Defaults to 16 KiB.</summary>
+    public int MaxDatagramSize { get; set; } = 16 * 1024;
+
+    /// <summary>Largest message accepted (<see cref="IsisOptions.MaxMessageSize"/>). Defaults to 16 MiB.</summary>
+    public int MaxMessageSize { get; set; } = 16 * 1024 * 1024;
+
+    /// <summary>
+    /// Stop the application when the membership protocol shuts the runtime down (this process was
+    /// expelled, or cut off from the service): its groups are wedged and it can only come back as a
+    /// new process, which a supervisor or orchestrator starts. Defaults to true; false keeps the
+    /// application running (its health check then reports Unhealthy).
+    /// </summary>
+    public bool StopApplicationOnShutdown { get; set; } = true;
+
+    /// <summary>The runtime's options; throws <see cref="ArgumentException"/> naming the setting to fix.</summary>
+    internal IsisOptions ToIsisOptions(ILoggerFactory? loggerFactory)
+    {
+        var options = new IsisOptions
+        {
+            BindAddress = Address(nameof(BindAddress), BindAddress),
+            Port = Port,
+            MembershipServiceAddress = Address(nameof(MembershipServiceAddress), MembershipServiceAddress),
+            MembershipServicePort = MembershipServicePort,
+            MembershipService = MembershipService,
+            EmbeddedServiceReplicas = EmbeddedServiceReplicas,
+            MembershipDataDirectory = MembershipDataDirectory,
+            HeartbeatInterval = HeartbeatInterval,
+            SuspicionCount = SuspicionCount,
+            IsolationTimeout = IsolationTimeout,
+            MaxUnstableMessages = MaxUnstableMessages,
+            MaxDatagramSize = MaxDatagramSize,
+            MaxMessageSize = MaxMessageSize,
+            LoggerFactory = loggerFactory,
+        };
+        foreach (string r in MembershipReplicas ?? []) options.MembershipReplicas.Add(EndPoint(nameof(MembershipReplicas), r));
+        foreach (string s in MembershipSeeds ?? []) options.MembershipSeeds.Add(EndPoint(nameof(MembershipSeeds), s));
+        options.Validate();
+        return options;
+    }
+
+    private static IPAddress Address(string setting, string? value) =>
+        IPAddress.TryParse(value, out IPAddress? a) && a.AddressFamily == System.Net.Sockets.AddressFamily.InterNetwork
+            ? a
+            : throw new ArgumentException($"Isis:{setting} must be an IPv4 address such as 127.0.0.1; it is '{value}'.");
+
+    private static IPEndPoint EndPoint(string setting, string? value) =>
+        IPEndPoint.TryParse(value ?? "", out IPEndPoint? e) && e.AddressFamily == System.Net.Sockets.AddressFamily.InterNetwork && e.Port != 0
+            ? e
+            : throw new ArgumentException(string.Create(CultureInfo.InvariantCulture, $"Isis:{setting} must list IPv4 addresses with ports such as 10.0.0.1:7345; found '{value}'."));
+}
