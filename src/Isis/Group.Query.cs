@@ -62,6 +62,16 @@ public sealed partial class Group
         (await QueryCore(MessageKind.QuerySend, nameof(QueryAsync), nreplies, timeout, opcode, args).ConfigureAwait(false))
             .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
 
+    /// <summary>As <see cref="QueryAsync{TReply}(int, QueryTimeout, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="timeout">How long to wait and what a slow member means.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<TReply>> QueryAsync<TReply>(int nreplies, QueryTimeout timeout, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        StopWaitingWhenCancelled(QueryAsync<TReply>(nreplies, timeout, opcode, args), cancellationToken);
+
     /// <summary>Queries the group; each member replies with two values.</summary>
     /// <typeparam name="T1">The type of the first reply value.</typeparam>
     /// <typeparam name="T2">The type of the second reply value.</typeparam>
@@ -73,6 +83,16 @@ public sealed partial class Group
             .Select(r => Values(r, [typeof(T1), typeof(T2)]))
             .Select(v => ((T1)v[0]!, (T2)v[1]!)).ToList();
 
+    /// <summary>As <see cref="QueryAsync{T1, T2}(int, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="T1">The type of the first reply value.</typeparam>
+    /// <typeparam name="T2">The type of the second reply value.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<(T1, T2)>> QueryAsync<T1, T2>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        StopWaitingWhenCancelled(QueryAsync<T1, T2>(nreplies, opcode, args), cancellationToken);
+
     /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with the request delivered in OrderedSend's total order.</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
     /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
@@ -81,6 +101,15 @@ public sealed partial class Group
     public async Task<IReadOnlyList<TReply>> OrderedQueryAsync<TReply>(int nreplies, int opcode, params object?[] args) =>
         (await QueryCore(MessageKind.QueryOrdered, nameof(OrderedQueryAsync), nreplies, QueryTimeout, opcode, args).ConfigureAwait(false))
             .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
+
+    /// <summary>As <see cref="OrderedQueryAsync{TReply}(int, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<TReply>> OrderedQueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        StopWaitingWhenCancelled(OrderedQueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
 
     /// <summary>Answers the query whose request this handler is handling. Call it once, from the handler.</summary>
     /// <param name="values">The reply values.</param>
@@ -264,15 +293,77 @@ public sealed partial class Group
         loop.Node.Send(Id, send.Payload, loop.Now, send.Kind, send.Phi, send.Pooled);
     }
 
+    private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken)
+    {
+        if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
+        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
+        if (length > _runtime.Options.MaxMessageSize)
+        {
+            _runtime.Buffers.Return(array);
+            throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
+        }
+        byte[]? pooled = kind == MessageKind.Send ? array : null;
+        if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
+        {
+            Interlocked.Increment(ref _queuedSends);
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled));
+            return Task.CompletedTask;
+        }
+        // Behind flow control: wait in line. The line is taken before this call returns, so this
+        // sender's messages keep the order it issued them in, whatever it awaits, and a blocking
+        // Send issued after this one waits behind it too.
+        Interlocked.Increment(ref _asyncWaiting);
+        return SendInLineAsync(_sendLine.WaitAsync(cancellationToken), kind, array, length, pooled, cancellationToken);
+    }
+
+    private async Task SendInLineAsync(Task inLine, MessageKind kind, byte[] array, int length, byte[]? pooled, CancellationToken cancellationToken)
+    {
+        bool holdsLine = false;
+        try
+        {
+            await inLine.ConfigureAwait(false);
+            holdsLine = true;
+            while (WindowFull)
+            {
+                TaskCompletionSource opened = _windowOpened ?? Interlocked.CompareExchange(ref _windowOpened, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously), null) ?? _windowOpened!;
+                if (!WindowFull) break; // it opened while we registered
+                try
+                {
+                    await opened.Task.WaitAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
+                }
+                catch (TimeoutException)
+                {
+                    // Look again (and notice a runtime that stopped meanwhile).
+                }
+                _runtime.RunningLoop();
+            }
+            EventLoop loop = _runtime.RunningLoop();
+            Interlocked.Increment(ref _queuedSends);
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled));
+            pooled = null; // the protocol owns it now
+        }
+        finally
+        {
+            if (pooled != null) _runtime.Buffers.Return(pooled); // never sent: the array is still ours
+            if (holdsLine) _sendLine.Release();
+            // The last one in line lets blocking senders go.
+            if (Interlocked.Decrement(ref _asyncWaiting) == 0) _windowOpen.Set();
+        }
+    }
+
+    private bool WindowFull => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= _runtime.Options.MaxUnstableMessages;
+
     private void WaitForWindow()
     {
-        int limit = _runtime.Options.MaxUnstableMessages;
-        while (Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= limit)
+        // Behind flow control, or behind asynchronous Sends of this member still waiting in line.
+        while (WindowFull || Interlocked.Read(ref _asyncWaiting) > 0)
         {
             // A handler of this group blocking here would hold up nothing the window needs
             // (stability advances on the event loop), so waiting is safe on any thread.
             _windowOpen.Reset();
-            if (Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) < limit) break;
+            if (!WindowFull && Interlocked.Read(ref _asyncWaiting) == 0) break;
             _windowOpen.Wait(TimeSpan.FromMilliseconds(50));
             _runtime.RunningLoop();
         }

@@ -173,6 +173,15 @@ public sealed partial class Group
             .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
     }
 
+    /// <summary>As <see cref="SafeQueryAsync{TReply}(int, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<TReply>> SafeQueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        StopWaitingWhenCancelled(SafeQueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
+
     private void CheckThreshold()
     {
         if (_safeThreshold > 0 && _view is { } v && _safeThreshold > v.Members.Length)

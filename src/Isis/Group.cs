@@ -30,6 +30,11 @@ public sealed partial class Group
     private readonly IsisRuntime _runtime;
     private readonly object _gate = new();
     private readonly ManualResetEventSlim _windowOpen = new(true);
+    // Asynchronous senders waiting for the window: completed (and cleared) when it opens; they
+    // wait in one line (_sendLine), counted in _asyncWaiting so blocking senders queue behind them.
+    private volatile TaskCompletionSource? _windowOpened;
+    private readonly SemaphoreSlim _sendLine = new(1, 1);
+    private long _asyncWaiting;
     private GroupState _state = GroupState.New;
     private bool _terminated;
     private TaskCompletionSource? _joined;
@@ -249,6 +254,34 @@ public sealed partial class Group
     /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
     public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
 
+    /// <summary>
+    /// <see cref="Send"/> for asynchronous code: where Send would block a thread under flow control,
+    /// the returned task waits instead. It completes once the message is handed to the protocol
+    /// (it is then delivered here and sent, as with Send), at once while the window is open.
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    public Task SendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, CancellationToken.None);
+
+    /// <summary>As <see cref="SendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
+    public Task SendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, cancellationToken);
+
+    /// <summary><see cref="OrderedSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    public Task OrderedSendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, CancellationToken.None);
+
+    /// <summary>As <see cref="OrderedSendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
+    public Task OrderedSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, cancellationToken);
+
     // ---------------------------------------------------------------- Flush
 
     /// <summary>
@@ -313,7 +346,11 @@ public sealed partial class Group
     {
         long window = member == null ? 0 : member.UnstableOwnMessages + member.PendingSends;
         Interlocked.Exchange(ref _window, window);
-        if (window + Interlocked.Read(ref _queuedSends) < _runtime.Options.MaxUnstableMessages) _windowOpen.Set();
+        if (window + Interlocked.Read(ref _queuedSends) < _runtime.Options.MaxUnstableMessages)
+        {
+            _windowOpen.Set();
+            if (_windowOpened != null) Interlocked.Exchange(ref _windowOpened, null)?.TrySetResult();
+        }
     }
 
     internal void OnViewInstalled(GroupView core)
@@ -461,6 +498,7 @@ public sealed partial class Group
         }
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(reason);
         _windowOpen.Set();
+        Interlocked.Exchange(ref _windowOpened, null)?.TrySetResult();
         _delivery?.Complete();
         HistoryLog?.Dispose();
     }

@@ -61,6 +61,13 @@ internal static class ArgumentCodec
                 w.WriteByte((byte)TypeTag.Null);
                 continue;
             }
+            if (value is CancellationToken)
+            {
+                // SendAsync(1, 42, token) binds to the params overload, with the token as a message argument.
+                throw new ArgumentException(
+                    $"Argument {i} is a CancellationToken, which is not a message argument: to pass a token, give the arguments as an array, " +
+                    "for example SendAsync(opcode, [arg1, arg2], cancellationToken).", nameof(args));
+            }
             if (!WireType.TryFor(value.GetType(), out var wire, out var error))
                 throw new ArgumentException($"Argument {i} of type {WireType.Display(value.GetType())} cannot be sent: {error}.", nameof(args));
             w.WriteBytes(wire!.Descriptor);

@@ -148,6 +148,7 @@ public sealed class CancellationTests
         var g = new Group(runtimes.Start(), "cancel");
         using var hold = new ManualResetEventSlim(false);
         g.Handlers[1] += (Action)(() => { hold.Wait(TimeSpan.FromSeconds(20)); g.Reply(1); });
+        g.Handlers[3] += (Action)(() => { hold.Wait(TimeSpan.FromSeconds(20)); g.Reply(1, 2); });
         g.Join();
         using var cts = new CancellationTokenSource();
         Task<IReadOnlyList<int>> query = g.QueryAsync<int>(Group.ALL, 1, [], cts.Token);
@@ -155,6 +156,31 @@ public sealed class CancellationTests
         await Assert.ThrowsAnyAsync<OperationCanceledException>(() => query);
         hold.Set();
         await g.SafeSendAsync(2, [], CancellationToken.None).WaitAsync(TimeSpan.FromSeconds(20));
+        // Every query twin takes a token: each stops waiting when it is cancelled (the handler is held)...
+        hold.Reset();
+        g.SetSafeSendThreshold(1);
+        var pending = new List<(string Name, Func<CancellationToken, Task> Call)>
+        {
+            ("QueryAsync with a timeout", t => g.QueryAsync<int>(Group.ALL, new QueryTimeout(TimeSpan.FromSeconds(30), QueryTimeoutAction.Abort), 1, [], t)),
+            ("QueryAsync<T1, T2>", t => g.QueryAsync<int, int>(Group.ALL, 3, [], t)),
+            ("OrderedQueryAsync", t => g.OrderedQueryAsync<int>(Group.ALL, 1, [], t)),
+            ("SafeQueryAsync", t => g.SafeQueryAsync<int>(Group.ALL, 1, [], t)),
+        };
+        foreach (var (name, call) in pending)
+        {
+            using var stop = new CancellationTokenSource();
+            Task waiting = call(stop.Token);
+            await Task.Delay(20);
+            Assert.False(waiting.IsCompleted, $"{name} finished while its handler was held");
+            stop.Cancel();
+            await Assert.ThrowsAnyAsync<OperationCanceledException>(() => waiting.WaitAsync(TimeSpan.FromSeconds(10)));
+        }
+        // ... and completes with the replies when it is not.
+        hold.Set();
+        Assert.Equal([1], await g.QueryAsync<int>(Group.ALL, new QueryTimeout(TimeSpan.FromSeconds(30), QueryTimeoutAction.Abort), 1, [], CancellationToken.None));
+        Assert.Equal([1], await g.OrderedQueryAsync<int>(Group.ALL, 1, [], CancellationToken.None));
+        Assert.Equal([1], await g.SafeQueryAsync<int>(Group.ALL, 1, [], CancellationToken.None));
+        Assert.Equal([(1, 2)], await g.QueryAsync<int, int>(Group.ALL, 3, [], CancellationToken.None));
         // A one-member Flush can finish before the wait starts; a cancelled token must still win every time.
         for (int i = 0; i < 50; i++)
             await Assert.ThrowsAnyAsync<OperationCanceledException>(() => g.FlushAsync(new CancellationToken(canceled: true)));
