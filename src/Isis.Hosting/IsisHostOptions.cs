@@ -69,7 +69,7 @@ public sealed class IsisHostOptions
     public bool StopApplicationOnShutdown { get; set; } = true;
 
     /// <summary>The runtime's options; throws <see cref="ArgumentException"/> naming the setting to fix.</summary>
-    internal IsisOptions ToIsisOptions(ILoggerFactory? loggerFactory)
+    internal IsisOptions ToIsisOptions(ILoggerFactory? loggerFactory, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
     {
         var options = new IsisOptions
         {
@@ -87,6 +87,7 @@ public sealed class IsisHostOptions
             MaxDatagramSize = MaxDatagramSize,
             MaxMessageSize = MaxMessageSize,
             LoggerFactory = loggerFactory,
+            MeterFactory = meterFactory,
         };
         foreach (string r in MembershipReplicas ?? []) options.MembershipReplicas.Add(EndPoint(nameof(MembershipReplicas), r));
         foreach (string s in MembershipSeeds ?? []) options.MembershipSeeds.Add(EndPoint(nameof(MembershipSeeds), s));

@@ -13,7 +13,8 @@ public static class IsisServiceCollectionExtensions
 {
     /// <summary>
     /// Adds the Isis runtime: one <see cref="IsisRuntime"/> for the application (a singleton that
-    /// logs through the host's <see cref="ILoggerFactory"/>), started with the host and shut down
+    /// logs through the host's <see cref="ILoggerFactory"/> and creates its meter "Isis" with the
+    /// host's IMeterFactory), started with the host and shut down
     /// with it (handing over a membership replica it runs, then leaving every group). Settings are
     /// validated when the host starts. Calling it again adds the settings to the same runtime.
     /// </summary>
@@ -39,7 +40,8 @@ public static class IsisServiceCollectionExtensions
         services.AddSingleton<IsisMarker>();
         options.ValidateOnStart();
         services.AddSingleton<IValidateOptions<IsisHostOptions>, IsisHostOptionsValidator>();
-        services.TryAddSingleton(sp => new IsisRuntime(sp.GetRequiredService<IOptions<IsisHostOptions>>().Value.ToIsisOptions(sp.GetService<ILoggerFactory>())));
+        services.TryAddSingleton(sp => new IsisRuntime(sp.GetRequiredService<IOptions<IsisHostOptions>>().Value
+            .ToIsisOptions(sp.GetService<ILoggerFactory>(), sp.GetService<System.Diagnostics.Metrics.IMeterFactory>())));
         services.AddHostedService<IsisHostedService>();
         return new IsisBuilder(services);
     }

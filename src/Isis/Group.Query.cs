@@ -1,3 +1,5 @@
+using Isis.Diagnostics;
+using System.Diagnostics;
 using Isis.Core.Groups;
 using Isis.Core.Node;
 using Isis.Runtime;
@@ -195,8 +197,15 @@ public sealed partial class Group
         loop.Post(() =>
         {
             Interlocked.Decrement(ref _queuedSends);
+            _runtime.CountSent();
             loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now, kind == MessageKind.QuerySafe ? _safeThreshold : 0);
         });
+        IsisInstruments.Time(_runtime.Instruments.QueryDuration, done.Task, Name);
+        using (Activity? a = _runtime.Instruments.Activities.StartActivity("isis.query"))
+        {
+            a?.SetTag("isis.group", Name);
+            a?.SetTag("isis.opcode", opcode);
+        }
         return done.Task;
     }
 
@@ -247,6 +256,9 @@ public sealed partial class Group
     /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
     private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
     {
+        using Activity? activity = _runtime.Instruments.Activities.StartActivity(kind == MessageKind.Send ? "isis.send" : "isis.ordered_send");
+        activity?.SetTag("isis.group", Name);
+        activity?.SetTag("isis.opcode", opcode);
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
@@ -290,6 +302,7 @@ public sealed partial class Group
     internal void SendQueued(EventLoop loop, in QueuedSend send)
     {
         Interlocked.Decrement(ref _queuedSends);
+        _runtime.CountSent();
         loop.Node.Send(Id, send.Payload, loop.Now, send.Kind, send.Phi, send.Pooled);
     }
 

@@ -1,3 +1,5 @@
+using Isis.Diagnostics;
+using System.Diagnostics;
 using Isis.Core.Groups;
 using Isis.Runtime;
 using Isis.Serialization;
@@ -144,11 +146,17 @@ public sealed partial class Group
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         // Our SafeSends are delivered here in the order we issue them (FIFO, resends included), so
         // a queue pairs each delivery with its caller. Enqueue under the same order as the posts.
-        lock (_safeSends)
+        using (Activity? a = _runtime.Instruments.Activities.StartActivity("isis.safesend"))
         {
-            _safeSends.Enqueue(done);
-            MulticastPayload(MessageKind.Safe, operation, payload, _safeThreshold);
+            a?.SetTag("isis.group", Name);
+            a?.SetTag("isis.safesend.phi", _safeThreshold);
+            lock (_safeSends)
+            {
+                _safeSends.Enqueue(done);
+                MulticastPayload(MessageKind.Safe, operation, payload, _safeThreshold);
+            }
         }
+        IsisInstruments.Time(_runtime.Instruments.SafeSendDuration, done.Task, Name);
         return done.Task;
     }
 

@@ -323,6 +323,7 @@ public sealed partial class Group
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         _flushes[token] = done;
         loop.Post(() => loop.Node.Flush(Id, token, k, loop.Now));
+        IsisInstruments.Time(_runtime.Instruments.FlushDuration, done.Task, Name);
         return StopWaitingWhenCancelled(done.Task, cancellationToken);
     }
 
@@ -340,6 +341,9 @@ public sealed partial class Group
     }
 
     // ---------------------------------------------------------------- called on the event loop
+
+    /// <summary>How many of this member's messages are not yet stable (metrics).</summary>
+    internal long UnstableForMetrics => Interlocked.Read(ref _window);
 
     /// <summary>Publishes how many of our messages are not yet stable; wakes blocked senders.</summary>
     internal void PublishWindow(GroupMember? member)

@@ -127,6 +127,13 @@ public sealed class IsisOptions
     /// </summary>
     public ILoggerFactory? LoggerFactory { get; set; }
 
+    /// <summary>
+    /// Where the runtime's metrics (meter "Isis": messages sent, delivered and undeliverable, packets
+    /// dropped by reason, views, unstable messages, Flush / SafeSend / query durations) are created;
+    /// a host passes its own. Null: a meter of its own, which any <see cref="System.Diagnostics.Metrics.MeterListener"/> still sees.
+    /// </summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; set; }
+
     /// <summary>How long a hosted membership replica holds join- and leave-only view changes to batch them (tests only; the protocol default when null).</summary>
     internal TimeSpan? MembershipBatchWindow { get; set; }
 

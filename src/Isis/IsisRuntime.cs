@@ -1,3 +1,5 @@
+using System.Diagnostics;
+using System.Diagnostics.Metrics;
 using Isis.Serialization;
 using Isis.Core.Common;
 using System.Net;
@@ -35,6 +37,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Options = options ?? new IsisOptions();
         Options.Validate();
         Logger = Options.LoggerFactory?.CreateLogger("Isis") ?? new StandardErrorLogger(Options.StandardError);
+        Instruments = new IsisInstruments(Options.MeterFactory, this);
         _encodingWriters = new ThreadLocal<PooledBufferWriter>(() => new PooledBufferWriter(Buffers));
     }
 
@@ -42,6 +45,42 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     public IsisOptions Options { get; }
 
     internal ILogger Logger { get; }
+
+    /// <summary>Metrics (meter "Isis") and the activity source ("Isis").</summary>
+    internal IsisInstruments Instruments { get; }
+
+    // Counted on the event loop thread (one writer), read by metric listeners.
+    private long _messagesSent;
+    private long _messagesDelivered;
+    private long _viewsInstalled;
+
+    internal long MessagesSent => Volatile.Read(ref _messagesSent);
+
+    internal long MessagesDelivered => Volatile.Read(ref _messagesDelivered);
+
+    internal long ViewsInstalled => Volatile.Read(ref _viewsInstalled);
+
+    /// <summary>On the event loop: a message of this process was handed to the protocol.</summary>
+    internal void CountSent() => _messagesSent++;
+
+    internal (long Mismatches, long HandlerExceptions) GetCountsForMetrics() => (Interlocked.Read(ref _handlerMismatches), Interlocked.Read(ref _handlerExceptions));
+
+    /// <summary>Messages this process sent that are not yet stable, over its groups.</summary>
+    internal long UnstableMessages => _groupSnapshot.Sum(g => g.UnstableForMetrics);
+
+    /// <summary>Drop counts by reason, for the metric (read from another thread: each count is a whole long, and may be a moment old).</summary>
+    internal IEnumerable<Measurement<long>> DropsForMetrics()
+    {
+        if (_loop is not { } loop) yield break;
+        NodeCounters c = loop.Node.Counters;
+        yield return Drop(c.DroppedMalformed + loop.Transport.Counters.ReceiveDrops, "malformed");
+        yield return Drop(c.DroppedFirewall, "firewall");
+        yield return Drop(c.DroppedWrongView + c.DroppedNotMember, "wrong_view");
+        yield return Drop(c.DroppedUnknownGroup, "unknown_group");
+        yield return Drop(c.Duplicates, "duplicate");
+    }
+
+    private static Measurement<long> Drop(long value, string reason) => new(value, new KeyValuePair<string, object?>("isis.drop.reason", reason));
 
     /// <summary>Buffers for messages on their way (encoded Sends, held messages, payloads waiting for handlers), reused instead of allocated per message.</summary>
     internal IBufferPool Buffers { get; } = new SharedBufferPool();
@@ -141,6 +180,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         _groups.Clear();
         RefreshGroupSnapshot();
         Log.Stopped(Logger, Address?.ToString() ?? "?");
+        Instruments.Dispose();
     }
 
     private TaskCompletionSource? _retired;
@@ -172,6 +212,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             _stopped = true;
         }
         _loop.Dispose();
+        Instruments.Dispose();
         var stopped = ExceptionFactory.ShutDown("the runtime was stopped abruptly.");
         foreach (Group g in _groups.Values) g.OnRuntimeStopped(stopped);
         _groups.Clear();
@@ -259,6 +300,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         switch (e)
         {
             case MessageDelivered d:
+                _messagesDelivered++;
                 if (_groups.TryGetValue(d.Group, out Group? g))
                 {
                     g.OnDelivered(d.Sender, d.Kind, d.Payload.Span);
@@ -266,7 +308,17 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 }
                 break;
             case ViewInstalled v:
-                if (_groups.TryGetValue(v.Group, out g)) g.OnViewInstalled(v.View);
+                _viewsInstalled++;
+                if (_groups.TryGetValue(v.Group, out g))
+                {
+                    using (Activity? a = Instruments.Activities.StartActivity("isis.view_change"))
+                    {
+                        a?.SetTag("isis.group", g.Name);
+                        a?.SetTag("isis.view.id", v.View.Id);
+                        a?.SetTag("isis.view.members", v.View.Members.Length);
+                    }
+                    g.OnViewInstalled(v.View);
+                }
                 break;
             case GroupLeft l:
                 if (_groups.TryGetValue(l.Group, out g)) g.OnLeft(l.Terminated, l.FinalViewId);

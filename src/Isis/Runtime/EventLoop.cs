@@ -42,24 +42,29 @@ internal sealed class EventLoop : IDisposable
         var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
         ProtocolOptions protocol = options.ToProtocolOptions();
         ProtocolOptions processProtocol = protocol with { BufferPool = buffers };
-        _transport = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab),
-            transportOptions with { Faults = options.TransportFaults });
-        // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
-        var self = new NodeId(_transport.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
+        UdpTransport? data = null;
+        NodeId BindProcess()
+        {
+            data = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab),
+                transportOptions with { Faults = options.TransportFaults });
+            // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
+            return new NodeId(data.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
+        }
         try
         {
             (_service, Node) = (options.EmbeddedService ? ServiceHost.StartEmbedded : (StartService)ServiceHost.StartFixed)(
-                options, transportOptions, self, protocol, processProtocol, Now, (s, p, slab) => Post(true, s, p, slab), (s, p, slab) => Post(false, s, p, slab));
+                options, transportOptions, BindProcess, protocol, processProtocol, Now, (s, p, slab) => Post(true, s, p, slab), (s, p, slab) => Post(false, s, p, slab));
         }
         catch
         {
-            _transport.Dispose();
+            data?.Dispose();
             throw;
         }
+        _transport = data!;
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
 
-    private delegate (ServiceHost, ProcessNode) StartService(IsisOptions options, UdpTransportOptions transportOptions, NodeId self,
+    private delegate (ServiceHost, ProcessNode) StartService(IsisOptions options, UdpTransportOptions transportOptions, Func<NodeId> bindProcess,
         ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess);
 
     public ProcessNode Node { get; }

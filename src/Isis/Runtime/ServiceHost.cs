@@ -63,9 +63,11 @@ internal sealed class ServiceHost : IDisposable
     /// <summary>
     /// A fixed service at the configured addresses (or the single one at the well-known port):
     /// this process runs the replica of the first listed address it can bind, unless it is a
-    /// client, and restores that replica's log if the service has several replicas.
+    /// client, and restores that replica's log if the service has several replicas. The process's
+    /// data socket (bindProcess, which returns the process's identity) is bound after the replica
+    /// addresses, so a socket on a free port can never take one of them.
     /// </summary>
-    public static (ServiceHost, ProcessNode) StartFixed(IsisOptions options, UdpTransportOptions transportOptions, NodeId self,
+    public static (ServiceHost, ProcessNode) StartFixed(IsisOptions options, UdpTransportOptions transportOptions, Func<NodeId> bindProcess,
         ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess)
     {
         IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
@@ -98,8 +100,16 @@ internal sealed class ServiceHost : IDisposable
                     string.Join(", ", (object[])replicas) + ") can be bound here; each is in use or not an address of this machine.");
             }
         }
-        var node = new ProcessNode(self, founding.Select(r => r.Endpoint).ToArray(), processProtocol, now);
-        return (new ServiceHost(options, transportOptions, toProcess, replica, transport, log), node);
+        var host = new ServiceHost(options, transportOptions, toProcess, replica, transport, log);
+        try
+        {
+            return (host, new ProcessNode(bindProcess(), founding.Select(r => r.Endpoint).ToArray(), processProtocol, now));
+        }
+        catch
+        {
+            host.Dispose();
+            throw;
+        }
     }
 
     /// <summary>
@@ -108,18 +118,20 @@ internal sealed class ServiceHost : IDisposable
     /// only one, leading at once) only if it holds the well-known port, no replica on the machine's
     /// file may still be alive, and the seeds do not name another machine as the founder; otherwise
     /// its replica waits, dormant, until the service adds it, and the process asks the well-known
-    /// port, the seeds and the replicas on file where the service is.
+    /// port, the seeds and the replicas on file where the service is. The well-known port is bound
+    /// before the process's data socket (bindProcess), which must not take it.
     /// </summary>
-    public static (ServiceHost, ProcessNode) StartEmbedded(IsisOptions options, UdpTransportOptions transportOptions, NodeId self,
+    public static (ServiceHost, ProcessNode) StartEmbedded(IsisOptions options, UdpTransportOptions transportOptions, Func<NodeId> bindProcess,
         ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess)
     {
-        UdpTransport replicaTransport = new(new IPEndPoint(options.BindAddress, 0), toReplica, transportOptions);
-        UdpTransport? wellKnownPort = null;
+        IPEndPoint wellKnown = options.WellKnownEndPoint;
+        UdpTransport? wellKnownPort = TryBind(wellKnown, toProcess, transportOptions);
+        UdpTransport? replicaTransport = null;
         try
         {
+            NodeId self = bindProcess();
+            replicaTransport = new(new IPEndPoint(options.BindAddress, 0), toReplica, transportOptions);
             var replicaId = new NodeId(replicaTransport.LocalEndpoint, self.Incarnation);
-            IPEndPoint wellKnown = options.WellKnownEndPoint;
-            wellKnownPort = TryBind(wellKnown, toProcess, transportOptions);
 
             (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(options.EmbeddedDirectoryPath);
             IPEndPoint[] seeds = [.. options.MembershipSeeds];
@@ -154,7 +166,7 @@ internal sealed class ServiceHost : IDisposable
         }
         catch
         {
-            replicaTransport.Dispose();
+            replicaTransport?.Dispose();
             wellKnownPort?.Dispose();
             throw;
         }
