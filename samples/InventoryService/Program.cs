@@ -1,0 +1,36 @@
+using System.Collections.Concurrent;
+using Isis;
+
+// InventoryService: an ASP.NET minimal API whose instances on one machine share a replicated
+// inventory. Start several (each on its own HTTP port); no other configuration is needed:
+//
+//   dotnet run --project samples/InventoryService -- --urls http://127.0.0.1:5001
+//   dotnet run --project samples/InventoryService -- --urls http://127.0.0.1:5002
+//
+//   curl -X PUT 'http://127.0.0.1:5001/items/apples?count=12'    # a durable update (SafeSend)
+//   curl http://127.0.0.1:5002/items/apples                      # read from local state: 12
+//   curl http://127.0.0.1:5002/health                            # the "isis" health check
+//
+// Writes go to every instance in one total order (SafeSend: every member holds it before anyone
+// delivers it, so the answer to the PUT never reports an update a crash could undo); reads are
+// served from the instance's own copy, in microseconds. Settings come from the "Isis" section of
+// the configuration (appsettings.json, or --Isis:Key=value on the command line). A new instance
+// starts with an empty inventory until state transfer exists (a later issue).
+const int SetCount = 1;
+
+var builder = WebApplication.CreateBuilder(args);
+var stock = new ConcurrentDictionary<string, int>();
+builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
+    .AddGroup("inventory", (_, group) => group.Handlers[SetCount] += (Action<string, int>)((item, count) => stock[item] = count));
+builder.Services.AddHealthChecks().AddIsis();
+
+var app = builder.Build();
+app.MapPut("/items/{item}", async (string item, int count, [FromKeyedServices("inventory")] Group inventory, CancellationToken cancel) =>
+{
+    await inventory.SafeSendAsync(SetCount, [item, count], cancel);
+    return Results.NoContent();
+});
+app.MapGet("/items/{item}", (string item) => stock.TryGetValue(item, out int count) ? Results.Ok(count) : Results.NotFound());
+app.MapGet("/items", () => new SortedDictionary<string, int>(stock));
+app.MapHealthChecks("/health");
+app.Run();
