@@ -10,6 +10,7 @@ using Isis;
 //   curl -X PUT 'http://127.0.0.1:5001/items/apples?count=12'    # a durable update (SafeSend)
 //   curl http://127.0.0.1:5002/items/apples                      # read from local state: 12
 //   curl http://127.0.0.1:5002/health                            # the "isis" health check
+//   dotnet-counters monitor -n InventoryService --counters Isis  # the meter "Isis" (or OpenTelemetry's AddMeter("Isis"))
 //
 // Writes go to every instance in one total order (SafeSend: every member holds it before anyone
 // delivers it, so the answer to the PUT never reports an update a crash could undo); reads are
