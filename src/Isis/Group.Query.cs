@@ -256,9 +256,22 @@ public sealed partial class Group
     /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
     private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
     {
-        using Activity? activity = _runtime.Instruments.Activities.StartActivity(kind == MessageKind.Send ? "isis.send" : "isis.ordered_send");
+        using Activity? activity = StartMulticastActivity(kind, opcode);
+        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
+        PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+    }
+
+    private Activity? StartMulticastActivity(MessageKind kind, int opcode)
+    {
+        Activity? activity = _runtime.Instruments.Activities.StartActivity(kind == MessageKind.Send ? "isis.send" : "isis.ordered_send");
         activity?.SetTag("isis.group", Name);
         activity?.SetTag("isis.opcode", opcode);
+        return activity;
+    }
+
+    /// <summary>Checks that the group can multicast and encodes the arguments into a pooled array (the caller owns it).</summary>
+    private (EventLoop Loop, byte[] Array, int Length) EncodeMulticast(string operation, int opcode, object?[]? args)
+    {
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
@@ -267,7 +280,7 @@ public sealed partial class Group
             _runtime.Buffers.Return(array);
             throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
         }
-        PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+        return (loop, array, length);
     }
 
     /// <summary>
@@ -309,14 +322,8 @@ public sealed partial class Group
     private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken)
     {
         if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
-        EventLoop loop = _runtime.RunningLoop();
-        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
-        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter);
-        if (length > _runtime.Options.MaxMessageSize)
-        {
-            _runtime.Buffers.Return(array);
-            throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
-        }
+        using Activity? activity = StartMulticastActivity(kind, opcode);
+        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
         byte[]? pooled = kind == MessageKind.Send ? array : null;
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
