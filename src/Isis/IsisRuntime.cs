@@ -73,12 +73,15 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     {
         if (_loop is not { } loop) yield break;
         NodeCounters c = loop.Node.Counters;
-        yield return Drop(c.DroppedMalformed + loop.Transport.Counters.ReceiveDrops, "malformed");
+        yield return Drop(MalformedDropped(loop), "malformed");
         yield return Drop(c.DroppedFirewall, "firewall");
         yield return Drop(c.DroppedWrongView + c.DroppedNotMember, "wrong_view");
         yield return Drop(c.DroppedUnknownGroup, "unknown_group");
         yield return Drop(c.Duplicates, "duplicate");
     }
+
+    /// <summary>Packets the process node refused as malformed, plus datagrams the transport could not even parse.</summary>
+    private static long MalformedDropped(EventLoop loop) => loop.Node.Counters.DroppedMalformed + loop.Transport.Counters.ReceiveDrops;
 
     private static Measurement<long> Drop(long value, string reason) => new(value, new KeyValuePair<string, object?>("isis.drop.reason", reason));
 
@@ -239,7 +242,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         return new IsisStatistics
         {
             PacketsReceived = c.PacketsReceived,
-            DroppedMalformed = c.DroppedMalformed + t.ReceiveDrops,
+            DroppedMalformed = MalformedDropped(loop),
             DroppedFirewall = c.DroppedFirewall,
             DroppedWrongView = c.DroppedWrongView + c.DroppedNotMember,
             DroppedUnknownGroup = c.DroppedUnknownGroup,
@@ -396,7 +399,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         if (now < _nextDropCheckAt) return;
         _nextDropCheckAt = now + 1_000_000;
         EventLoop loop = _loop!;
-        long total = loop.Node.Counters.DroppedMalformed + loop.Transport.Counters.ReceiveDrops + (loop.Service?.Counters.DroppedMalformed ?? 0);
+        long total = MalformedDropped(loop) + (loop.Service?.Counters.DroppedMalformed ?? 0);
         if (total <= _dropsReported || !_dropReports.TryPass(out _)) return;
         Log.HostileInputDropped(Logger, total - _dropsReported, total, Address?.ToString() ?? "?");
         _dropsReported = total;
