@@ -412,7 +412,7 @@ public sealed partial class Group
 
     private void Dispatch(NodeId sender, ReadOnlyMemory<byte> payload)
     {
-        DispatchResult result = Handlers.Table.Dispatch(payload.Span);
+        DispatchResult result = Handlers.Table.Dispatch(payload);
         switch (result.Outcome)
         {
             case DispatchOutcome.Invoked:

@@ -20,7 +20,7 @@ internal enum DispatchOutcome
 }
 
 /// <summary>
-/// Outcome of <see cref="HandlerTable.Dispatch(ReadOnlySpan{byte})"/>. Dispatch reports problems
+/// Outcome of <see cref="HandlerTable.Dispatch(ReadOnlyMemory{byte})"/>. Dispatch reports problems
 /// instead of throwing so the delivery loop can count and log them and stay alive.
 /// </summary>
 internal readonly record struct DispatchResult(DispatchOutcome Outcome, int Opcode, int InvokedCount, string? Message, Exception? Exception)

@@ -67,7 +67,7 @@ internal sealed class HandlerTable
     private bool _scratchInUse;
 
     /// <summary>Validates <paramref name="payload"/> and runs every handler whose signature matches. Never throws.</summary>
-    public DispatchResult Dispatch(ReadOnlySpan<byte> payload)
+    public DispatchResult Dispatch(ReadOnlyMemory<byte> payload)
     {
         bool reuse = !_scratchInUse;
         _scratchInUse = true;

@@ -1,33 +1,40 @@
-using System.Buffers;
-using System.Buffers.Binary;
+using Isis.Core.Common;
+using MessagePack;
 
 namespace Isis.Serialization;
 
 /// <summary>
-/// Encodes handler arguments into a payload and parses received payloads.
-/// Layout: opcode (int32 LE), argument count (u8), then per argument a type descriptor (tag, plus
-/// a type key for enums and JSON, plus the element descriptor for arrays and lists) and the value.
-/// Built-in types use a fixed binary layout; any other type travels as System.Text.Json UTF-8.
+/// Encodes handler arguments into a payload and parses received payloads. A payload is one
+/// MessagePack array: the opcode, then per argument a type descriptor (see <see cref="TypeTag"/>)
+/// and the value, which MessagePack-CSharp writes (see <see cref="ArgumentValues"/>). The
+/// descriptors are what dispatch matches handler signatures against; the values are plain
+/// MessagePack, so any MessagePack tool can read a payload.
 /// </summary>
 internal static class ArgumentCodec
 {
-    public const int HeaderSize = 5;
+    /// <summary>Largest header: an array16 header (3 bytes) and an int32 opcode (5 bytes).</summary>
+    public const int MaxHeaderBytes = 8;
 
     public const int MaxArguments = 32;
 
+    /// <summary>Encodes into a new array of exactly the payload's length (tests, tools, and payloads kept apart from the pool).</summary>
     public static byte[] Encode(int opcode, ReadOnlySpan<object?> args, ArgumentCodecOptions? options = null)
     {
-        var buffer = new ArrayBufferWriter<byte>(256);
-        Encode(opcode, args, buffer, options);
-        return buffer.WrittenSpan.ToArray();
+        var writer = new PooledBufferWriter(AllocatingPool.Instance, (options ?? ArgumentCodecOptions.Default).MaxPayloadBytes);
+        (byte[] array, int length) = Encode(opcode, args, writer);
+        return array.Length == length ? array : array.AsSpan(0, length).ToArray();
     }
 
-    /// <summary>Encodes into an array from <paramref name="writer"/>'s pool, which the caller then owns.</summary>
+    /// <summary>
+    /// Encodes into an array from <paramref name="writer"/>'s pool, which the caller then owns.
+    /// Throws <see cref="ArgumentException"/> for arguments that cannot be sent or a payload over
+    /// the writer's limit (the writer is then empty again).
+    /// </summary>
     public static (byte[] Array, int Length) Encode(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter writer)
     {
         try
         {
-            Encode(opcode, args, (IBufferWriter<byte>)writer);
+            Write(opcode, args, writer);
         }
         catch
         {
@@ -37,28 +44,23 @@ internal static class ArgumentCodec
         return writer.Detach();
     }
 
-    /// <summary>
-    /// Appends the payload to <paramref name="output"/>. Throws <see cref="ArgumentException"/> for
-    /// arguments that cannot be sent or a payload over the size limit; the output then holds a
-    /// partial payload that the caller must discard.
-    /// </summary>
-    public static void Encode(int opcode, ReadOnlySpan<object?> args, IBufferWriter<byte> output, ArgumentCodecOptions? options = null)
+    private static void Write(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter output)
     {
-        ArgumentNullException.ThrowIfNull(output);
         if (args.Length > MaxArguments)
             throw new ArgumentException(
                 $"A message carries at most {MaxArguments} arguments but {args.Length} were given; group related values into an array, a List<T> or a record.",
                 nameof(args));
 
-        var w = new PayloadWriter(output, (options ?? ArgumentCodecOptions.Default).MaxPayloadBytes);
-        w.WriteInt32(opcode);
-        w.WriteByte((byte)args.Length);
+        var w = new MessagePackWriter(output);
+        w.WriteArrayHeader(1 + 2 * args.Length);
+        w.Write(opcode);
         for (int i = 0; i < args.Length; i++)
         {
             var value = args[i];
             if (value is null)
             {
-                w.WriteByte((byte)TypeTag.Null);
+                w.WriteNil(); // descriptor
+                w.WriteNil(); // value
                 continue;
             }
             if (value is CancellationToken)
@@ -70,37 +72,37 @@ internal static class ArgumentCodec
             }
             if (!WireType.TryFor(value.GetType(), out var wire, out var error))
                 throw new ArgumentException($"Argument {i} of type {WireType.Display(value.GetType())} cannot be sent: {error}.", nameof(args));
-            w.WriteBytes(wire!.Descriptor);
+            w.WriteRaw(wire!.Descriptor);
             try
             {
-                ValueEncoder.Write(ref w, wire, value, withPresence: false);
+                ArgumentValues.Write(ref w, wire, value);
             }
             catch (ArgumentException e) when (e is not PayloadTooLargeException)
             {
                 throw new ArgumentException($"Argument {i} ({wire.DisplayName}) cannot be sent: {e.Message}", nameof(args), e);
             }
         }
+        w.Flush();
     }
 
     /// <summary>
-    /// Parses and fully validates a payload without creating argument objects or resolving type
-    /// names. Never throws, whatever the bytes.
+    /// Parses and validates a payload's structure without creating argument objects or resolving
+    /// type names. Never throws, whatever the bytes.
     /// </summary>
     // scratch: Reused storage for the argument infos (MaxArguments long), so parsing allocates nothing; valid until the next parse into it.
-    public static bool TryReadHeader(ReadOnlySpan<byte> payload, out int opcode, out EncodedArguments args, out string? error, ArgumentInfo[]? scratch = null)
+    public static bool TryReadHeader(ReadOnlyMemory<byte> payload, out int opcode, out EncodedArguments args, out string? error, ArgumentInfo[]? scratch = null)
     {
-        if (!PayloadValidator.TryParse(payload, out opcode, out var infos, out error, scratch))
+        if (!PayloadValidator.TryParse(payload, out opcode, out var infos, out int count, out error, scratch))
         {
             args = default;
             return false;
         }
-        args = new EncodedArguments(payload, infos, payload[4]);
+        args = new EncodedArguments(payload, infos, count);
         return true;
     }
 
     /// <summary>Opcode of a payload, without validating the rest (for counters and logs).</summary>
-    public static bool TryPeekOpcode(ReadOnlySpan<byte> payload, out int opcode) =>
-        BinaryPrimitives.TryReadInt32LittleEndian(payload, out opcode);
+    public static bool TryPeekOpcode(ReadOnlyMemory<byte> payload, out int opcode) => PayloadValidator.TryPeekOpcode(payload, out opcode);
 
     /// <summary>"(string, int)" for a handler signature.</summary>
     public static string DescribeTypes(ReadOnlySpan<Type> types)
@@ -121,5 +123,17 @@ internal static class ArgumentCodec
         for (int i = 0; i < args.Length; i++)
             parts[i] = args[i] is { } v ? WireType.Display(v.GetType()) : "null";
         return "(" + string.Join(", ", parts) + ")";
+    }
+
+    /// <summary>A "pool" that allocates and forgets, for payloads that leave the codec as their own arrays.</summary>
+    private sealed class AllocatingPool : IBufferPool
+    {
+        public static readonly AllocatingPool Instance = new();
+
+        public byte[] Rent(int minimumLength) => new byte[minimumLength];
+
+        public void Return(byte[] array)
+        {
+        }
     }
 }

@@ -13,7 +13,7 @@ internal sealed class ArgumentCodecOptions
         get;
         init
         {
-            ArgumentOutOfRangeException.ThrowIfLessThan(value, ArgumentCodec.HeaderSize);
+            ArgumentOutOfRangeException.ThrowIfLessThan(value, ArgumentCodec.MaxHeaderBytes);
             field = value;
         }
     } = DefaultMaxPayloadBytes;

@@ -1,5 +1,5 @@
-using System.Buffers.Binary;
 using System.Text;
+using MessagePack;
 
 namespace Isis.Serialization;
 
@@ -9,16 +9,17 @@ internal readonly record struct ArgumentInfo(TypeTag Tag, int DescriptorStart, i
 /// <summary>
 /// The arguments of a validated payload, not yet turned into objects. Type keys stay bytes until a
 /// handler's parameter type is compared with them, so a payload cannot choose what gets created.
-/// A ref struct because it borrows the payload span; use it within the delivery that produced it.
+/// Borrows the payload and (on the dispatch path) a reused array of infos: use it within the
+/// delivery that produced it.
 /// </summary>
-internal readonly ref struct EncodedArguments
+internal readonly struct EncodedArguments
 {
-    private readonly ReadOnlySpan<byte> _payload;
+    private readonly ReadOnlyMemory<byte> _payload;
     private readonly ArgumentInfo[]? _arguments;
     private readonly int _count;
 
     // count: How many entries of arguments are this payload's (the array may be longer scratch).
-    internal EncodedArguments(ReadOnlySpan<byte> payload, ArgumentInfo[] arguments, int count)
+    internal EncodedArguments(ReadOnlyMemory<byte> payload, ArgumentInfo[] arguments, int count)
     {
         _payload = payload;
         _arguments = arguments;
@@ -35,21 +36,24 @@ internal readonly ref struct EncodedArguments
     public ReadOnlySpan<byte> GetDescriptor(int index)
     {
         var a = this[index];
-        return _payload.Slice(a.DescriptorStart, a.DescriptorLength);
+        return _payload.Span.Slice(a.DescriptorStart, a.DescriptorLength);
     }
 
-    /// <summary>Type key of an enum or JSON argument (diagnostics only; never resolved to a type).</summary>
+    /// <summary>Type key of an enum or Object argument (diagnostics only; never resolved to a type).</summary>
     public string? GetTypeKey(int index)
     {
-        var d = GetDescriptor(index);
-        return TypeTags.HasTypeKey((TypeTag)d[0]) ? Encoding.UTF8.GetString(d.Slice(5, BinaryPrimitives.ReadInt32LittleEndian(d[1..]))) : null;
+        if (!TypeTags.HasTypeKey(GetTag(index))) return null;
+        var r = Descriptor(index);
+        r.ReadArrayHeader();
+        r.ReadByte();
+        return r.ReadString();
     }
 
     /// <summary>C#-style type of the argument as sent, e.g. "List&lt;int&gt;".</summary>
     public string GetDisplayName(int index)
     {
-        int pos = 0;
-        return Display(GetDescriptor(index), ref pos);
+        var r = Descriptor(index);
+        return Display(ref r);
     }
 
     /// <summary>"(string, int)": the argument types as sent.</summary>
@@ -67,7 +71,7 @@ internal readonly ref struct EncodedArguments
 
     /// <summary>
     /// Creates argument <paramref name="index"/> as <paramref name="targetType"/>, only if the
-    /// argument was sent as exactly that type (JSON: type key equal to the type's key).
+    /// argument was sent as exactly that type (Object and enum: type key equal to the type's key).
     /// </summary>
     public bool TryMaterialize(int index, Type targetType, out object? value, out string? error)
     {
@@ -104,29 +108,38 @@ internal readonly ref struct EncodedArguments
             return true;
         }
         var a = this[index];
-        int pos = a.ValueStart;
-        if (!ValueReader.TryRead(_payload, ref pos, shape.Wire, withPresence: false, out value, out error))
+        if (!ArgumentValues.TryRead(_payload.Slice(a.ValueStart, a.ValueLength), shape.Wire, out value, out error))
         {
             error = $"argument {index}: {error}";
+            return false;
+        }
+        if (value is null && !shape.AcceptsNull)
+        {
+            error = $"argument {index} is nil, which {shape.DisplayName} cannot hold";
             return false;
         }
         return true;
     }
 
-    private static string Display(ReadOnlySpan<byte> d, ref int pos)
+    private MessagePackReader Descriptor(int index)
     {
-        var tag = (TypeTag)d[pos++];
-        switch (tag)
+        var a = this[index];
+        return new MessagePackReader(_payload.Slice(a.DescriptorStart, a.DescriptorLength));
+    }
+
+    /// <summary>Display name of a descriptor that <see cref="PayloadValidator"/> accepted.</summary>
+    private static string Display(ref MessagePackReader r)
+    {
+        if (r.TryReadNil()) return "null";
+        if (r.NextMessagePackType != MessagePackType.Array) return TypeTags.Keyword((TypeTag)r.ReadByte())!;
+        r.ReadArrayHeader();
+        var tag = (TypeTag)r.ReadByte();
+        return tag switch
         {
-            case TypeTag.Array: return Display(d, ref pos) + "[]";
-            case TypeTag.List: return "List<" + Display(d, ref pos) + ">";
-            case TypeTag.Nullable: return Display(d, ref pos) + "?";
-            case TypeTag.Enum or TypeTag.Json:
-                int length = BinaryPrimitives.ReadInt32LittleEndian(d[pos..]);
-                var key = Encoding.UTF8.GetString(d.Slice(pos + 4, length));
-                pos += 4 + length;
-                return key;
-            default: return TypeTags.Keyword(tag) ?? tag.ToString();
-        }
+            TypeTag.Array => Display(ref r) + "[]",
+            TypeTag.List => "List<" + Display(ref r) + ">",
+            TypeTag.Nullable => Display(ref r) + "?",
+            _ => r.ReadString()!,
+        };
     }
 }

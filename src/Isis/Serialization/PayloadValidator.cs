@@ -1,269 +1,182 @@
-using System.Buffers.Binary;
 using System.Text.Unicode;
+using MessagePack;
 
 namespace Isis.Serialization;
 
 /// <summary>
-/// Checks the whole structure of a received payload (tags, lengths, bounds, UTF-8, nesting)
-/// without resolving any type name, so later reads can trust offsets. Never throws: every
-/// failure is a message naming the argument and what is wrong.
+/// Checks the structure of a received payload (one MessagePack array of the opcode, then a type
+/// descriptor and a value per argument) without resolving any type name or creating any value, so
+/// later reads can trust the offsets. Values are only skipped here (MessagePack's iterative skip,
+/// which cannot recurse or allocate whatever the counts say); each is read when a handler whose
+/// parameter type matches its descriptor asks for it. Never throws: every failure is a message
+/// naming the argument and what is wrong.
 /// </summary>
 internal static class PayloadValidator
 {
     private enum Context { TopLevel, Element, NullableInner }
 
-    // scratch: Where to put the argument infos (at least ArgumentCodec.MaxArguments long), instead of a new array; arguments is then that array, of which the first payload[4] entries are valid.
-    public static bool TryParse(ReadOnlySpan<byte> payload, out int opcode, out ArgumentInfo[] arguments, out string? error, ArgumentInfo[]? scratch = null)
+    // scratch: Where to put the argument infos (at least ArgumentCodec.MaxArguments long), instead of a new array; arguments is then that array, of which the first count entries are valid.
+    public static bool TryParse(ReadOnlyMemory<byte> payload, out int opcode, out ArgumentInfo[] arguments, out int count, out string? error, ArgumentInfo[]? scratch = null)
     {
         opcode = 0;
+        count = 0;
         arguments = [];
-        if (payload.Length < ArgumentCodec.HeaderSize)
+        int argument = -1;
+        var r = new MessagePackReader(payload);
+        try
         {
-            error = $"payload is {payload.Length} bytes; the header alone needs {ArgumentCodec.HeaderSize}";
-            return false;
-        }
-        opcode = BinaryPrimitives.ReadInt32LittleEndian(payload);
-        int count = payload[4];
-        if (count > ArgumentCodec.MaxArguments)
-        {
-            error = $"argument count {count} exceeds the maximum of {ArgumentCodec.MaxArguments}";
-            return false;
-        }
-
-        var infos = scratch ?? (count == 0 ? [] : new ArgumentInfo[count]);
-        int pos = ArgumentCodec.HeaderSize;
-        for (int i = 0; i < count; i++)
-        {
-            int descriptorStart = pos;
-            if (!TryDescriptor(payload, ref pos, 1, Context.TopLevel, out error)
-                || !TryValue(payload, descriptorStart, ref pos, withPresence: false, out error))
+            if (r.End || r.NextMessagePackType != MessagePackType.Array)
             {
-                error = $"argument {i}: {error}";
+                error = "the payload is not a MessagePack array";
                 return false;
             }
-            int valueStart = descriptorStart + DescriptorLength(payload, descriptorStart);
-            infos[i] = new ArgumentInfo((TypeTag)payload[descriptorStart], descriptorStart, valueStart - descriptorStart, valueStart, pos - valueStart);
+            // TryReadArrayHeader: no check of the count against the bytes left, so a count over the
+            // maximum is reported as such (the checks below bound everything that follows).
+            if (!r.TryReadArrayHeader(out int length))
+            {
+                error = "the payload ends inside its array header";
+                return false;
+            }
+            if (length >= 1)
+                opcode = r.ReadInt32();
+            if (length < 1 || length % 2 == 0)
+            {
+                error = $"the payload array has {length} elements; it must hold the opcode, then a type and a value per argument";
+                return false;
+            }
+            count = length / 2;
+            if (count > ArgumentCodec.MaxArguments)
+            {
+                error = $"argument count {count} exceeds the maximum of {ArgumentCodec.MaxArguments}";
+                return false;
+            }
+
+            var infos = scratch ?? (count == 0 ? [] : new ArgumentInfo[count]);
+            for (argument = 0; argument < count; argument++)
+            {
+                int descriptorStart = (int)r.Consumed;
+                if (!TryDescriptor(ref r, 1, Context.TopLevel, out var tag, out error))
+                {
+                    error = $"argument {argument}: {error}";
+                    return false;
+                }
+                int valueStart = (int)r.Consumed;
+                if (tag == TypeTag.Null && !r.IsNil)
+                {
+                    error = $"argument {argument}: a null argument's value must be nil";
+                    return false;
+                }
+                r.Skip();
+                infos[argument] = new ArgumentInfo(tag, descriptorStart, valueStart - descriptorStart, valueStart, (int)r.Consumed - valueStart);
+            }
+            if (!r.End)
+            {
+                error = $"{r.Sequence.Length - r.Consumed} unexpected bytes follow the last argument";
+                return false;
+            }
+            arguments = infos;
+            error = null;
+            return true;
         }
-        if (pos != payload.Length)
+        catch (Exception e)
         {
-            error = $"{payload.Length - pos} unexpected bytes follow the last argument";
+            // The reader throws on truncation, unknown codes, integers out of range and lengths
+            // past the end (several exception types); whatever it throws, the payload is malformed.
+            error = (argument < 0 ? "header: " : argument < count ? $"argument {argument}: " : "") + $"malformed MessagePack ({e.Message})";
             return false;
         }
-        arguments = infos;
-        error = null;
-        return true;
     }
 
-    /// <summary>Length of an already validated descriptor.</summary>
-    public static int DescriptorLength(ReadOnlySpan<byte> payload, int start)
+    /// <summary>Opcode of a payload, without validating the rest (for counters and logs).</summary>
+    public static bool TryPeekOpcode(ReadOnlyMemory<byte> payload, out int opcode)
     {
-        int pos = start;
-        while (true)
+        opcode = 0;
+        var r = new MessagePackReader(payload);
+        try
         {
-            var tag = (TypeTag)payload[pos++];
-            if (TypeTags.HasTypeKey(tag))
-                return pos + 4 + BinaryPrimitives.ReadInt32LittleEndian(payload[pos..]) - start;
-            if (tag is not (TypeTag.Array or TypeTag.List or TypeTag.Nullable))
-                return pos - start;
+            if (!r.TryReadArrayHeader(out int length) || length < 1) return false;
+            opcode = r.ReadInt32();
+            return true;
         }
-    }
-
-    private static bool TryDescriptor(ReadOnlySpan<byte> p, ref int pos, int depth, Context context, out string? error)
-    {
-        if (pos >= p.Length)
+        catch (Exception)
         {
-            error = "payload ends inside a type descriptor";
             return false;
         }
-        byte raw = p[pos++];
-        var tag = (TypeTag)raw;
-        if (raw > (byte)TypeTags.Last)
+    }
+
+    private static bool TryDescriptor(ref MessagePackReader r, int depth, Context context, out TypeTag tag, out string? error)
+    {
+        tag = TypeTag.Null;
+        byte code = r.NextCode;
+        if (code == MessagePackCode.Nil)
+        {
+            r.ReadNil();
+            error = context == Context.TopLevel ? null : "the null type is only valid for a whole argument";
+            return error is null;
+        }
+        bool composite = code is >= MessagePackCode.MinFixArray and <= MessagePackCode.MaxFixArray;
+        if (composite && r.ReadArrayHeader() != 2)
+        {
+            error = "a composite type descriptor must be [tag, parameter]";
+            return false;
+        }
+        if (r.NextCode > MessagePackCode.MaxFixInt)
+        {
+            error = $"a type descriptor must be a tag or [tag, parameter], not MessagePack code 0x{r.NextCode:X2}";
+            return false;
+        }
+        byte raw = r.ReadByte();
+        tag = (TypeTag)raw;
+        if (raw == 0 || tag > TypeTags.Last)
         {
             error = $"unknown type tag {raw}";
             return false;
         }
-        if (context == Context.NullableInner && TypeTags.FixedSize(tag) == 0)
+        if (TypeTags.IsScalar(tag) == composite)
         {
-            error = $"a nullable element must wrap a fixed-size type, not tag {tag}";
+            error = composite ? $"tag {tag} is a scalar and takes no parameter" : $"tag {tag} needs a parameter: [tag, parameter]";
+            return false;
+        }
+        if (context == Context.NullableInner && !TypeTags.IsNullableInner(tag))
+        {
+            error = $"a nullable element must wrap a scalar value type or an enum, not {tag}";
             return false;
         }
         switch (tag)
         {
-            case TypeTag.Null when context != Context.TopLevel:
-                error = "the null tag is only valid for a whole argument";
-                return false;
             case TypeTag.Nullable when context != Context.Element:
                 error = "the nullable tag is only valid for array and list elements";
                 return false;
-            case TypeTag.Enum or TypeTag.Json:
-                return TryTypeKey(p, ref pos, out error);
+            case TypeTag.Enum or TypeTag.Object:
+                return TryTypeKey(ref r, out error);
             case TypeTag.Array or TypeTag.List:
                 if (depth >= WireType.MaxDepth)
                 {
                     error = $"arrays and lists nest deeper than {WireType.MaxDepth} levels";
                     return false;
                 }
-                return TryDescriptor(p, ref pos, depth + 1, Context.Element, out error);
+                return TryDescriptor(ref r, depth + 1, Context.Element, out _, out error);
             case TypeTag.Nullable:
-                return TryDescriptor(p, ref pos, depth, Context.NullableInner, out error);
+                return TryDescriptor(ref r, depth, Context.NullableInner, out _, out error);
             default:
                 error = null;
                 return true;
         }
     }
 
-    private static bool TryTypeKey(ReadOnlySpan<byte> p, ref int pos, out string? error)
+    private static bool TryTypeKey(ref MessagePackReader r, out string? error)
     {
-        if (!TryLength(p, ref pos, out int length, out error))
-            return false;
-        if (length == 0 || length > WireType.MaxTypeKeyBytes)
+        if (r.NextMessagePackType != MessagePackType.String || !r.TryReadStringSpan(out ReadOnlySpan<byte> key))
         {
-            error = $"type key length {length} is outside 1..{WireType.MaxTypeKeyBytes}";
+            error = "a type key must be a string";
             return false;
         }
-        if (!Utf8.IsValid(p.Slice(pos, length)))
+        if (key.Length == 0 || key.Length > WireType.MaxTypeKeyBytes)
         {
-            error = "type key is not valid UTF-8";
+            error = $"type key length {key.Length} is outside 1..{WireType.MaxTypeKeyBytes}";
             return false;
         }
-        pos += length;
-        return true;
-    }
-
-    /// <summary>Reads a non-negative int32 length that fits in the remaining bytes.</summary>
-    private static bool TryLength(ReadOnlySpan<byte> p, ref int pos, out int length, out string? error)
-    {
-        length = 0;
-        if (p.Length - pos < 4)
-        {
-            error = "payload ends inside a length";
-            return false;
-        }
-        length = BinaryPrimitives.ReadInt32LittleEndian(p[pos..]);
-        pos += 4;
-        if (length < 0 || length > p.Length - pos)
-        {
-            error = $"length {length} exceeds the {p.Length - pos} bytes that remain";
-            return false;
-        }
-        error = null;
-        return true;
-    }
-
-    /// <summary>Validates the value whose (already validated) descriptor starts at <paramref name="descriptor"/>.</summary>
-    private static bool TryValue(ReadOnlySpan<byte> p, int descriptor, ref int pos, bool withPresence, out string? error)
-    {
-        var tag = (TypeTag)p[descriptor];
-        error = null;
-        if (tag == TypeTag.Null)
-            return true;
-        if (withPresence)
-        {
-            if (pos >= p.Length)
-            {
-                error = "payload ends before an element";
-                return false;
-            }
-            byte presence = p[pos++];
-            if (presence > 1)
-            {
-                error = $"element presence byte is {presence}, expected 0 or 1";
-                return false;
-            }
-            if (presence == 0)
-                return true;
-        }
-
-        int size = TypeTags.FixedSize(tag);
-        if (size > 0)
-        {
-            if (p.Length - pos < size)
-            {
-                error = $"payload ends inside a {TypeTags.Keyword(tag) ?? tag.ToString()} value";
-                return false;
-            }
-            if (!TryFixed(tag, p.Slice(pos, size), out error))
-                return false;
-            pos += size;
-            return true;
-        }
-
-        switch (tag)
-        {
-            case TypeTag.String:
-                if (!TryLength(p, ref pos, out int length, out error))
-                    return false;
-                if (!Utf8.IsValid(p.Slice(pos, length)))
-                {
-                    error = "string is not valid UTF-8";
-                    return false;
-                }
-                pos += length;
-                return true;
-            case TypeTag.Bytes or TypeTag.Json:
-                if (!TryLength(p, ref pos, out length, out error))
-                    return false;
-                pos += length;
-                return true;
-            case TypeTag.Nullable:
-                return TryValue(p, descriptor + 1, ref pos, withPresence: false, out error);
-            case TypeTag.Array or TypeTag.List:
-                return TryElements(p, descriptor + 1, ref pos, out error);
-            default:
-                error = $"tag {tag} has no value layout";
-                return false;
-        }
-    }
-
-    private static bool TryElements(ReadOnlySpan<byte> p, int elementDescriptor, ref int pos, out string? error)
-    {
-        if (p.Length - pos < 4)
-        {
-            error = "payload ends inside an element count";
-            return false;
-        }
-        int count = BinaryPrimitives.ReadInt32LittleEndian(p[pos..]);
-        pos += 4;
-        var elementTag = (TypeTag)p[elementDescriptor];
-        bool presence = TypeTags.HasPresenceByte(elementTag);
-        int minSize = presence ? 1 : TypeTags.FixedSize(elementTag);
-        // Every element takes at least one byte, so a hostile count cannot make us allocate or loop beyond the payload.
-        if (count < 0 || count > (p.Length - pos) / minSize)
-        {
-            error = $"element count {count} cannot fit in the {p.Length - pos} bytes that remain";
-            return false;
-        }
-        if (!presence && !NeedsCheck(elementTag))
-        {
-            pos += count * minSize;
-            error = null;
-            return true;
-        }
-        for (int i = 0; i < count; i++)
-        {
-            if (!TryValue(p, elementDescriptor, ref pos, presence, out error))
-            {
-                error = $"element {i}: {error}";
-                return false;
-            }
-        }
-        error = null;
-        return true;
-    }
-
-    /// <summary>Fixed-size kinds with invalid bit patterns; the rest accept any bytes.</summary>
-    private static bool NeedsCheck(TypeTag tag) => tag is TypeTag.Bool or TypeTag.Decimal or TypeTag.DateTime or TypeTag.DateTimeOffset;
-
-    private static bool TryFixed(TypeTag tag, ReadOnlySpan<byte> v, out string? error)
-    {
-        error = tag switch
-        {
-            TypeTag.Bool when v[0] > 1 => $"bool byte is {v[0]}, expected 0 or 1",
-            TypeTag.Decimal when !ValueReader.IsValidDecimal(v) => "decimal has an invalid scale or sign word",
-            TypeTag.DateTime when !ValueReader.IsValidDateTime(v) => "DateTime ticks or kind are out of range",
-            TypeTag.DateTimeOffset when !ValueReader.IsValidDateTimeOffset(v) => "DateTimeOffset ticks or offset are out of range",
-            _ => null,
-        };
+        error = Utf8.IsValid(key) ? null : "type key is not valid UTF-8";
         return error is null;
     }
 }

@@ -5,10 +5,12 @@ namespace Isis.Serialization;
 
 /// <summary>
 /// An <see cref="IBufferWriter{T}"/> over arrays from a buffer pool: a Send's arguments are encoded
-/// straight into the array the protocol then holds, so encoding allocates nothing. One writer per
-/// thread (it is not thread-safe); <see cref="Detach"/> hands the array over and leaves the writer empty.
+/// straight into the array the protocol then holds, so encoding allocates nothing. It refuses to
+/// grow past <c>maxBytes</c>, so an oversized message fails as soon as it passes the limit instead
+/// of after copying everything. One writer per thread (it is not thread-safe); <see cref="Detach"/>
+/// hands the array over and leaves the writer empty.
 /// </summary>
-internal sealed class PooledBufferWriter(IBufferPool pool) : IBufferWriter<byte>
+internal sealed class PooledBufferWriter(IBufferPool pool, int maxBytes = ArgumentCodecOptions.DefaultMaxPayloadBytes) : IBufferWriter<byte>
 {
     private byte[]? _array;
     private int _written;
@@ -16,6 +18,7 @@ internal sealed class PooledBufferWriter(IBufferPool pool) : IBufferWriter<byte>
     public void Advance(int count)
     {
         if (count < 0 || _array == null || _written + count > _array.Length) throw new ArgumentOutOfRangeException(nameof(count));
+        CheckRoom(count);
         _written += count;
     }
 
@@ -51,9 +54,10 @@ internal sealed class PooledBufferWriter(IBufferPool pool) : IBufferWriter<byte>
 
     private void Ensure(int sizeHint)
     {
+        CheckRoom(sizeHint);
         int needed = _written + Math.Max(sizeHint, 1);
         if (_array != null && needed <= _array.Length) return;
-        byte[] bigger = pool.Rent(Math.Max(needed, _array == null ? 256 : _array.Length * 2));
+        byte[] bigger = pool.Rent(Math.Min(Math.Max(needed, _array == null ? 256 : _array.Length * 2), Math.Max(needed, maxBytes)));
         if (_array != null)
         {
             _array.AsSpan(0, _written).CopyTo(bigger);
@@ -61,4 +65,15 @@ internal sealed class PooledBufferWriter(IBufferPool pool) : IBufferWriter<byte>
         }
         _array = bigger;
     }
+
+    private void CheckRoom(int bytes)
+    {
+        if (bytes > maxBytes - _written)
+            throw new PayloadTooLargeException(
+                $"The message arguments encode to more than the maximum payload size of {maxBytes} bytes ({maxBytes / (1024.0 * 1024.0):0.##} MiB). " +
+                "Send less data per message (split it, or send a reference to it), or raise ArgumentCodecOptions.MaxPayloadBytes.");
+    }
 }
+
+/// <summary>The encoded arguments exceed the payload limit; an <see cref="ArgumentException"/> so callers see a bad-argument failure at Send.</summary>
+internal sealed class PayloadTooLargeException(string message) : ArgumentException(message);

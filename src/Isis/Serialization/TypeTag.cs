@@ -1,11 +1,18 @@
 namespace Isis.Serialization;
 
 /// <summary>
-/// First byte of every type descriptor on the wire. Values are part of the wire format: never
-/// renumber, only append.
+/// The tag of a type descriptor: what a handler's parameter must be declared as for an argument to
+/// reach it. Values are part of the wire format: never renumber, only append.
 /// </summary>
+/// <remarks>
+/// A descriptor is a MessagePack value: a scalar's tag alone (a positive fixint), MessagePack nil
+/// for a null argument, or a two-element array <c>[tag, parameter]</c> whose parameter is a type
+/// key string (<see cref="Enum"/>, <see cref="Object"/>) or the element's descriptor
+/// (<see cref="Array"/>, <see cref="List"/>, <see cref="Nullable"/>).
+/// </remarks>
 internal enum TypeTag : byte
 {
+    /// <summary>A null argument (nil on the wire); never a parameter's tag.</summary>
     Null = 0,
     Bool = 1,
     Byte = 2,
@@ -27,53 +34,40 @@ internal enum TypeTag : byte
     DateTimeOffset = 18,
     TimeSpan = 19,
 
-    /// <summary>Followed by a type key; the value is the underlying number as int64.</summary>
+    /// <summary>An enum, named by its type key; the value is its underlying number.</summary>
     Enum = 20,
 
-    /// <summary>One-dimensional array; followed by the element descriptor.</summary>
+    /// <summary>One-dimensional array; the parameter is the element descriptor.</summary>
     Array = 21,
 
-    /// <summary><see cref="List{T}"/>; followed by the element descriptor.</summary>
+    /// <summary><see cref="List{T}"/>; the parameter is the element descriptor.</summary>
     List = 22,
 
-    /// <summary>Nullable fixed-size element (only inside arrays and lists); followed by the inner descriptor.</summary>
+    /// <summary>Nullable scalar or enum element (only inside arrays and lists); the parameter is the inner descriptor.</summary>
     Nullable = 23,
 
-    /// <summary>Followed by a type key; the value is System.Text.Json UTF-8.</summary>
-    Json = 24,
+    /// <summary>
+    /// Any other type (records, classes, structs, dictionaries, sets, tuples), named by its type key
+    /// and serialized by MessagePack-CSharp: by its <c>[MessagePackObject]</c> contract when it has
+    /// one, else by its public members (the contractless resolver).
+    /// </summary>
+    Object = 24,
 }
 
 /// <summary>Facts about tags that both the encoder and the validator rely on.</summary>
 internal static class TypeTags
 {
-    public const TypeTag Last = TypeTag.Json;
+    public const TypeTag Last = TypeTag.Object;
 
-    /// <summary>Size of a fixed-size value, or 0 when the value is length-prefixed or composite.</summary>
-    public static int FixedSize(TypeTag tag) => tag switch
-    {
-        TypeTag.Bool or TypeTag.Byte or TypeTag.SByte => 1,
-        TypeTag.Int16 or TypeTag.UInt16 or TypeTag.Char => 2,
-        TypeTag.Int32 or TypeTag.UInt32 or TypeTag.Single => 4,
-        TypeTag.Int64 or TypeTag.UInt64 or TypeTag.Double or TypeTag.TimeSpan or TypeTag.Enum => 8,
-        TypeTag.DateTime => 9,
-        TypeTag.DateTimeOffset => 10,
-        TypeTag.Decimal or TypeTag.Guid => 16,
-        _ => 0,
-    };
+    /// <summary>Tags written alone, with no parameter.</summary>
+    public static bool IsScalar(TypeTag tag) => tag is >= TypeTag.Bool and <= TypeTag.TimeSpan;
 
-    /// <summary>
-    /// Elements of these kinds may be null, so inside arrays and lists each one starts with a
-    /// presence byte (0 = null, 1 = value follows). Fixed-size kinds never can.
-    /// </summary>
-    public static bool HasPresenceByte(TypeTag tag) =>
-        tag is TypeTag.String or TypeTag.Bytes or TypeTag.Array or TypeTag.List or TypeTag.Nullable or TypeTag.Json;
+    public static bool HasTypeKey(TypeTag tag) => tag is TypeTag.Enum or TypeTag.Object;
 
-    public static bool HasTypeKey(TypeTag tag) => tag is TypeTag.Enum or TypeTag.Json;
+    public static bool HasElement(TypeTag tag) => tag is TypeTag.Array or TypeTag.List or TypeTag.Nullable;
 
-    /// <summary>Fixed-size values whose raw little-endian memory layout equals their wire layout.</summary>
-    public static bool IsBlittable(TypeTag tag) => tag is TypeTag.Byte or TypeTag.SByte or TypeTag.Int16
-        or TypeTag.UInt16 or TypeTag.Int32 or TypeTag.UInt32 or TypeTag.Int64 or TypeTag.UInt64
-        or TypeTag.Single or TypeTag.Double or TypeTag.Char;
+    /// <summary>Scalars and enums whose .NET type is a value type: what <see cref="TypeTag.Nullable"/> may wrap.</summary>
+    public static bool IsNullableInner(TypeTag tag) => tag is TypeTag.Enum || (IsScalar(tag) && tag is not (TypeTag.String or TypeTag.Bytes));
 
     /// <summary>C#-style name used in diagnostics, e.g. "int".</summary>
     public static string? Keyword(TypeTag tag) => tag switch

@@ -1,12 +1,15 @@
+using System.Buffers;
 using System.Text;
+using MessagePack;
 
 namespace Isis.Serialization;
 
 /// <summary>
-/// How one .NET type travels: its tag, element type for collections, type key for enums and JSON,
-/// and the exact descriptor bytes the encoder writes. A received argument matches a handler
-/// parameter when its descriptor bytes equal the parameter's, so matching is a byte comparison and
-/// never resolves a type name from the wire.
+/// How one .NET type is named on the wire: its tag, element type for collections, type key for
+/// enums and other types, and the exact descriptor bytes (a MessagePack value, see
+/// <see cref="TypeTag"/>) the encoder writes before the value. A received argument matches a
+/// handler parameter when its descriptor bytes equal the parameter's, so matching is a byte
+/// comparison and never resolves a type name from the wire.
 /// </summary>
 internal sealed class WireType
 {
@@ -15,8 +18,6 @@ internal sealed class WireType
 
     /// <summary>Longest type key in UTF-8 bytes; keeps hostile descriptors small.</summary>
     public const int MaxTypeKeyBytes = 4096;
-
-    private static readonly UTF8Encoding StrictUtf8 = new(encoderShouldEmitUTF8Identifier: false, throwOnInvalidBytes: true);
 
     private WireType(TypeTag tag, Type clrType, string? key, WireType? element)
     {
@@ -34,7 +35,7 @@ internal sealed class WireType
     /// <summary>The .NET type values of this wire type are read into.</summary>
     public Type ClrType { get; }
 
-    /// <summary>Type key for <see cref="TypeTag.Enum"/> and <see cref="TypeTag.Json"/>, else null.</summary>
+    /// <summary>Type key for <see cref="TypeTag.Enum"/> and <see cref="TypeTag.Object"/>, else null.</summary>
     public string? Key { get; }
 
     /// <summary>Element type of arrays and lists, inner type of nullable elements.</summary>
@@ -42,18 +43,16 @@ internal sealed class WireType
 
     public int Depth { get; }
 
-    /// <summary>The descriptor exactly as it appears on the wire.</summary>
+    /// <summary>The descriptor exactly as it appears on the wire (MessagePack).</summary>
     public byte[] Descriptor { get; }
 
     public string DisplayName { get; }
-
-    public bool HasPresenceByte => TypeTags.HasPresenceByte(Tag);
 
     /// <summary>Describes <paramref name="type"/>, or explains why the codec cannot carry it.</summary>
     public static bool TryFor(Type type, out WireType? wire, out string? error) => TryFor(type, 1, out wire, out error);
 
     /// <summary>
-    /// Type key used on the wire for enums and JSON types: <see cref="Type.FullName"/> for
+    /// Type key used on the wire for enums and <see cref="TypeTag.Object"/> types: <see cref="Type.FullName"/> for
     /// non-generic types; for generic ones the definition's full name with argument keys, so that
     /// sender and receiver need not share assembly versions of the type arguments.
     /// </summary>
@@ -113,14 +112,14 @@ internal sealed class WireType
 
         if (Nullable.GetUnderlyingType(type) is { } underlying && (Primitive(underlying) is not null || underlying.IsEnum))
         {
-            // Only fixed-size kinds get the Nullable wrapper; nullable JSON structs are plain JSON
-            // types (the serializer handles null), so one rule decides the element layout.
+            // Only scalars and enums get the Nullable wrapper; other nullable structs are Object
+            // types (the serializer handles null), so one rule decides the descriptor.
             TryFor(underlying, depth, out var inner, out error);
             wire = new WireType(TypeTag.Nullable, type, null, inner);
             return true;
         }
 
-        return WithKey(TypeTag.Json, type, out wire, out error);
+        return WithKey(TypeTag.Object, type, out wire, out error);
     }
 
     private static bool WithKey(TypeTag tag, Type type, out WireType? wire, out string? error)
@@ -194,21 +193,20 @@ internal sealed class WireType
         return KeyOf(type) ?? type.Name;
     }
 
+    /// <summary>A scalar's tag alone, else <c>[tag, key]</c> or <c>[tag, element descriptor]</c>.</summary>
     private byte[] BuildDescriptor()
     {
-        var keyBytes = Key is null ? [] : Encoding.UTF8.GetBytes(Key);
-        var elementBytes = Element?.Descriptor ?? [];
-        var bytes = new byte[1 + (Key is null ? 0 : 4 + keyBytes.Length) + elementBytes.Length];
-        bytes[0] = (byte)Tag;
-        int pos = 1;
+        var buffer = new ArrayBufferWriter<byte>(16);
+        var w = new MessagePackWriter(buffer);
+        if (!TypeTags.IsScalar(Tag))
+            w.WriteArrayHeader(2);
+        w.Write((byte)Tag);
         if (Key is not null)
-        {
-            System.Buffers.Binary.BinaryPrimitives.WriteInt32LittleEndian(bytes.AsSpan(pos), keyBytes.Length);
-            keyBytes.CopyTo(bytes, pos + 4);
-            pos += 4 + keyBytes.Length;
-        }
-        elementBytes.CopyTo(bytes, pos);
-        return bytes;
+            w.Write(Key);
+        else if (Element is not null)
+            w.WriteRaw(Element.Descriptor);
+        w.Flush();
+        return buffer.WrittenSpan.ToArray();
     }
 
     private string BuildDisplayName() => Tag switch
@@ -216,12 +214,9 @@ internal sealed class WireType
         TypeTag.Array => Element!.DisplayName + "[]",
         TypeTag.List => "List<" + Element!.DisplayName + ">",
         TypeTag.Nullable => Element!.DisplayName + "?",
-        TypeTag.Enum or TypeTag.Json => Key!,
+        TypeTag.Enum or TypeTag.Object => Key!,
         _ => TypeTags.Keyword(Tag)!,
     };
-
-    /// <summary>Strict UTF-8 so that a string with a lone surrogate fails at Send, not silently.</summary>
-    public static UTF8Encoding Utf8 => StrictUtf8;
 
     /// <summary>Shared immutable descriptions of the built-in scalar types; built once, never mutated.</summary>
     private static class Primitives

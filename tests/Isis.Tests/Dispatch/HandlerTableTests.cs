@@ -166,12 +166,12 @@ public sealed class HandlerTableTests
         Assert.Equal(2, none.Opcode);
         Assert.Contains("g.Handlers[2]", none.Message);
 
-        var garbage = table.Dispatch([1, 0, 0, 0, 1, 200]);
+        var garbage = table.Dispatch(new byte[] { 0x93, 1, 99, 0 }); // [1, tag 99, 0]
         Assert.Equal(DispatchOutcome.Malformed, garbage.Outcome);
         Assert.Equal(1, garbage.Opcode);
-        Assert.Contains("unknown type tag 200", garbage.Message);
+        Assert.Contains("unknown type tag 99", garbage.Message);
 
-        Assert.Equal(DispatchOutcome.Malformed, table.Dispatch([]).Outcome);
+        Assert.Equal(DispatchOutcome.Malformed, table.Dispatch(Array.Empty<byte>()).Outcome);
     }
 
     [Fact]
@@ -200,7 +200,8 @@ public sealed class HandlerTableTests
         var ran = false;
         table.Register(1, (Action<Order>)(_ => ran = true));
         table.Register(1, (Action<Order>)(_ => ran = true));
-        var payload = new PayloadBuilder(1, 1).Tag(TypeTag.Json).Text(typeof(Order).FullName!).Text("not json").ToArray();
+        // Order's descriptor, but a string where Order's map of members belongs.
+        var payload = new PayloadBuilder(1, 1).Keyed(TypeTag.Object, typeof(Order).FullName!).Str("not an order").ToArray();
 
         var result = table.Dispatch(payload);
 

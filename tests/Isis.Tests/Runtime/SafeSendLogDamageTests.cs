@@ -3,6 +3,7 @@ using System.Collections.Concurrent;
 using System.Text;
 using Isis.Core.Durability;
 using Isis.Runtime;
+using Isis.Serialization;
 using Microsoft.Extensions.Logging;
 
 namespace Isis.Tests.Runtime;
@@ -67,7 +68,13 @@ public sealed class SafeSendLogDamageTests
         return HistoryLog.Read(records);
     }
 
-    private static int DecodeValue(byte[] payload) => BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(payload.Length - 4));
+    /// <summary>The int argument of a logged SafeSend's payload.</summary>
+    private static int DecodeValue(byte[] payload)
+    {
+        Assert.True(ArgumentCodec.TryReadHeader(payload, out _, out EncodedArguments args, out string? error), error);
+        Assert.True(args.TryMaterialize(0, typeof(int), out object? value, out error), error);
+        return (int)value!;
+    }
 
     /// <summary>Damage done to a log: the bytes from the first bad record on (what must be moved aside), where they start, and the file's length.</summary>
     private sealed record Damage(byte[] Bytes, long IntactLength, long FileLength)

@@ -1,5 +1,6 @@
-using System.Buffers;
+using Isis.Core.Common;
 using Isis.Serialization;
+using MessagePack;
 
 namespace Isis.Tests.Serialization;
 
@@ -143,7 +144,7 @@ public sealed class ArgumentCodecTests
     };
 
     [Fact]
-    public void Records_and_other_types_travel_as_json()
+    public void Records_classes_and_library_collections_travel_as_MessagePack()
     {
         var order = new Order("apples", 12, ["fresh", "red"], 1.99m);
         var back = (Order)RoundTrip(order, typeof(Order))!;
@@ -155,10 +156,58 @@ public sealed class ArgumentCodecTests
         Assert.Equal(new Dictionary<string, int> { ["a"] = 1 }, RoundTrip(new Dictionary<string, int> { ["a"] = 1 }, typeof(Dictionary<string, int>)));
         Assert.Equal((7, "seven"), RoundTrip((7, "seven"), typeof(ValueTuple<int, string>)));
         Assert.True(new HashSet<int> { 1, 2 }.SetEquals((HashSet<int>)RoundTrip(new HashSet<int> { 1, 2 }, typeof(HashSet<int>))!));
+        var stamp = new Stamp { At = new DateTime(2020, 5, 6, 7, 8, 9, DateTimeKind.Local), Id = Guid.NewGuid(), Note = "n" };
+        var stampBack = (Stamp)RoundTrip(stamp, typeof(Stamp))!;
+        Assert.Equal((stamp.At, DateTimeKind.Local, stamp.Id, "n"), (stampBack.At, stampBack.At.Kind, stampBack.Id, stampBack.Note));
     }
 
     [Fact]
-    public void Collections_of_json_types_round_trip()
+    public void An_annotated_type_travels_by_its_contract_and_a_plain_one_by_its_member_names()
+    {
+        var quote = new Quote("ACME", 12.5m);
+        Assert.Equal(quote, RoundTrip(quote, typeof(Quote)));
+        // [MessagePackObject] with [Key(n)]: an array of the keyed members, in key order.
+        Assert.Equal("[\"ACME\",\"12.5\"]", ValueAsJson(ArgumentCodec.Encode(1, [quote])));
+        // Contractless: a map from member name to value.
+        Assert.Equal("{\"X\":3,\"Y\":4}", ValueAsJson(ArgumentCodec.Encode(1, [new Point(3, 4)])));
+    }
+
+    /// <summary>The first argument's value as JSON, through MessagePack's own converter.</summary>
+    private static string ValueAsJson(byte[] payload)
+    {
+        Assert.True(ArgumentCodec.TryReadHeader(payload, out _, out var args, out var error), error);
+        return MessagePackSerializer.ConvertToJson(payload.AsMemory(args[0].ValueStart, args[0].ValueLength));
+    }
+
+    [Fact]
+    public void A_payload_is_plain_MessagePack_that_any_reader_can_dump()
+    {
+        // [opcode, type of "apples" (string = 14), "apples", type of 12 (int = 6), 12, null's type, null, [List, int], [1, 2]]
+        var payload = ArgumentCodec.Encode(7, ["apples", 12, null, new List<int> { 1, 2 }]);
+        Assert.Equal("[7,14,\"apples\",6,12,null,null,[22,6],[1,2]]", MessagePackSerializer.ConvertToJson(payload));
+        Assert.Equal(20, payload.Length);
+    }
+
+    [Fact]
+    public void An_object_graph_with_a_cycle_fails_at_encode_instead_of_overflowing_the_stack()
+    {
+        var node = new Link { Name = "a" };
+        node.Next = node;
+        var e = Assert.Throws<ArgumentException>(() => ArgumentCodec.Encode(1, [node]));
+        Assert.Contains("cycle", e.Message);
+        Assert.Contains("Argument 0", e.Message);
+    }
+
+    [Fact]
+    public void A_type_MessagePack_cannot_serialize_fails_at_encode_saying_so()
+    {
+        var e = Assert.Throws<ArgumentException>(() => ArgumentCodec.Encode(1, [new Opaque(5)]));
+        Assert.Contains("Argument 0 (Isis.Tests.Serialization.Opaque) cannot be sent", e.Message);
+        Assert.Contains("MessagePack", e.Message);
+    }
+
+    [Fact]
+    public void Collections_of_object_types_round_trip()
     {
         var list = new List<Order> { new("a", 1, [], 0m), new("b", 2, ["t"], 2m) };
         var back = (List<Order>)RoundTrip(list, typeof(List<Order>))!;
@@ -192,7 +241,7 @@ public sealed class ArgumentCodecTests
     public void Zero_arguments_is_just_the_header()
     {
         var payload = ArgumentCodec.Encode(-9, []);
-        Assert.Equal(ArgumentCodec.HeaderSize, payload.Length);
+        Assert.Equal(new byte[] { 0x91, 0xF7 }, payload); // a one-element array holding the fixint -9
         Assert.True(ArgumentCodec.TryReadHeader(payload, out int opcode, out var args, out _));
         Assert.Equal(-9, opcode);
         Assert.Equal(0, args.Count);
@@ -227,11 +276,19 @@ public sealed class ArgumentCodecTests
     }
 
     [Fact]
-    public void Encode_to_a_buffer_writer_appends()
+    public void Pooled_encoding_matches_and_a_failed_one_returns_its_buffer()
     {
-        var buffer = new ArrayBufferWriter<byte>();
-        ArgumentCodec.Encode(5, ["x"], buffer);
-        Assert.Equal(ArgumentCodec.Encode(5, ["x"]), buffer.WrittenSpan.ToArray());
+        var pool = new BufferPool();
+        var writer = new PooledBufferWriter(pool);
+        (byte[] array, int length) = ArgumentCodec.Encode(5, ["x", 1], writer);
+        Assert.Equal(ArgumentCodec.Encode(5, ["x", 1]), array.AsSpan(0, length).ToArray());
+        pool.Return(array);
+        Assert.Equal(0, pool.Outstanding);
+
+        Assert.Throws<ArgumentException>(() => ArgumentCodec.Encode(5, ["x", IntPtr.Zero], writer));
+        Assert.Equal(0, pool.Outstanding);
+        (array, length) = ArgumentCodec.Encode(6, [], writer);
+        Assert.Equal(new byte[] { 0x91, 6 }, array.AsSpan(0, length).ToArray());
     }
 
     [Fact]
@@ -242,7 +299,8 @@ public sealed class ArgumentCodecTests
         Assert.Contains("1000 bytes", e.Message);
         Assert.Contains("MaxPayloadBytes", e.Message);
 
-        var exactlyFits = ArgumentCodec.Encode(1, [new string('x', 1000 - 5 - 1 - 4)], options);
+        // Array header, opcode and the string's tag take a byte each; a str16 header three.
+        var exactlyFits = ArgumentCodec.Encode(1, [new string('x', 1000 - 3 - 3)], options);
         Assert.Equal(1000, exactlyFits.Length);
 
         e = Assert.ThrowsAny<ArgumentException>(() => ArgumentCodec.Encode(1, [new byte[ArgumentCodecOptions.DefaultMaxPayloadBytes]]));
