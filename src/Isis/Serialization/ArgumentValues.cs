@@ -56,8 +56,11 @@ internal static class ArgumentValues
     /// Reads one value of <paramref name="wire"/>'s type that must take exactly the reader's bytes.
     /// Never throws: hostile bytes, and user constructors or setters that throw, become an error.
     /// </summary>
-    public static bool TryRead(ReadOnlyMemory<byte> bytes, WireType wire, out object? value, out string? error)
+    // span: The same bytes as bytes (the caller has the payload's span already; Memory.Span is not free).
+    public static bool TryRead(ReadOnlyMemory<byte> bytes, ReadOnlySpan<byte> span, WireType wire, out object? value, out string? error)
     {
+        if (TryReadCommon(span, wire.Tag, out value, out error))
+            return error is null;
         var r = new MessagePackReader(bytes);
         try
         {
@@ -94,6 +97,52 @@ internal static class ArgumentValues
         }
         error = null;
         return true;
+    }
+
+    /// <summary>
+    /// The common encodings of the hottest types, read from the span (see <see cref="MessagePackSpan"/>):
+    /// true when it decided (<paramref name="error"/> says whether it failed), false to leave the
+    /// value to <see cref="MessagePackReader"/>.
+    /// </summary>
+    private static bool TryReadCommon(ReadOnlySpan<byte> s, TypeTag tag, out object? value, out string? error)
+    {
+        value = null;
+        error = null;
+        switch (tag)
+        {
+            case TypeTag.Int32 or TypeTag.Int64 or TypeTag.UInt32 or TypeTag.Int16 or TypeTag.UInt16 or TypeTag.Byte or TypeTag.SByte:
+                if (!MessagePackSpan.TryReadInt64(s, out long n, out int length) || length != s.Length) return false;
+                value = tag switch
+                {
+                    TypeTag.Int32 when n is >= int.MinValue and <= int.MaxValue => (int)n,
+                    TypeTag.Int64 => n,
+                    TypeTag.UInt32 when n is >= 0 and <= uint.MaxValue => (uint)n,
+                    TypeTag.Int16 when n is >= short.MinValue and <= short.MaxValue => (short)n,
+                    TypeTag.UInt16 when n is >= 0 and <= ushort.MaxValue => (ushort)n,
+                    TypeTag.Byte when n is >= 0 and <= byte.MaxValue => (byte)n,
+                    TypeTag.SByte when n is >= sbyte.MinValue and <= sbyte.MaxValue => (sbyte)n,
+                    _ => null,
+                };
+                if (value is null) error = $"cannot read {TypeTags.Keyword(tag)}: {n} is out of its range";
+                return true;
+            case TypeTag.Bool when s.Length == 1 && s[0] is MessagePackCode.True or MessagePackCode.False:
+                value = s[0] == MessagePackCode.True;
+                return true;
+            case TypeTag.String:
+                if (s.Length == 1 && s[0] == MessagePackCode.Nil) return true;
+                if (!MessagePackSpan.TryReadStringSpan(s, out ReadOnlySpan<byte> utf8, out length) || length != s.Length) return false;
+                try
+                {
+                    value = StrictUtf8.GetString(utf8);
+                }
+                catch (DecoderFallbackException)
+                {
+                    error = "cannot read string: the string is not valid UTF-8";
+                }
+                return true;
+            default:
+                return false;
+        }
     }
 
     private static void WriteString(ref MessagePackWriter w, string value)

@@ -97,18 +97,22 @@ internal readonly struct EncodedArguments
             error = $"argument {index} does not exist; the message has {Count}";
             return false;
         }
-        if (!Matches(index, shape))
+        ArgumentInfo a = _arguments![index];
+        ReadOnlySpan<byte> payload = _payload.Span;
+        bool matches = a.Tag == TypeTag.Null
+            ? shape.AcceptsNull
+            : payload.Slice(a.DescriptorStart, a.DescriptorLength).SequenceEqual(shape.Wire.Descriptor);
+        if (!matches)
         {
             error = $"argument {index} was sent as {GetDisplayName(index)}, not {shape.DisplayName}";
             return false;
         }
-        if (GetTag(index) == TypeTag.Null)
+        if (a.Tag == TypeTag.Null)
         {
             error = null;
             return true;
         }
-        var a = this[index];
-        if (!ArgumentValues.TryRead(_payload.Slice(a.ValueStart, a.ValueLength), shape.Wire, out value, out error))
+        if (!ArgumentValues.TryRead(_payload.Slice(a.ValueStart, a.ValueLength), payload.Slice(a.ValueStart, a.ValueLength), shape.Wire, out value, out error))
         {
             error = $"argument {index}: {error}";
             return false;
