@@ -21,6 +21,7 @@ public class CodecBenchmarks
     private readonly object?[] _ints = [Enumerable.Range(0, 256).ToArray()];
     private readonly BufferPool _pool = new();
     private PooledBufferWriter _writer = null!;
+    private readonly WireTypeCache _wireTypes = new();
     private byte[] _payload = [];
     private byte[] _orderPayload = [];
     private byte[] _intsPayload = [];
@@ -85,7 +86,7 @@ public class CodecBenchmarks
 
     private int EncodePooled(object?[] args)
     {
-        (byte[] array, int length) = ArgumentCodec.Encode(Update, args, _writer);
+        (byte[] array, int length) = ArgumentCodec.Encode(Update, args, _writer, _wireTypes);
         _pool.Return(array);
         return length;
     }

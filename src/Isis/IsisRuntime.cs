@@ -39,6 +39,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Logger = Options.LoggerFactory?.CreateLogger("Isis") ?? new StandardErrorLogger(Options.StandardError);
         Instruments = new IsisInstruments(Options.MeterFactory, this);
         _encodingWriters = new ThreadLocal<PooledBufferWriter>(() => new PooledBufferWriter(Buffers));
+        _wireTypes = new ThreadLocal<WireTypeCache>(() => new WireTypeCache());
     }
 
     /// <summary>The settings this runtime was created with.</summary>
@@ -92,6 +93,11 @@ public sealed class IsisRuntime : IDisposable, IEventSink
 
     /// <summary>This thread's writer for encoding a message into a pooled array.</summary>
     internal PooledBufferWriter EncodingWriter => _encodingWriters.Value!;
+
+    private readonly ThreadLocal<WireTypeCache> _wireTypes;
+
+    /// <summary>The calling thread's descriptions of the argument types it has sent (see <see cref="WireTypeCache"/>).</summary>
+    internal WireTypeCache WireTypes => _wireTypes.Value!;
 
     /// <summary>This process incarnation's address, once started.</summary>
     public Address? Address { get; private set; }

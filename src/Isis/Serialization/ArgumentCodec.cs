@@ -30,11 +30,12 @@ internal static class ArgumentCodec
     /// Throws <see cref="ArgumentException"/> for arguments that cannot be sent or a payload over
     /// the writer's limit (the writer is then empty again).
     /// </summary>
-    public static (byte[] Array, int Length) Encode(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter writer)
+    // wireTypes: The calling thread's descriptions of argument types; null describes each afresh.
+    public static (byte[] Array, int Length) Encode(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter writer, WireTypeCache? wireTypes = null)
     {
         try
         {
-            Write(opcode, args, writer);
+            Write(opcode, args, writer, wireTypes);
         }
         catch
         {
@@ -44,7 +45,7 @@ internal static class ArgumentCodec
         return writer.Detach();
     }
 
-    private static void Write(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter output)
+    private static void Write(int opcode, ReadOnlySpan<object?> args, PooledBufferWriter output, WireTypeCache? wireTypes)
     {
         if (args.Length > MaxArguments)
             throw new ArgumentException(
@@ -70,7 +71,9 @@ internal static class ArgumentCodec
                     $"Argument {i} is a CancellationToken, which is not a message argument: to pass a token, give the arguments as an array, " +
                     "for example SendAsync(opcode, [arg1, arg2], cancellationToken).", nameof(args));
             }
-            if (!WireType.TryFor(value.GetType(), out var wire, out var error))
+            WireType? wire;
+            string? error;
+            if (!(wireTypes?.TryGet(value.GetType(), out wire, out error) ?? WireType.TryFor(value.GetType(), out wire, out error)))
                 throw new ArgumentException($"Argument {i} of type {WireType.Display(value.GetType())} cannot be sent: {error}.", nameof(args));
             w.WriteRaw(wire!.Descriptor);
             try

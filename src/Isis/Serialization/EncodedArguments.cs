@@ -15,6 +15,11 @@ internal readonly record struct ArgumentInfo(TypeTag Tag, int DescriptorStart, i
 internal readonly struct EncodedArguments
 {
     private readonly ReadOnlyMemory<byte> _payload;
+
+    // The payload's array, when it has one (always, in the runtime): a span over it costs less than
+    // ReadOnlyMemory.Span, which dispatch would otherwise pay per handler and argument it compares.
+    private readonly byte[]? _array;
+    private readonly int _offset;
     private readonly ArgumentInfo[]? _arguments;
     private readonly int _count;
 
@@ -22,9 +27,16 @@ internal readonly struct EncodedArguments
     internal EncodedArguments(ReadOnlyMemory<byte> payload, ArgumentInfo[] arguments, int count)
     {
         _payload = payload;
+        if (System.Runtime.InteropServices.MemoryMarshal.TryGetArray(payload, out ArraySegment<byte> segment))
+        {
+            _array = segment.Array;
+            _offset = segment.Offset;
+        }
         _arguments = arguments;
         _count = count;
     }
+
+    private ReadOnlySpan<byte> Payload => _array is not null ? new ReadOnlySpan<byte>(_array, _offset, _payload.Length) : _payload.Span;
 
     public int Count => _count;
 
@@ -36,7 +48,7 @@ internal readonly struct EncodedArguments
     public ReadOnlySpan<byte> GetDescriptor(int index)
     {
         var a = this[index];
-        return _payload.Span.Slice(a.DescriptorStart, a.DescriptorLength);
+        return Payload.Slice(a.DescriptorStart, a.DescriptorLength);
     }
 
     /// <summary>Type key of an enum or Object argument (diagnostics only; never resolved to a type).</summary>
@@ -98,7 +110,7 @@ internal readonly struct EncodedArguments
             return false;
         }
         ArgumentInfo a = _arguments![index];
-        ReadOnlySpan<byte> payload = _payload.Span;
+        ReadOnlySpan<byte> payload = Payload;
         bool matches = a.Tag == TypeTag.Null
             ? shape.AcceptsNull
             : payload.Slice(a.DescriptorStart, a.DescriptorLength).SequenceEqual(shape.Wire.Descriptor);

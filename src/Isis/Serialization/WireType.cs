@@ -156,7 +156,8 @@ internal sealed class WireType
         return null;
     }
 
-    private static WireType? Primitive(Type type) => Type.GetTypeCode(type) switch
+    /// <summary>The shared description of a scalar type (bool, numbers, char, string, byte[], Guid, dates), or null.</summary>
+    public static WireType? Primitive(Type type) => Type.GetTypeCode(type) switch
     {
         _ when type.IsEnum => null,
         TypeCode.Boolean => Primitives.Bool,
