@@ -39,6 +39,75 @@ internal static class MessagePackSpan
         return false;
     }
 
+    /// <summary>Reads a fixmap, map16 or map32 header.</summary>
+    public static bool TryReadMapHeader(ReadOnlySpan<byte> s, out int count, out int length)
+    {
+        count = length = 0;
+        if (s.IsEmpty) return false;
+        byte c = s[0];
+        if (c is >= 0x80 and <= 0x8f)
+        {
+            count = c & 0x0f;
+            length = 1;
+            return true;
+        }
+        if (c == 0xde && s.Length >= 3)
+        {
+            count = BinaryPrimitives.ReadUInt16BigEndian(s[1..]);
+            length = 3;
+            return true;
+        }
+        if (c == 0xdf && s.Length >= 5 && BinaryPrimitives.ReadUInt32BigEndian(s[1..]) <= int.MaxValue)
+        {
+            count = (int)BinaryPrimitives.ReadUInt32BigEndian(s[1..]);
+            length = 5;
+            return true;
+        }
+        return false;
+    }
+
+    /// <summary>
+    /// Length of the whole value at the start of the span, arrays and maps included (iteratively,
+    /// as the library's skip does: a count of what remains, no recursion), or -1 when it is
+    /// malformed or cut short (the caller then asks the library's reader, which says why).
+    /// </summary>
+    public static int ValueLength(ReadOnlySpan<byte> s)
+    {
+        long remaining = 1;
+        int pos = 0;
+        while (remaining > 0)
+        {
+            // Every value takes at least a byte: a count beyond what is left is malformed.
+            if (remaining > s.Length - pos) return -1;
+            remaining--;
+            byte c = s[pos];
+            if (c <= 0x7f || c >= 0xe0)
+            {
+                pos++; // fixints, the commonest element, first and without a call
+                continue;
+            }
+            ReadOnlySpan<byte> rest = s[pos..];
+            int n;
+            if (c is (>= 0x90 and <= 0x9f) or 0xdc or 0xdd)
+            {
+                if (!TryReadArrayHeader(rest, out int count, out n)) return -1;
+                remaining += count;
+            }
+            else if (c is (>= 0x80 and <= 0x8f) or 0xde or 0xdf)
+            {
+                if (!TryReadMapHeader(rest, out int count, out n)) return -1;
+                remaining += 2L * count;
+            }
+            else
+            {
+                n = ScalarLength(rest);
+                if (n < 0) return -1;
+            }
+            pos += n;
+        }
+        return pos;
+    }
+
     /// <summary>Reads any MessagePack integer that fits in a long (fixints, int8-64, uint8-64).</summary>
     public static bool TryReadInt64(ReadOnlySpan<byte> s, out long value, out int length)
     {

@@ -78,6 +78,15 @@ internal static class NumericArrayFormatters
             foreach (T item in chunk)
             {
                 T x = item;
+                if (typeof(T) != typeof(double))
+                {
+                    long v = typeof(T) == typeof(int) ? Unsafe.As<T, int>(ref x) : Unsafe.As<T, long>(ref x);
+                    if ((ulong)v <= 0x7f)
+                    {
+                        span[pos++] = (byte)v; // small non-negative numbers, the common case, without a call
+                        continue;
+                    }
+                }
                 pos += typeof(T) == typeof(double)
                     ? MessagePackSpan.WriteDouble(span[pos..], Unsafe.As<T, double>(ref x))
                     : MessagePackSpan.WriteInt64(span[pos..], typeof(T) == typeof(int) ? Unsafe.As<T, int>(ref x) : Unsafe.As<T, long>(ref x));
@@ -127,6 +136,13 @@ internal static class NumericArrayFormatters
                 if (s.Length - pos < 9 || s[pos] != MessagePackCode.Float64) return false;
                 Unsafe.As<T, double>(ref value) = BinaryPrimitives.ReadDoubleBigEndian(s.Slice(pos + 1));
                 pos += 9;
+            }
+            else if (pos < s.Length && s[pos] <= 0x7f)
+            {
+                // A positive fixint, the commonest element, without a call.
+                if (typeof(T) == typeof(int)) Unsafe.As<T, int>(ref value) = s[pos];
+                else Unsafe.As<T, long>(ref value) = s[pos];
+                pos++;
             }
             else
             {

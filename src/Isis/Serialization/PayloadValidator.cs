@@ -52,7 +52,7 @@ internal static class PayloadValidator
                 return false;
             }
             int valueStart = pos;
-            int valueLength = tag == TypeTag.Null ? -1 : MessagePackSpan.ScalarLength(p[pos..]);
+            int valueLength = tag == TypeTag.Null ? -1 : MessagePackSpan.ValueLength(p[pos..]);
             if (valueLength >= 0)
             {
                 pos += valueLength;
@@ -115,7 +115,7 @@ internal static class PayloadValidator
             error = "a null argument's value must be nil";
             return false;
         }
-        int length = MessagePackSpan.ScalarLength(rest);
+        int length = MessagePackSpan.ValueLength(rest);
         if (length < 0 && !TrySkipWithLibrary(payload[pos..], out length, out error))
             return false;
         pos += length;
@@ -123,7 +123,7 @@ internal static class PayloadValidator
         return true;
     }
 
-    /// <summary>An array or map (or something malformed): the library's skip measures it, iteratively.</summary>
+    /// <summary>Something the span measure refused (malformed, or an odd encoding): the library's skip measures it, iteratively, or says what is wrong.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static bool TrySkipWithLibrary(ReadOnlyMemory<byte> value, out int length, out string? error)
     {

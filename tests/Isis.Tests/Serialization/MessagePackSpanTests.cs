@@ -54,6 +54,10 @@ public sealed class MessagePackSpanTests
         yield return Token(b => b.Do((ref MessagePackWriter w) => w.Write(DateTime.UnixEpoch)));
         yield return Token(b => b.Do((ref MessagePackWriter w) => w.WriteExtensionFormat(new ExtensionResult(5, new byte[300]))));
         yield return Token(b => b.Do((ref MessagePackWriter w) => w.WriteMapHeader(3)));
+        // Whole nested values: arrays and maps of scalars and of each other.
+        yield return MessagePackSerializer.Serialize(new Dictionary<string, int[]> { ["a"] = [1, 300, -5], ["b"] = [] });
+        yield return MessagePackSerializer.Serialize(new object[] { 1, "x", new object[] { 2.5, null!, new byte[3] }, new Dictionary<int, string> { [1] = "y" } });
+        yield return MessagePackSerializer.Serialize(Enumerable.Range(0, 70_000).ToArray());
         for (int i = 0; i < 20_000; i++)
         {
             var bytes = new byte[random.Next(0, 12)];
@@ -77,6 +81,19 @@ public sealed class MessagePackSpanTests
                     r.Skip();
                     Assert.Equal(r.Consumed, length);
                     checkedCount++;
+                }
+                int whole = MessagePackSpan.ValueLength(t);
+                if (whole >= 0)
+                {
+                    var r = new MessagePackReader(t);
+                    r.Skip();
+                    Assert.Equal(r.Consumed, whole);
+                }
+                if (MessagePackSpan.TryReadMapHeader(t, out int pairs, out int header))
+                {
+                    var r = new MessagePackReader(t);
+                    Assert.True(r.TryReadMapHeader(out int expected));
+                    Assert.Equal((expected, r.Consumed), (pairs, (long)header));
                 }
                 if (MessagePackSpan.TryReadInt64(t, out long value, out int n))
                 {
