@@ -52,7 +52,9 @@ internal static class PayloadValidator
                 return false;
             }
             int valueStart = pos;
-            int valueLength = tag == TypeTag.Null ? -1 : MessagePackSpan.ValueLength(p[pos..]);
+            // Scalars (most arguments) by their header alone; arrays and maps by an iterative count.
+            int valueLength = tag == TypeTag.Null ? -1 : MessagePackSpan.ScalarLength(p[pos..]);
+            if (valueLength < 0 && tag != TypeTag.Null) valueLength = MessagePackSpan.ValueLength(p[pos..]);
             if (valueLength >= 0)
             {
                 pos += valueLength;
