@@ -13,51 +13,32 @@ namespace Isis.Serialization;
 internal static class MessagePackSpan
 {
     /// <summary>Reads a fixarray, array16 or array32 header.</summary>
-    public static bool TryReadArrayHeader(ReadOnlySpan<byte> s, out int count, out int length)
-    {
-        count = length = 0;
-        if (s.IsEmpty) return false;
-        byte c = s[0];
-        if (c is >= 0x90 and <= 0x9f)
-        {
-            count = c & 0x0f;
-            length = 1;
-            return true;
-        }
-        if (c == 0xdc && s.Length >= 3)
-        {
-            count = BinaryPrimitives.ReadUInt16BigEndian(s[1..]);
-            length = 3;
-            return true;
-        }
-        if (c == 0xdd && s.Length >= 5 && BinaryPrimitives.ReadUInt32BigEndian(s[1..]) <= int.MaxValue)
-        {
-            count = (int)BinaryPrimitives.ReadUInt32BigEndian(s[1..]);
-            length = 5;
-            return true;
-        }
-        return false;
-    }
+    public static bool TryReadArrayHeader(ReadOnlySpan<byte> s, out int count, out int length) =>
+        TryReadContainerHeader(s, MessagePack.MessagePackCode.MinFixArray, MessagePack.MessagePackCode.Array16, out count, out length);
 
     /// <summary>Reads a fixmap, map16 or map32 header.</summary>
-    public static bool TryReadMapHeader(ReadOnlySpan<byte> s, out int count, out int length)
+    public static bool TryReadMapHeader(ReadOnlySpan<byte> s, out int count, out int length) =>
+        TryReadContainerHeader(s, MessagePack.MessagePackCode.MinFixMap, MessagePack.MessagePackCode.Map16, out count, out length);
+
+    // fix: The first of the 16 codes that hold a count of 0-15; code16: the 16-bit-count code, followed by the 32-bit one.
+    private static bool TryReadContainerHeader(ReadOnlySpan<byte> s, byte fix, byte code16, out int count, out int length)
     {
         count = length = 0;
         if (s.IsEmpty) return false;
         byte c = s[0];
-        if (c is >= 0x80 and <= 0x8f)
+        if (c >= fix && c <= fix + 0x0f)
         {
             count = c & 0x0f;
             length = 1;
             return true;
         }
-        if (c == 0xde && s.Length >= 3)
+        if (c == code16 && s.Length >= 3)
         {
             count = BinaryPrimitives.ReadUInt16BigEndian(s[1..]);
             length = 3;
             return true;
         }
-        if (c == 0xdf && s.Length >= 5 && BinaryPrimitives.ReadUInt32BigEndian(s[1..]) <= int.MaxValue)
+        if (c == code16 + 1 && s.Length >= 5 && BinaryPrimitives.ReadUInt32BigEndian(s[1..]) <= int.MaxValue)
         {
             count = (int)BinaryPrimitives.ReadUInt32BigEndian(s[1..]);
             length = 5;
