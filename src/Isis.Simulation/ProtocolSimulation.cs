@@ -23,7 +23,7 @@ public static class ProtocolSimulation
     /// The scenario families, in the order a seed alone cycles through them: "steady", "lossy",
     /// "partition", "crash", "chaos", the membership service's own failures, and more.
     /// </summary>
-    public static IReadOnlyList<string> Families { get; } = Array.AsReadOnly(Scenario.Families);
+    public static IReadOnlyList<string> Families => Array.AsReadOnly(Scenario.Families);
 
     /// <summary>
     /// Simulates one seed and checks the history it produced. With no <paramref name="family"/>,

@@ -274,7 +274,7 @@ public sealed partial class Group
     {
         EventLoop loop = _runtime.RunningLoop();
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
-        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter, _runtime.WireTypes);
+        (byte[] array, int length) = _runtime.Encoder.Encode(opcode, args ?? [null]);
         if (length > _runtime.Options.MaxMessageSize)
         {
             _runtime.Buffers.Return(array);
@@ -290,7 +290,7 @@ public sealed partial class Group
     /// </summary>
     private byte[] EncodeToArray(int opcode, object?[]? args)
     {
-        (byte[] array, int length) = ArgumentCodec.Encode(opcode, args ?? [null], _runtime.EncodingWriter, _runtime.WireTypes);
+        (byte[] array, int length) = _runtime.Encoder.Encode(opcode, args ?? [null]);
         byte[] exact = array.AsSpan(0, length).ToArray();
         _runtime.Buffers.Return(array);
         return exact;

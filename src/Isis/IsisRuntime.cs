@@ -38,8 +38,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Options.Validate();
         Logger = Options.LoggerFactory?.CreateLogger("Isis") ?? new StandardErrorLogger(Options.StandardError);
         Instruments = new IsisInstruments(Options.MeterFactory, this);
-        _encodingWriters = new ThreadLocal<PooledBufferWriter>(() => new PooledBufferWriter(Buffers));
-        _wireTypes = new ThreadLocal<WireTypeCache>(() => new WireTypeCache());
+        _encoders = new ThreadLocal<ThreadEncoder>(() => new ThreadEncoder(Buffers));
     }
 
     /// <summary>The settings this runtime was created with.</summary>
@@ -89,15 +88,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// <summary>Buffers for messages on their way (encoded Sends, held messages, payloads waiting for handlers), reused instead of allocated per message.</summary>
     internal IBufferPool Buffers { get; } = new SharedBufferPool();
 
-    private readonly ThreadLocal<PooledBufferWriter> _encodingWriters;
+    private readonly ThreadLocal<ThreadEncoder> _encoders;
 
-    /// <summary>This thread's writer for encoding a message into a pooled array.</summary>
-    internal PooledBufferWriter EncodingWriter => _encodingWriters.Value!;
-
-    private readonly ThreadLocal<WireTypeCache> _wireTypes;
-
-    /// <summary>The calling thread's descriptions of the argument types it has sent (see <see cref="WireTypeCache"/>).</summary>
-    internal WireTypeCache WireTypes => _wireTypes.Value!;
+    /// <summary>The calling thread's encoding state: its pooled writer and its described argument types (one thread-local lookup per Send).</summary>
+    internal ThreadEncoder Encoder => _encoders.Value!;
 
     /// <summary>This process incarnation's address, once started.</summary>
     public Address? Address { get; private set; }
