@@ -7,6 +7,7 @@ using Isis.Bench;
 //   dotnet run -c Release --project tools/Isis.Bench -- --quick --out /tmp/bench.json   (CI smoke, < 20 s)
 //   dotnet run -c Release --project tools/Isis.Bench -- --scale --members 100 --out scale.json   (100 member processes, one group)
 //   dotnet run -c Release --project tools/Isis.Bench -- --failover --rounds 5   (the default membership service losing its hosts)
+//   dotnet run -c Release --project tools/Isis.Bench -- --handoff   (what one thread hand-off costs here, beside the C ping-pong)
 // The parent hosts the membership service and starts the members of each group size by re-launching itself:
 //   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
 // and, in scale mode, N members that report on stdout and take commands on stdin:
@@ -16,14 +17,18 @@ try
     if (args.Length > 0 && args[0] == "member") return RunMember(BenchOptions.Parse(args.AsSpan(1)));
     if (args.Length > 0 && args[0] == "scale-member") return ScaleMember.Run(BenchOptions.Parse(args.AsSpan(1)));
     if (args.Length > 0 && args[0] == "failover-member") return FailoverMember.Run(args[1..]);
+    if (args.Length > 0 && args[0] == "handoff-echo") return HandoffExperiment.Echo();
     if (args.Contains("-h") || args.Contains("--help"))
     {
         Console.WriteLine(BenchOptions.Usage);
         Console.WriteLine();
         Console.WriteLine(FailoverCoordinator.Usage);
+        Console.WriteLine();
+        Console.WriteLine(HandoffExperiment.Usage);
         return 0;
     }
     if (args.Contains("--failover")) return FailoverCoordinator.Run(args);
+    if (args.Contains("--handoff")) return HandoffExperiment.Run(args);
     BenchOptions options = BenchOptions.Parse(args);
     return options.Scale ? ScaleCoordinator.Run(options) : Coordinator.Run(options);
 }
