@@ -197,6 +197,18 @@ public sealed class BenchHarnessSmokeTests
     }
 
     [Fact]
+    public async Task HandoffRun_ExitsZero_AndReportsEveryVariantBesideTheFloor()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        var (exitCode, log) = await RunToExit([dll, "--handoff", "--round-trips", "300", "--repeat", "1"], workingDirectory: null, TimeSpan.FromSeconds(120));
+        Assert.True(exitCode == 0, $"Isis.Bench --handoff exited with {exitCode}:\n{log}");
+        Assert.Contains("C floor: ", log); // measured, or skipped with the reason
+        foreach (string variant in (string[])["blocking receive", "busy-polling receive", "1 hand-off, ManualResetEventSlim", "2 hand-offs, SemaphoreSlim", "2 hand-offs, spin then block"])
+            Assert.Matches($@"\| {System.Text.RegularExpressions.Regex.Escape(variant)}[^|]* \| [0-9.]+ us", log);
+    }
+
+    [Fact]
     public async Task BenchmarkSuites_DryRun_ExitsZero()
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
