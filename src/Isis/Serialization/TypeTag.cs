@@ -64,8 +64,6 @@ internal static class TypeTags
 
     public static bool HasTypeKey(TypeTag tag) => tag is TypeTag.Enum or TypeTag.Object;
 
-    public static bool HasElement(TypeTag tag) => tag is TypeTag.Array or TypeTag.List or TypeTag.Nullable;
-
     /// <summary>Scalars and enums whose .NET type is a value type: what <see cref="TypeTag.Nullable"/> may wrap.</summary>
     public static bool IsNullableInner(TypeTag tag) => tag is TypeTag.Enum || (IsScalar(tag) && tag is not (TypeTag.String or TypeTag.Bytes));
 
