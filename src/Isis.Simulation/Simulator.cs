@@ -277,7 +277,7 @@ internal sealed class Simulator
         foreach (SimReplica r in _replicas)
         {
             if (!r.Alive) continue;
-            r.Node!.Tick(_now);
+            TickChecked(r.Node!);
             Flush(r);
         }
         if (Scenario.EmbeddedService && _directoryHolder is not { Alive: true })
@@ -288,8 +288,8 @@ internal sealed class Simulator
         foreach (SimProcess p in _processes)
         {
             if (!p.Alive || p.Paused) continue;
-            p.Replica?.Tick(_now);
-            p.Node!.Tick(_now);
+            if (p.Replica != null) TickChecked(p.Replica);
+            TickChecked(p.Node!);
             Flush(p);
             RunWorkload(p);
         }
@@ -298,6 +298,30 @@ internal sealed class Simulator
         if (Scenario.RoleCrashes && !_healed) MaybeCrashRoleHolder();
         if (Scenario.ReplicaCrashes && !_healed) MaybeCrashReplica();
     }
+
+    /// <summary>
+    /// Ticks a node every millisecond, as always, and records it when a tick before the deadline
+    /// the node reported produced anything (the runtime sleeps until that deadline, so such a
+    /// timer would fire late there), or when the deadline is still due after the tick (the
+    /// runtime would spin): the checker's TimersWithinDeadline.
+    /// </summary>
+    private void TickChecked<TNode>(TNode node) where TNode : IProtocolNode
+    {
+        bool quiet = node.Outbox.IsEmpty;
+        long deadline = node.NextDeadline;
+        node.Tick(_now);
+        if (!RecordsHistory) return;
+        NodeId self = node is ProcessNode pn ? pn.Self : ((MembershipReplica)(object)node).Self;
+        if (quiet && _now < deadline && !node.Outbox.IsEmpty) History.RecordEarlyTimer(_now, self, deadline, Describe(node.Outbox));
+        // A deadline still due after the tick would make a sleeping driver tick again at once, forever.
+        if (node.NextDeadline <= _now) History.RecordStaleDeadline(_now, self, node.NextDeadline);
+    }
+
+    private static string Describe(Outbox outbox) =>
+        outbox.Packets.Count > 0 ? $"{outbox.Packets.Count} packet(s), the first of kind {PacketKindOf(outbox.Packets[0])}" : $"{outbox.Events.Count} event(s), the first {outbox.Events.FirstOrDefault()?.GetType().Name}";
+
+    private static string PacketKindOf(OutboundPacket p) =>
+        Isis.Core.Wire.PacketDecoder.TryReadHeader(p.Bytes.Span, out var h) == Isis.Core.Wire.HeaderVerdict.Ok ? h.Kind.ToString() : "?";
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {

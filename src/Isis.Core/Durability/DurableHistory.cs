@@ -143,6 +143,18 @@ internal sealed class DurableHistory
         SendStatus(now);
     }
 
+    /// <summary>When <see cref="Tick"/> next sends a status or a pull (see <see cref="GroupMember.NextDeadline"/>).</summary>
+    public long NextDeadline
+    {
+        get
+        {
+            if (_view == null) return long.MaxValue;
+            long d = _answered ? long.MaxValue : _nextStatusAt;
+            if (!Current && _pulled != null) d = Math.Min(d, _nextPullAt);
+            return d;
+        }
+    }
+
     public void Tick(long now)
     {
         if (_view == null) return;

@@ -130,6 +130,9 @@ internal sealed class FlushCoordinator
     public void SendDone() =>
         _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.FlushDone, _node.Self, _member.Id, ViewId, Attempt)).Finish());
 
+    /// <summary>When <see cref="Tick"/> retransmits next.</summary>
+    public long NextDeadline => _nextRetryAt;
+
     /// <summary>Retransmits whichever step is waiting on a lost packet.</summary>
     public void Tick(long now)
     {

@@ -99,6 +99,22 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
         }
     }
 
+    /// <summary>The earliest deadline of an open query (see <see cref="GroupMember.NextDeadline"/>).</summary>
+    public long NextDeadline
+    {
+        get
+        {
+            long d = long.MaxValue;
+            foreach (Pending p in _pending.Values)
+            {
+                // An expelling query that already suspected its laggards does nothing more at its deadline.
+                if (p.Action == QueryTimeoutAction.ExpelSlowMembers && (p.Suspected || p.Expected == null)) continue;
+                d = Math.Min(d, p.Deadline);
+            }
+            return d;
+        }
+    }
+
     public void Tick(long now)
     {
         if (_pending.Count == 0) return; // every tick of every group: no copy to walk when nothing waits

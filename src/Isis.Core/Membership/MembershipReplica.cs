@@ -169,6 +169,15 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
     {
+        ReceivePacket(source, packet, now);
+        // What the next reconfiguration step waits for (a commit, a learner catching up, a host
+        // leaving) arrives in packets: take the step now rather than at a tick, which a driver
+        // sleeping until NextDeadline may not run for a heartbeat period.
+        if (_leading) PlanConfiguration();
+    }
+
+    private void ReceivePacket(ulong source, ReadOnlySpan<byte> packet, long now)
+    {
         _now = now;
         Counters.PacketsReceived++;
         if (PacketDecoder.TryReadHeader(packet, out PacketHeader h) != HeaderVerdict.Ok || h.Sender.Endpoint != source)
@@ -318,6 +327,24 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     // ---------------------------------------------------------------- failure detection
 
+    /// <summary>The earliest time at which <see cref="Tick"/> may act (see <see cref="ProcessNode.NextDeadline"/>).</summary>
+    public long NextDeadline
+    {
+        get
+        {
+            long d = _log.NextDeadline(_now);
+            if (!_leading) return d;
+            d = Math.Min(d, _nextCheckAt);
+            if (_offersHeardFrom > _now) d = Math.Min(d, _offersHeardFrom);
+            foreach (GroupRecord g in _groups.Values)
+            {
+                if (g.Flush != null || g.AwaitingInstallAck.Count > 0) d = Math.Min(d, g.NextRetryAt);
+                else if (g.ChangeDueAt != 0 && g.Proposed == null) d = Math.Min(d, g.ChangeDueAt); // a running change defers the next
+            }
+            return d;
+        }
+    }
+
     public void Tick(long now)
     {
         _now = now;
@@ -338,6 +365,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
             {
                 dead.Sort();
                 foreach (NodeId node in dead) ProposeExpel(node);
+                PlanConfiguration(); // a replica on an expelled host is departing now, not at the next tick
             }
         }
 
@@ -623,7 +651,11 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         var joiners = g.Terminating ? [] : g.PendingJoins.Where(m => _processes.ContainsKey(m) && Array.IndexOf(g.Members, m) < 0).ToArray();
         var leaving = survivors.Where(g.PendingLeaves.Contains).ToArray();
         bool anyFailed = survivors.Length != g.Members.Length;
-        if (joiners.Length == 0 && leaving.Length == 0 && !anyFailed && !force) return;
+        if (joiners.Length == 0 && leaving.Length == 0 && !anyFailed && !force)
+        {
+            g.ChangeDueAt = 0; // nothing left to batch: the next request opens a new window
+            return;
+        }
         // Joins and leaves wait out the batch window; a failure (or a forced change) takes them along at once.
         if (!anyFailed && !force && !g.Terminating && _now < g.ChangeDueAt) return;
         g.ChangeDueAt = 0;

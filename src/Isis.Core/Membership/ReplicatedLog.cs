@@ -276,6 +276,28 @@ internal sealed class ReplicatedLog
         SendAppend(successor, now);
     }
 
+    /// <summary>
+    /// The earliest time at which <see cref="Tick"/> may act, seen at <paramref name="now"/>: the
+    /// next heartbeat, the end of a handover or of the lease, the moment a peer stops counting as
+    /// responsive (reconfiguration depends on it), or the election timer.
+    /// </summary>
+    public long NextDeadline(long now)
+    {
+        if (_role == Role.Leader)
+        {
+            long d = Math.Min(_nextHeartbeatAt, LeaseEnd(now)); // our own acknowledgement only moves the lease later
+            if (!_transferTo.IsNone) d = Math.Min(d, _transferUntil);
+            foreach (Peer p in _peers.Values)
+            {
+                long unresponsiveAt = p.AckedSentAt + 2 * _options.ReplicaHeartbeatInterval + 1;
+                if (unresponsiveAt > now) d = Math.Min(d, unresponsiveAt);
+            }
+            return d;
+        }
+        if (!IsVoter(_self)) return long.MaxValue; // the append that makes it a voter resets the election timer
+        return _role is Role.PreCandidate or Role.Candidate ? Math.Min(_electionDeadline, _nextHeartbeatAt) : _electionDeadline;
+    }
+
     public void Tick(long now)
     {
         if (_role == Role.Leader)

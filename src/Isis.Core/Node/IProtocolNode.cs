@@ -14,6 +14,12 @@ internal interface IProtocolNode
     /// <summary>A packet arrived from <paramref name="source"/> (the transport's view of the sender's endpoint).</summary>
     void Receive(ulong source, ReadOnlySpan<byte> packet, long now);
 
-    /// <summary>Time passed. Drivers tick often (every millisecond or few); the node decides what is due.</summary>
+    /// <summary>Time passed: the node does whatever is due. Drivers tick at <see cref="NextDeadline"/> (earlier is harmless).</summary>
     void Tick(long now);
+
+    /// <summary>
+    /// The earliest time at which <see cref="Tick"/> may have something to do. Valid until the next
+    /// input (a packet, a tick, a command): read it again after each.
+    /// </summary>
+    long NextDeadline { get; }
 }

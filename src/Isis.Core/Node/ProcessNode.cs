@@ -244,6 +244,28 @@ internal sealed class ProcessNode : IProtocolNode
 
     // ---------------------------------------------------------------- inputs
 
+    /// <summary>
+    /// The earliest time at which <see cref="Tick"/> may have something to do (a heartbeat, a
+    /// retransmission, a digest, a NAK, a timeout): a driver may sleep until then unless an input
+    /// arrives, and must recompute it after every step. Never later than a due timer; the
+    /// simulator checks that a tick before it produces nothing.
+    /// </summary>
+    public long NextDeadline
+    {
+        get
+        {
+            if (IsShutDown) return long.MaxValue;
+            long hb = Options.HeartbeatInterval;
+            long d = _nextHeartbeatAt;
+            d = Math.Min(d, _isolationSuspectedAt == 0 ? _lastHeardFromOracle + Options.IsolationTimeout + 1 : _isolationSuspectedAt + 2 * hb + 1);
+            if (_service.Length > 1) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextLeaderProbeAt));
+            if (!Discovering) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextRediscoverAt));
+            if (_retiring && !Discovering) d = Math.Min(d, _nextRetireAt);
+            foreach (GroupMember g in _groups.Values) d = Math.Min(d, g.NextDeadline);
+            return d;
+        }
+    }
+
     public void Tick(long now)
     {
         _now = now;

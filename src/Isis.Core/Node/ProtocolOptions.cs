@@ -125,4 +125,10 @@ internal enum ProtocolMutations
     /// predecessor granted may still run.
     /// </summary>
     LeaseOutlivesLeader = 512,
+
+    /// <summary>
+    /// A group member's reported next deadline leaves out its NAK timers: a driver that sleeps until
+    /// the deadline repairs a lost message late (or, in a quiet group, not until the next digest).
+    /// </summary>
+    DeadlineOmitsNaks = 1024,
 }

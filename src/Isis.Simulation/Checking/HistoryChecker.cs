@@ -38,7 +38,30 @@ internal static partial class HistoryChecker
         FirewallAfterExpulsion(events, sink);
         NoDeliveryAfterExpulsion(events, sink);
         Liveness(events, sink);
+        TimersWithinDeadline(events, sink);
         return sink.ToResult(events.Length);
+    }
+
+    /// <summary>
+    /// Every node's timers fire no earlier than the deadline it reported (simulator histories only:
+    /// the simulator ticks every millisecond and records an EarlyTimer when a tick before the
+    /// reported deadline produced anything). The runtime sleeps until that deadline, so such a
+    /// timer would fire late there: a heartbeat, a retransmission or a NAK delayed without bound.
+    /// Nor is a deadline still due right after a tick (StaleDeadline): the runtime would spin.
+    /// </summary>
+    internal static void TimersWithinDeadline(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(TimersWithinDeadline);
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.StaleDeadline)
+            {
+                sink.Report(P, $"{At(i, e)} {e.Process} reported a deadline (t={e.LogIndex}) not after the tick that just ran; a driver sleeping until it would tick again at once, forever");
+            }
+            if (e.Kind != HistoryEventKind.EarlyTimer) continue;
+            sink.Report(P, $"{At(i, e)} {e.Process} produced {e.Description} at a tick {e.LogIndex - e.Time} us before the deadline it had reported (t={e.LogIndex}); its NextDeadline leaves out a timer");
+        }
     }
 
     private static string At(int index, HistoryEvent e) => $"event #{index} (t={e.Time})";

@@ -156,6 +156,12 @@ internal sealed class History
             Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe,
         });
 
+    public void RecordEarlyTimer(long time, NodeId process, long reportedDeadline, string produced) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.EarlyTimer) { LogIndex = reportedDeadline, Description = produced });
+
+    public void RecordStaleDeadline(long time, NodeId process, long reportedDeadline) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.StaleDeadline) { LogIndex = reportedDeadline });
+
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 
     public void RecordEnd(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.End));

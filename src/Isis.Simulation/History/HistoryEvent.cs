@@ -52,6 +52,9 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Commit: the log position of that configuration (0: the founding one).</summary>
     public long ConfigurationIndex { get; init; }
 
+    /// <summary>EarlyTimer: what the early tick produced, for the report.</summary>
+    public string? Description { get; init; }
+
     public bool Equals(HistoryEvent? other) =>
         other is not null
         && Time == other.Time
@@ -67,6 +70,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
         && IsQuery == other.IsQuery
         && LogIndex == other.LogIndex
         && ConfigurationIndex == other.ConfigurationIndex
+        && Description == other.Description
         && MembersEqual(Members, other.Members)
         && MembersEqual(Voters, other.Voters);
 
@@ -86,6 +90,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
             HistoryEventKind.ViewInstall =>
                 $"t={Time}{who} ViewInstall g={Group} v{ViewId} [{string.Join(", ", Members ?? [])}]",
             HistoryEventKind.LeaveCompleted or HistoryEventKind.JoinRequested => $"t={Time}{who} {Kind} g={Group}",
+            HistoryEventKind.EarlyTimer => $"t={Time}{who} EarlyTimer before deadline t={LogIndex}: {Description}",
             _ => $"t={Time}{who} {Kind}",
         };
     }

@@ -64,4 +64,13 @@ internal enum HistoryEventKind
     /// else of the group. A member replays the whole history once, when it comes to hold it.
     /// </summary>
     Replay,
+
+    /// <summary>
+    /// Simulator only: a tick of Process at Time, before the deadline it had reported (LogIndex),
+    /// produced Description. A runtime sleeping until that deadline would have fired the timer late.
+    /// </summary>
+    EarlyTimer,
+
+    /// <summary>Simulator only: right after a tick at Time, Process reported a deadline (LogIndex) not later than Time: a driver sleeping until it would spin.</summary>
+    StaleDeadline,
 }

@@ -45,6 +45,7 @@ internal static class HistoryJson
             json.WriteEndArray();
         }
         if (e.ConfigurationIndex != 0) json.WriteNumber("ci"u8, e.ConfigurationIndex);
+        if (e.Description is not null) json.WriteString("ds"u8, e.Description);
         json.WriteEndObject();
     }
 
@@ -72,6 +73,7 @@ internal static class HistoryJson
         NodeId[]? members = null;
         NodeId[]? voters = null;
         long configurationIndex = 0;
+        string? description = null;
 
         while (true)
         {
@@ -99,6 +101,7 @@ internal static class HistoryJson
                 case "ve": atViewEnd = r.TokenType == JsonTokenType.True; break;
                 case "qy": query = r.TokenType == JsonTokenType.True; break;
                 case "ix": logIndex = Int64(ref r, field); break;
+                case "ds": description = Text(ref r, field); break;
                 default: r.Skip(); break; // forward compatibility: newer writers may add fields
             }
         }
@@ -120,6 +123,7 @@ internal static class HistoryJson
             Members = members,
             Voters = voters,
             ConfigurationIndex = configurationIndex,
+            Description = description,
         };
     }
 

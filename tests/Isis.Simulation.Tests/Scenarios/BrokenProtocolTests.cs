@@ -85,6 +85,16 @@ public sealed class BrokenProtocolTests
     }
 
     [Fact]
+    public void A_member_whose_next_deadline_leaves_out_its_NAK_timers_is_caught()
+    {
+        // The runtime sleeps until the reported deadline: one that forgets the NAK timers would
+        // repair a lost message only at the next digest. Under loss a NAK fires before it.
+        var runs = RunBroken(ProtocolMutations.DeadlineOmitsNaks, "lossy", 5);
+        Assert.All(runs, r => Assert.True(r.Result.Violates("TimersWithinDeadline"), r.Summary));
+        Assert.All(Enumerable.Range(0, 5).Select(seed => SimulationRun.Execute((ulong)seed, "lossy")), r => Assert.True(r.Passed, r.Report));
+    }
+
+    [Fact]
     public void The_correct_protocol_passes_the_same_seeds()
     {
         var runs = Enumerable.Range(0, 20).Select(seed => SimulationRun.Execute((ulong)seed, "crash")).ToList();
