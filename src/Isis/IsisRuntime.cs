@@ -394,15 +394,20 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// since the last check is reported, a few times and then at most every 10 s, so a flood is
     /// visible without drowning the log.
     /// </summary>
-    void IEventSink.OnTick(long now)
+    long IEventSink.OnTick(long now)
     {
-        if (now < _nextDropCheckAt) return;
-        _nextDropCheckAt = now + 1_000_000;
+        // Hostile input is reported at most once a second, and only when some arrived: an idle
+        // process is not woken to find nothing (a dropped packet woke the loop, and the core's
+        // own timers tick it again within a heartbeat period).
         EventLoop loop = _loop!;
         long total = MalformedDropped(loop) + (loop.Service?.Counters.DroppedMalformed ?? 0);
-        if (total <= _dropsReported || !_dropReports.TryPass(out _)) return;
+        if (total <= _dropsReported) return long.MaxValue;
+        if (now < _nextDropCheckAt) return _nextDropCheckAt;
+        _nextDropCheckAt = now + 1_000_000;
+        if (!_dropReports.TryPass(out _)) return _nextDropCheckAt;
         Log.HostileInputDropped(Logger, total - _dropsReported, total, Address?.ToString() ?? "?");
         _dropsReported = total;
+        return long.MaxValue;
     }
 
     /// <summary>What the operator must know about the runtime (to standard error when the application configured no logger).</summary>

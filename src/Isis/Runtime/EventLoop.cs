@@ -14,19 +14,34 @@ namespace Isis.Runtime;
 /// outbox; send the packets; hand events to the groups in order; clear the outbox.
 /// </summary>
 /// <remarks>
-/// Nothing else touches the core, so it needs no locks. API threads post commands, the transports'
-/// receive threads post packets, and both wake the loop. Handlers never run here: deliveries go to
-/// each group's delivery thread, so a slow handler cannot stall the protocol.
+/// <para>Nothing else touches the core, so it needs no locks. The loop owns the process's socket:
+/// it waits in poll(2) until a datagram arrives or the core's next deadline comes, and feeds what
+/// it reads to the core itself, so a received message crosses one thread hand-off (loop to the
+/// group's delivery thread) before its handler runs. API threads post commands, and the membership
+/// replica's sockets (their own receive threads) post packets; either wakes a sleeping loop with a
+/// one-byte datagram to its own socket.</para>
+/// <para>The loop ticks the core only at <see cref="ProcessNode.NextDeadline"/> (the simulator checks
+/// that nothing is due before it), so an idle process sleeps from one heartbeat to the next.</para>
+/// <para>Handlers never run here: deliveries go to each group's delivery thread, so a slow handler
+/// cannot stall the protocol.</para>
 /// </remarks>
 internal sealed class EventLoop : IDisposable
 {
-    private static readonly long TickInterval = 1_000; // microseconds
+    /// <summary>
+    /// Ticks are never closer than this (microseconds): a timer that stayed due after its tick
+    /// costs a tick a millisecond, the old fixed rate, rather than a spinning core.
+    /// </summary>
+    private const long MinTickSpacing = 1_000;
+
+    /// <summary>Datagrams read per batch before the loop sends what they produced and hands deliveries on.</summary>
+    private const int DatagramsPerBatch = 256;
 
     // API commands in the order they were posted: a Send is a struct (no closure per message), anything else an Action.
     private readonly ConcurrentQueue<(Action? Command, QueuedSend Send)> _commands = new();
     private readonly ConcurrentQueue<(bool ForService, ulong Source, ReadOnlyMemory<byte> Packet, ReceiveSlab? Slab)> _inbox = new();
-    private readonly ManualResetEventSlim _wake = new(false, spinCount: 0);
     private readonly Stopwatch _clock = Stopwatch.StartNew();
+    private readonly ProcessPackets _received;
+    private int _sleeping; // 1 while the loop waits in poll (or is about to): a producer then wakes it
     private readonly Thread _thread;
     private readonly IEventSink _sink;
     private readonly UdpTransport _transport;
@@ -45,8 +60,7 @@ internal sealed class EventLoop : IDisposable
         UdpTransport? data = null;
         NodeId BindProcess()
         {
-            data = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), (s, p, slab) => Post(false, s, p, slab),
-                transportOptions with { Faults = options.TransportFaults });
+            data = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), transportOptions with { Faults = options.TransportFaults });
             // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
             return new NodeId(data.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
         }
@@ -61,6 +75,7 @@ internal sealed class EventLoop : IDisposable
             throw;
         }
         _transport = data!;
+        _received = new ProcessPackets(this);
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
 
@@ -115,12 +130,12 @@ internal sealed class EventLoop : IDisposable
         Wake();
     }
 
-    // Set only when not set yet: the loop resets the event before it drains the queues, so an item
-    // enqueued while the event is still set is seen; and a Set on a set event with the loop just
-    // waking takes the event's lock for nothing, once per packet.
+    // The announce-then-look protocol of the loop's sleep (see RunLoop): a producer that enqueued
+    // before the loop announced is found by the loop's second look; one that enqueues after sees
+    // the announcement and sends the wake-up, which costs a system call only when the loop sleeps.
     private void Wake()
     {
-        if (!_wake.IsSet) _wake.Set();
+        if (Volatile.Read(ref _sleeping) == 1 && Interlocked.Exchange(ref _sleeping, 0) == 1) _transport.Wake();
     }
 
     private void Run()
@@ -142,19 +157,12 @@ internal sealed class EventLoop : IDisposable
 
     private void RunLoop()
     {
-        long nextTick = 0;
+        long deadline = 0, lastTick = long.MinValue / 2, sinkDeadline = 0;
+        bool readable = false;
         while (!_stopping)
         {
-            long now = Now;
-            long wait = Math.Max(0, nextTick - now);
-            // Wait timeouts have millisecond resolution and round down: round up instead, or the
-            // loop would spin a core between ticks.
-            if (_commands.IsEmpty && _inbox.IsEmpty && wait > 0) _wake.Wait((int)((wait + 999) / 1000));
-            _wake.Reset();
-            if (_stopping) break;
-
-            // Inputs in a fixed order: commands from the API, then packets, then the tick. Both
-            // batches are bounded: a sender blasting Sends or a flood of packets must never starve
+            // Inputs in a fixed order: commands from the API, then packets, then the tick. Every
+            // batch is bounded: a sender blasting Sends or a flood of packets must never starve
             // the tick, which carries the heartbeats that keep this process in the system.
             int commands = 512;
             while (commands-- > 0 && _commands.TryDequeue(out var item))
@@ -162,24 +170,47 @@ internal sealed class EventLoop : IDisposable
                 if (item.Command != null) item.Command();
                 else item.Send.Group.SendQueued(this, item.Send);
             }
+            int datagrams = _transport.ReceivePending(_received, DatagramsPerBatch, readable);
+            readable = false;
             int budget = 2048;
             while (budget-- > 0 && _inbox.TryDequeue(out var item))
             {
-                now = Now;
-                if (item.ForService) _service.Receive(item.Source, item.Packet.Span, now);
-                else Node.Receive(item.Source, item.Packet.Span, now);
+                long at = Now;
+                if (item.ForService) _service.Receive(item.Source, item.Packet.Span, at);
+                else Node.Receive(item.Source, item.Packet.Span, at);
                 item.Slab?.Release(); // the core took a span: it copied whatever it keeps
             }
-            now = Now;
-            if (now >= nextTick)
+            long now = Now;
+            if (now >= Math.Max(Math.Min(deadline, sinkDeadline), lastTick + MinTickSpacing))
             {
                 _service.Tick(now);
                 Node.Tick(now);
-                _sink.OnTick(now);
-                nextTick = now + TickInterval;
+                sinkDeadline = _sink.OnTick(now);
+                _transport.EvictExpiredFragments();
+                lastTick = now;
             }
             Drain();
+
+            // Sleep until the next deadline, unless more input is waiting.
+            deadline = Math.Min(Node.NextDeadline, _service.NextDeadline);
+            long heldDue = _transport.NextHeldDatagramDue;
+            if (heldDue != long.MaxValue) deadline = Math.Min(deadline, Now + Math.Max(0, heldDue - MonotonicClock.NowMicros()));
+            if (datagrams == DatagramsPerBatch || !_commands.IsEmpty || !_inbox.IsEmpty) continue;
+            long wakeAt = Math.Max(Math.Min(deadline, sinkDeadline), lastTick + MinTickSpacing);
+            now = Now;
+            if (wakeAt <= now) continue;
+            Interlocked.Exchange(ref _sleeping, 1);
+            if (_commands.IsEmpty && _inbox.IsEmpty && !_stopping) readable = _transport.WaitReadable(wakeAt - now);
+            Volatile.Write(ref _sleeping, 0);
         }
+    }
+
+    /// <summary>Feeds the packets the loop reads from the process's socket to the process node, as they are parsed.</summary>
+    private sealed class ProcessPackets(EventLoop loop) : Core.Framing.IPacketVisitor
+    {
+        public void OnPacket(ulong source, ReadOnlySpan<byte> packet) => loop.Node.Receive(source, packet, loop.Now);
+
+        public void OnReassembledPacket(ulong source, byte[] packet) => loop.Node.Receive(source, packet, loop.Now);
     }
 
     /// <summary>Sends what the nodes produced and hands their events on, then clears their outboxes.</summary>
@@ -221,7 +252,7 @@ internal sealed class EventLoop : IDisposable
     public void Dispose()
     {
         _stopping = true;
-        _wake.Set();
+        _transport.Wake();
         if (_thread.IsAlive && !IsLoopThread) _thread.Join(TimeSpan.FromSeconds(5));
         _transport.Dispose();
         _service.Dispose();
@@ -250,7 +281,7 @@ internal interface IEventSink
     /// <summary>Something the operator must know, reported even when the application configured no logger.</summary>
     void ReportProblem(string text);
 
-    /// <summary>Every loop tick (about once a millisecond), after the nodes' ticks: cheap periodic checks.</summary>
-    void OnTick(long now);
+    /// <summary>At every loop tick, after the nodes' ticks: cheap periodic checks. Returns when it next wants a tick.</summary>
+    long OnTick(long now);
 }
 

@@ -198,6 +198,18 @@ internal sealed class ServiceHost : IDisposable
         if (Embedded) MaintainWellKnownPort(now);
     }
 
+    /// <summary>When <see cref="Tick"/> next has something to do: the replica's next timer, or the next attempt at the well-known port.</summary>
+    public long NextDeadline
+    {
+        get
+        {
+            if (Replica is not { } replica) return long.MaxValue;
+            long d = replica.NextDeadline;
+            if (Embedded && _wellKnownPort == null) d = Math.Min(d, _nextPortAttemptAt);
+            return d;
+        }
+    }
+
     /// <summary>
     /// The well-known port outlives the process that bound it first: while this process runs and
     /// does not hold it, it tries to bind it once a heartbeat period, so some live process answers

@@ -36,6 +36,9 @@ internal sealed class TransportCounters
     /// <summary>Packets handed to the receive callback.</summary>
     public long PacketsReceived;
 
+    /// <summary>Wake-up datagrams this socket sent itself (<see cref="UdpTransport.Wake"/>) and read back; not counted as received.</summary>
+    public long Wakes;
+
     /// <summary>Receive calls that failed with something other than a timeout.</summary>
     public long ReceiveErrors;
 

@@ -56,6 +56,9 @@ internal sealed class TransportFaults
         }
     }
 
+    /// <summary>When the next held datagram is due (long.MaxValue: none held).</summary>
+    public long NextDue => _held.TryPeek(out _, out long due) ? due : long.MaxValue;
+
     /// <summary>Sends the held datagrams whose time has come.</summary>
     public void ReleaseDue(long nowMicros)
     {

@@ -6,12 +6,17 @@ namespace Isis.Transport;
 
 /// <summary>
 /// Moves the core's packets over one IPv4 UDP socket: packets for a destination are batched into
-/// datagrams (big ones fragmented) and sent on <see cref="Flush"/>; a dedicated thread receives,
-/// parses and reassembles datagrams and hands each packet to the callback given at construction.
+/// datagrams (big ones fragmented) and sent on <see cref="Flush"/>. Received datagrams are parsed
+/// and reassembled either by a dedicated thread that hands each packet to the callback given at
+/// construction, or, for a transport made without a callback, by its owner's thread: the event
+/// loop waits in <see cref="WaitReadable"/> and takes the packets with <see cref="ReceivePending"/>
+/// itself, so a received message reaches the protocol without a thread hand-off.
 /// </summary>
 /// <remarks>
-/// <para>Threading: <see cref="Enqueue"/>, <see cref="Flush"/> and <see cref="Dispose"/> belong to one
-/// thread (the event loop). The callback runs on the receive thread, one packet at a time.</para>
+/// <para>Threading: <see cref="Enqueue"/>, <see cref="Flush"/>, <see cref="WaitReadable"/>,
+/// <see cref="ReceivePending"/> and <see cref="Dispose"/> belong to one thread (the event loop);
+/// <see cref="Wake"/> may be called from any thread. The callback runs on the receive thread, one
+/// packet at a time.</para>
 /// <para>Ownership of received memory: the <see cref="ReadOnlyMemory{T}"/> given to the callback is
 /// not written again by the transport until the callback's consumer releases the packet's
 /// <see cref="ReceiveSlab"/> (if it never does, never), so the callback may enqueue it to the
@@ -29,13 +34,16 @@ internal sealed class UdpTransport : IDisposable
 
     private readonly Socket _socket;
     private readonly UdpTransportOptions _options;
-    private readonly ReceivedPacketCallback _onPacket;
+    private readonly ReceivedPacketCallback? _onPacket;
     private readonly FragmentIdCounter _fragmentIds;
     private readonly Dictionary<ulong, Destination> _destinations = [];
     private readonly List<Destination> _pending = [];
     private readonly TransportFaults? _faults;
     private readonly DatagramParser _parser;
-    private readonly Thread _receiveThread;
+    private readonly Thread? _receiveThread;
+    private readonly byte[] _receiveBuffer = [];
+    private readonly SocketAddress _receiveFrom = new(AddressFamily.InterNetwork);
+    private readonly SocketAddress _ownAddress;
     private volatile bool _disposed;
     private readonly ManualResetEventSlim _disposedSignal = new(false);
 
@@ -46,13 +54,25 @@ internal sealed class UdpTransport : IDisposable
         public bool Pending;
     }
 
+    /// <summary>A transport whose owner receives: no thread of its own (see <see cref="ReceivePending"/>).</summary>
+    /// <param name="bindTo">IPv4 address and port to bind; port 0 picks a free one.</param>
+    /// <param name="options">Settings; null for the defaults.</param>
+    public UdpTransport(IPEndPoint bindTo, UdpTransportOptions? options = null)
+        : this(bindTo, options, null, receiveThread: false)
+    {
+    }
+
     /// <param name="bindTo">IPv4 address and port to bind; port 0 picks a free one.</param>
     /// <param name="onPacket">Called on the receive thread with (source endpoint, packet) for each packet received.</param>
     /// <param name="options">Settings; null for the defaults.</param>
     public UdpTransport(IPEndPoint bindTo, ReceivedPacketCallback onPacket, UdpTransportOptions? options = null)
+        : this(bindTo, options, onPacket ?? throw new ArgumentNullException(nameof(onPacket)), receiveThread: true)
+    {
+    }
+
+    private UdpTransport(IPEndPoint bindTo, UdpTransportOptions? options, ReceivedPacketCallback? onPacket, bool receiveThread)
     {
         ArgumentNullException.ThrowIfNull(bindTo);
-        ArgumentNullException.ThrowIfNull(onPacket);
         if (bindTo.AddressFamily != AddressFamily.InterNetwork)
             throw new ArgumentException("Only IPv4 endpoints are supported.", nameof(bindTo));
         _options = options ?? new UdpTransportOptions();
@@ -76,7 +96,14 @@ internal sealed class UdpTransport : IDisposable
         }
         LocalIPEndPoint = (IPEndPoint)_socket.LocalEndPoint!;
         LocalEndpoint = EndpointConversions.FromIPEndPoint(LocalIPEndPoint);
+        _ownAddress = EndpointConversions.ToSocketAddress(LocalEndpoint);
 
+        if (!receiveThread)
+        {
+            // The largest possible UDP payload fits, so the kernel never truncates a datagram.
+            _receiveBuffer = GC.AllocateUninitializedArray<byte>(64 * 1024);
+            return;
+        }
         _receiveThread = new Thread(ReceiveLoop)
         {
             IsBackground = true,
@@ -95,8 +122,8 @@ internal sealed class UdpTransport : IDisposable
 
     public UdpTransportOptions Options => _options;
 
-    /// <summary>True while the receive thread runs (until <see cref="Dispose"/>).</summary>
-    public bool IsReceiving => _receiveThread.IsAlive;
+    /// <summary>True while packets are received: the receive thread runs, or (owner-driven) until <see cref="Dispose"/>.</summary>
+    public bool IsReceiving => _receiveThread?.IsAlive ?? !_disposed;
 
     /// <summary>Datagrams the fault layer holds back, waiting to be sent by a later <see cref="Flush"/>.</summary>
     public int HeldFaultDatagrams => _faults?.HeldCount ?? 0;
@@ -154,13 +181,124 @@ internal sealed class UdpTransport : IDisposable
         _disposed = true;
         _disposedSignal.Set();
         _socket.Dispose(); // wakes a blocked receive; the poll interval bounds the wait otherwise
-        bool stopped = Thread.CurrentThread == _receiveThread || _receiveThread.Join(DisposeJoinTimeout);
+        bool stopped = _receiveThread == null || Thread.CurrentThread == _receiveThread || _receiveThread.Join(DisposeJoinTimeout);
         foreach (Destination d in _destinations.Values) d.Batcher.Reset();
         _destinations.Clear();
         _pending.Clear();
         // Only once the receive thread is gone may its reassembler be touched.
         if (stopped && Thread.CurrentThread != _receiveThread) _parser.Reassembler.Clear();
     }
+
+    // ---------------------------------------------------------------- owner-driven receive
+
+    /// <summary>The one-byte datagram <see cref="Wake"/> sends this socket from itself.</summary>
+    private const byte WakeByte = 0x5A;
+
+    /// <summary>
+    /// Waits until a datagram is waiting (true) or <paramref name="timeoutMicros"/> passed (false),
+    /// rounded up to whole milliseconds (the resolution of poll(2)): a wait that rounded down would
+    /// return before the caller's deadline and spin. Negative: wait without a limit.
+    /// </summary>
+    public bool WaitReadable(long timeoutMicros)
+    {
+        if (_disposed) return false;
+        int micros = timeoutMicros < 0 ? -1 : (int)Math.Min(int.MaxValue - 1000, (timeoutMicros + 999) / 1000 * 1000);
+        try
+        {
+            return _socket.Poll(micros, SelectMode.SelectRead);
+        }
+        catch (SocketException e)
+        {
+            CountReceiveError(e);
+            _disposedSignal.Wait(UnexpectedErrorBackoff); // a broken socket must not spin a core
+            return false;
+        }
+        catch (ObjectDisposedException)
+        {
+            return false;
+        }
+    }
+
+    /// <summary>
+    /// Receives up to <paramref name="maxDatagrams"/> waiting datagrams without blocking, handing
+    /// each packet to <paramref name="visitor"/> (its span is valid only during the call). After
+    /// <see cref="WaitReadable"/> returned true, pass <paramref name="readable"/>: the first datagram
+    /// is then read even if empty (an empty datagram reads as "nothing waiting", and would make the
+    /// next wait return at once, forever). Returns the datagrams read, wakes included.
+    /// </summary>
+    public int ReceivePending(IPacketVisitor visitor, int maxDatagrams, bool readable)
+    {
+        int read = 0;
+        while (read < maxDatagrams && !_disposed)
+        {
+            if (!(readable && read == 0))
+            {
+                try
+                {
+                    if (_socket.Available == 0) break;
+                }
+                catch (Exception e) when (e is SocketException or ObjectDisposedException)
+                {
+                    break;
+                }
+            }
+            int received;
+            try
+            {
+                received = _socket.ReceiveFrom(_receiveBuffer, SocketFlags.None, _receiveFrom);
+            }
+            catch (SocketException e)
+            {
+                if (SocketErrors.Classify(e.SocketErrorCode) == SocketErrorKind.Closed) break;
+                CountReceiveError(e);
+                read++;
+                continue;
+            }
+            catch (ObjectDisposedException)
+            {
+                break;
+            }
+            read++;
+            if (!EndpointConversions.TryFromSocketAddress(_receiveFrom, out ulong source))
+            {
+                Interlocked.Increment(ref Counters.DatagramsReceived);
+                Interlocked.Increment(ref Counters.ForeignDatagrams);
+                continue;
+            }
+            if (received == 1 && source == LocalEndpoint && _receiveBuffer[0] == WakeByte)
+            {
+                Interlocked.Increment(ref Counters.Wakes);
+                continue;
+            }
+            Interlocked.Increment(ref Counters.DatagramsReceived);
+            Interlocked.Add(ref Counters.BytesReceived, received);
+            int packets = _parser.Parse(source, _receiveBuffer.AsSpan(0, received), MonotonicClock.NowMicros(), visitor);
+            if (packets > 0) Interlocked.Add(ref Counters.PacketsReceived, packets);
+        }
+        return read;
+    }
+
+    /// <summary>
+    /// Makes a <see cref="WaitReadable"/> in progress (or the next one) return: sends this socket a
+    /// one-byte datagram from itself, which <see cref="ReceivePending"/> recognizes and skips. Any thread.
+    /// </summary>
+    public void Wake()
+    {
+        try
+        {
+            _socket.SendTo([WakeByte], SocketFlags.None, _ownAddress);
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            // Closed, or the buffer is full: either way the loop is awake or has data to read.
+        }
+    }
+
+    /// <summary>Drops fragments whose packet did not complete in time (owner-driven transports; the receive thread does it when idle).</summary>
+    public void EvictExpiredFragments() => _parser.Reassembler.EvictExpired(MonotonicClock.NowMicros());
+
+    /// <summary>When the next fault-delayed datagram is due, in <see cref="MonotonicClock"/> microseconds (long.MaxValue: none).</summary>
+    public long NextHeldDatagramDue => _faults?.NextDue ?? long.MaxValue;
 
     private void ConfigureSocket()
     {
@@ -225,7 +363,7 @@ internal sealed class UdpTransport : IDisposable
         // The largest possible UDP payload fits, so the kernel never truncates a datagram.
         byte[] buffer = GC.AllocateUninitializedArray<byte>(64 * 1024);
         var from = new SocketAddress(AddressFamily.InterNetwork);
-        var handoff = new ReceivedPacketHandoff(_onPacket);
+        var handoff = new ReceivedPacketHandoff(_onPacket!);
 
         while (!_disposed)
         {
