@@ -33,6 +33,13 @@ internal sealed class EventLoop : IDisposable
     /// </summary>
     private const long MinTickSpacing = 1_000;
 
+    /// <summary>
+    /// A command runs on its caller's thread only if none was posted for this long (microseconds):
+    /// an isolated Send, reply or request gains a thread hand-off; a stream of them is left to the
+    /// loop, which batches their packets.
+    /// </summary>
+    private const long InlineAfterQuiet = 50;
+
     /// <summary>Datagrams read per batch before the loop sends what they produced and hands deliveries on.</summary>
     private const int DatagramsPerBatch = 256;
 
@@ -42,6 +49,15 @@ internal sealed class EventLoop : IDisposable
     private readonly Stopwatch _clock = Stopwatch.StartNew();
     private readonly ProcessPackets _received;
     private int _sleeping; // 1 while the loop waits in poll (or is about to): a producer then wakes it
+    private long _plannedWake; // when the sleeping loop wakes by itself (loop clock)
+    private long _lastPostAt = long.MinValue / 2; // when an API thread last posted a command (loop clock)
+    private long _lastTick = long.MinValue / 2;
+    private long _sinkDeadline;
+    private bool _halted;
+
+    // Whoever drives the core holds this: the loop thread for each of its iterations (never while
+    // it waits in poll), or an API thread that sends while the loop sleeps (see PostSend).
+    private readonly object _driver = new();
     private readonly Thread _thread;
     private readonly IEventSink _sink;
     private readonly UdpTransport _transport;
@@ -110,18 +126,64 @@ internal sealed class EventLoop : IDisposable
 
     public void Start() => _thread.Start();
 
-    /// <summary>Runs <paramref name="command"/> on the loop thread, soon.</summary>
+    /// <summary>Runs <paramref name="command"/> on the core, after every command posted before it: at once on this thread if the loop sleeps (see <see cref="PostSend"/>), else on the loop thread, soon.</summary>
     public void Post(Action command)
     {
+        if (TryRunInline(command, default)) return;
         _commands.Enqueue((command, default));
         Wake();
     }
 
-    /// <summary>Hands a multicast to the protocol on the loop thread, after every command posted before it.</summary>
+    /// <summary>
+    /// Hands a multicast to the protocol, after every command posted before it. When the loop
+    /// sleeps and nothing is queued, the calling thread drives the core itself (under the driver
+    /// lock): the message leaves and the sender's own delivery reaches the delivery thread without
+    /// waiting for the loop to wake, one hand-off instead of two. Otherwise (the loop is busy, as in
+    /// a burst, where batching many Sends into each datagram pays) it is queued for the loop.
+    /// </summary>
     public void PostSend(in QueuedSend send)
     {
+        if (TryRunInline(null, send)) return;
         _commands.Enqueue((null, send));
         Wake();
+    }
+
+    /// <summary>
+    /// Runs a command on the calling thread if the loop sleeps, nothing is queued before it, and
+    /// this thread is not driving already (a completion running under the lock). Returns false if
+    /// the caller must queue it instead.
+    /// </summary>
+    private bool TryRunInline(Action? command, in QueuedSend send)
+    {
+        long now = Now;
+        long previous = Interlocked.Exchange(ref _lastPostAt, now);
+        // Commands close together are a burst: queue them, so the loop batches their packets into
+        // few datagrams (one send call per message would cost throughput).
+        if (now - previous < InlineAfterQuiet) return false;
+        if (Volatile.Read(ref _sleeping) != 1 || !_commands.IsEmpty || Monitor.IsEntered(_driver) || !Monitor.TryEnter(_driver)) return false;
+        bool ran = false;
+        try
+        {
+            if (!_stopping && !_halted && _commands.IsEmpty)
+            {
+                ran = true;
+                if (command != null) command();
+                else send.Group.SendQueued(this, send);
+                Drain();
+            }
+        }
+        catch (Core.Common.ProtocolInvariantException e)
+        {
+            Halt(e);
+        }
+        finally
+        {
+            // The command may have armed a timer (a Send's digest) earlier than the sleeping loop's wake-up.
+            bool earlier = ran && !_halted && NextWake() < Volatile.Read(ref _plannedWake);
+            Monitor.Exit(_driver);
+            if (earlier) Wake();
+        }
+        return ran;
     }
 
     private void Post(bool forService, ulong source, ReadOnlyMemory<byte> packet, ReceiveSlab? slab)
@@ -140,69 +202,95 @@ internal sealed class EventLoop : IDisposable
 
     private void Run()
     {
-        try
-        {
-            RunLoop();
-        }
-        catch (Core.Common.ProtocolInvariantException e)
-        {
-            // A broken invariant means this replica can no longer be trusted: stop it (as if it
-            // had been expelled) rather than diverge silently or take the whole process down.
-            _stopping = true;
-            Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
-            foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
-            Node.Outbox.Clear();
-        }
-    }
-
-    private void RunLoop()
-    {
-        long deadline = 0, lastTick = long.MinValue / 2, sinkDeadline = 0;
         bool readable = false;
         while (!_stopping)
         {
-            // Inputs in a fixed order: commands from the API, then packets, then the tick. Every
-            // batch is bounded: a sender blasting Sends or a flood of packets must never starve
-            // the tick, which carries the heartbeats that keep this process in the system.
-            int commands = 512;
-            while (commands-- > 0 && _commands.TryDequeue(out var item))
+            lock (_driver)
             {
-                if (item.Command != null) item.Command();
-                else item.Send.Group.SendQueued(this, item.Send);
+                if (_halted) return;
+                try
+                {
+                    if (!RunOnce(ref readable)) continue;
+                }
+                catch (Core.Common.ProtocolInvariantException e)
+                {
+                    Halt(e);
+                    return;
+                }
             }
-            int datagrams = _transport.ReceivePending(_received, DatagramsPerBatch, readable);
-            readable = false;
-            int budget = 2048;
-            while (budget-- > 0 && _inbox.TryDequeue(out var item))
-            {
-                long at = Now;
-                if (item.ForService) _service.Receive(item.Source, item.Packet.Span, at);
-                else Node.Receive(item.Source, item.Packet.Span, at);
-                item.Slab?.Release(); // the core took a span: it copied whatever it keeps
-            }
+            // Sleep until the next deadline: announce it, then look at the queues again (a producer
+            // that enqueued before the announcement is found here; one after it wakes us).
             long now = Now;
-            if (now >= Math.Max(Math.Min(deadline, sinkDeadline), lastTick + MinTickSpacing))
-            {
-                _service.Tick(now);
-                Node.Tick(now);
-                sinkDeadline = _sink.OnTick(now);
-                _transport.EvictExpiredFragments();
-                lastTick = now;
-            }
-            Drain();
-
-            // Sleep until the next deadline, unless more input is waiting.
-            deadline = Math.Min(Node.NextDeadline, _service.NextDeadline);
-            long heldDue = _transport.NextHeldDatagramDue;
-            if (heldDue != long.MaxValue) deadline = Math.Min(deadline, Now + Math.Max(0, heldDue - MonotonicClock.NowMicros()));
-            if (datagrams == DatagramsPerBatch || !_commands.IsEmpty || !_inbox.IsEmpty) continue;
-            long wakeAt = Math.Max(Math.Min(deadline, sinkDeadline), lastTick + MinTickSpacing);
-            now = Now;
+            long wakeAt = Volatile.Read(ref _plannedWake);
             if (wakeAt <= now) continue;
             Interlocked.Exchange(ref _sleeping, 1);
             if (_commands.IsEmpty && _inbox.IsEmpty && !_stopping) readable = _transport.WaitReadable(wakeAt - now);
             Volatile.Write(ref _sleeping, 0);
         }
+    }
+
+    /// <summary>
+    /// A broken invariant means this replica can no longer be trusted: stop it (as if it had been
+    /// expelled) rather than diverge silently or take the whole process down. Under the driver lock.
+    /// </summary>
+    private void Halt(Core.Common.ProtocolInvariantException e)
+    {
+        _halted = true;
+        _stopping = true;
+        Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
+        foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
+        Node.Outbox.Clear();
+    }
+
+    /// <summary>
+    /// One iteration under the driver lock: inputs in a fixed order (commands from the API, then
+    /// packets, then the tick), then the outputs. Every batch is bounded: a sender blasting Sends
+    /// or a flood of packets must never starve the tick, which carries the heartbeats that keep
+    /// this process in the system. Returns true if the loop may sleep (nothing more waiting).
+    /// </summary>
+    private bool RunOnce(ref bool readable)
+    {
+        int commands = 512;
+        while (commands-- > 0 && _commands.TryDequeue(out var item))
+        {
+            if (item.Command != null) item.Command();
+            else item.Send.Group.SendQueued(this, item.Send);
+        }
+        int datagrams = _transport.ReceivePending(_received, DatagramsPerBatch, readable);
+        readable = false;
+        int budget = 2048;
+        while (budget-- > 0 && _inbox.TryDequeue(out var item))
+        {
+            long at = Now;
+            if (item.ForService) _service.Receive(item.Source, item.Packet.Span, at);
+            else Node.Receive(item.Source, item.Packet.Span, at);
+            item.Slab?.Release(); // the core took a span: it copied whatever it keeps
+        }
+        long now = Now;
+        if (now >= NextWake())
+        {
+            _service.Tick(now);
+            Node.Tick(now);
+            _sinkDeadline = _sink.OnTick(now);
+            _transport.EvictExpiredFragments();
+            _lastTick = now;
+        }
+        Drain();
+        Volatile.Write(ref _plannedWake, NextWake());
+        return datagrams < DatagramsPerBatch && _commands.IsEmpty && _inbox.IsEmpty;
+    }
+
+    /// <summary>
+    /// When the loop must tick next (loop clock): the nodes' next deadline, the runtime's own, a
+    /// fault-delayed datagram's; never sooner than <see cref="MinTickSpacing"/> after the last tick.
+    /// Under the driver lock.
+    /// </summary>
+    private long NextWake()
+    {
+        long deadline = Math.Min(Math.Min(Node.NextDeadline, _service.NextDeadline), _sinkDeadline);
+        long heldDue = _transport.NextHeldDatagramDue;
+        if (heldDue != long.MaxValue) deadline = Math.Min(deadline, Now + Math.Max(0, heldDue - MonotonicClock.NowMicros()));
+        return Math.Max(deadline, _lastTick + MinTickSpacing);
     }
 
     /// <summary>Feeds the packets the loop reads from the process's socket to the process node, as they are parsed.</summary>
@@ -254,8 +342,17 @@ internal sealed class EventLoop : IDisposable
         _stopping = true;
         _transport.Wake();
         if (_thread.IsAlive && !IsLoopThread) _thread.Join(TimeSpan.FromSeconds(5));
-        _transport.Dispose();
-        _service.Dispose();
+        // A Send driving the core on its own thread finishes its step before the socket closes.
+        bool locked = Monitor.TryEnter(_driver, TimeSpan.FromSeconds(5));
+        try
+        {
+            _transport.Dispose();
+            _service.Dispose();
+        }
+        finally
+        {
+            if (locked) Monitor.Exit(_driver);
+        }
     }
 }
 
