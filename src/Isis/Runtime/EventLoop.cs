@@ -54,6 +54,14 @@ internal sealed class EventLoop : IDisposable
     private long _lastTick = long.MinValue / 2;
     private long _sinkDeadline;
     private bool _halted;
+    private long _ticks;
+    private long _inlineCommands;
+
+    /// <summary>Ticks of the nodes so far: an idle process ticks at its timers' deadlines, not every millisecond.</summary>
+    public long Ticks => Interlocked.Read(ref _ticks);
+
+    /// <summary>Commands (Sends, replies, requests) that ran on the caller's thread because the loop slept.</summary>
+    public long InlineCommands => Interlocked.Read(ref _inlineCommands);
 
     // Whoever drives the core holds this: the loop thread for each of its iterations (never while
     // it waits in poll), or an API thread that sends while the loop sleeps (see PostSend).
@@ -170,6 +178,7 @@ internal sealed class EventLoop : IDisposable
                 if (command != null) command();
                 else send.Group.SendQueued(this, send);
                 Drain();
+                Interlocked.Increment(ref _inlineCommands);
             }
         }
         catch (Core.Common.ProtocolInvariantException e)
@@ -274,6 +283,7 @@ internal sealed class EventLoop : IDisposable
             _sinkDeadline = _sink.OnTick(now);
             _transport.EvictExpiredFragments();
             _lastTick = now;
+            Interlocked.Increment(ref _ticks);
         }
         Drain();
         Volatile.Write(ref _plannedWake, NextWake());
