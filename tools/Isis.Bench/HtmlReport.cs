@@ -42,6 +42,7 @@ internal static class HtmlReport
             foreach (GroupRun g in r.Groups.Where(g => !g.Completed)) html.Append(Inv($"<li>{g.Members} members, {g.PayloadBytes} B: {E(g.Failure ?? "")}</li>"));
             html.Append("</ul>");
         }
+        if (r.SideBySide is { } sbs) html.Append(SideBySideSection(sbs));
         if (r.Quick) html.Append("<p class=\"note\"><b>Quick mode</b>: a smoke test of the harness with small counts; its timings are not meaningful.</p>");
         html.Append("<p class=\"note\">Every figure below comes from measured samples; each table gives the sample count. Latencies are from the send call to the handler's run at each member, on one clock (all members run on this machine).</p>");
 
@@ -130,6 +131,23 @@ internal static class HtmlReport
         }
         html.Append("</table></body></html>");
         return html.ToString();
+    }
+
+    private static string SideBySideSection(SideBySideTable t)
+    {
+        var html = new StringBuilder("<h2>Side by side: Isis, JGroups 2.12 (UDP) and the C floor, interleaved</h2>");
+        html.Append(Inv($"<p class=\"note\">{t.Rounds} round(s) of ours, JGroups, the C ping-pong, in that order, 3 members, 100 B; load average {E(t.LoadAverageAtStart)} at start, {E(t.LoadAverageAtEnd)} at end; {t.WallSeconds:F0} s. "))
+            .Append("Medians over the rounds, the range in brackets; the ratio is our median over JGroups' (below 1 is faster for latencies, above 1 is faster for rates). ")
+            .Append("The plots and tables further down are our last round's.</p>");
+        if (t.JGroupsSkipped != null) html.Append($"<p><b>JGroups skipped</b>: {E(t.JGroupsSkipped)}</p>");
+        if (t.FloorSkipped != null) html.Append($"<p><b>C floor skipped</b>: {E(t.FloorSkipped)}</p>");
+        html.Append("<table><tr><th>measure</th><th>unit</th><th>Isis</th><th>JGroups</th><th>Isis / JGroups</th><th>target</th></tr>");
+        foreach (SideBySideRow row in t.Rows)
+        {
+            html.Append($"<tr><td>{E(row.Measure)}</td><td>{E(row.Unit)}</td><td>{E(SideBySide.Cell(row.OursMedian, row.Ours))}</td><td>{E(SideBySide.Cell(row.TheirsMedian, row.Theirs))}</td>")
+                .Append($"<td>{(row.Ratio is double x ? Inv($"{x:F2}") : "-")}</td><td>{E(row.Target)}</td></tr>");
+        }
+        return html.Append("</table>").ToString();
     }
 
     private static string Label(PrimitiveRun run) => run.Phi > 0 ? $"{run.Primitive} (phi {run.Phi})" : run.Primitive;

@@ -8,6 +8,7 @@ using Isis.Bench;
 //   dotnet run -c Release --project tools/Isis.Bench -- --scale --members 100 --out scale.json   (100 member processes, one group)
 //   dotnet run -c Release --project tools/Isis.Bench -- --failover --rounds 5   (the default membership service losing its hosts)
 //   dotnet run -c Release --project tools/Isis.Bench -- --handoff   (what one thread hand-off costs here, beside the C ping-pong)
+//   dotnet run -c Release --project tools/Isis.Bench -- --side-by-side --out bench/side-by-side.html   (ours, JGroups, C floor interleaved)
 // The parent hosts the membership service and starts the members of each group size by re-launching itself:
 //   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
 // and, in scale mode, N members that report on stdout and take commands on stdin:
@@ -25,10 +26,13 @@ try
         Console.WriteLine(FailoverCoordinator.Usage);
         Console.WriteLine();
         Console.WriteLine(HandoffExperiment.Usage);
+        Console.WriteLine();
+        Console.WriteLine(SideBySide.Usage);
         return 0;
     }
     if (args.Contains("--failover")) return FailoverCoordinator.Run(args);
     if (args.Contains("--handoff")) return HandoffExperiment.Run(args);
+    if (args.Contains("--side-by-side")) return SideBySide.Run(args);
     BenchOptions options = BenchOptions.Parse(args);
     return options.Scale ? ScaleCoordinator.Run(options) : Coordinator.Run(options);
 }

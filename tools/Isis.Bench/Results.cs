@@ -236,6 +236,10 @@ internal sealed class BenchReport
     /// <summary>Each member's transport and protocol counters at the end of its group's run.</summary>
     public List<MemberCounters> Counters { get; set; } = [];
 
+    /// <summary>Side-by-side mode only (--side-by-side): medians and ratios against JGroups and the C floor.</summary>
+    [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
+    public SideBySideTable? SideBySide { get; set; }
+
     /// <summary>Scale mode only (--scale): the figures of the one large group.</summary>
     [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
     public ScaleRun? Scale { get; set; }

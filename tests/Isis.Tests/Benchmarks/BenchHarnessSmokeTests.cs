@@ -209,6 +209,33 @@ public sealed class BenchHarnessSmokeTests
     }
 
     [Fact]
+    public async Task SideBySide_Quick_WritesOneTableWithEveryMeasure_AndJGroupsMeasuredOrSkippedWithAReason()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        string dir = Directory.CreateTempSubdirectory("isis-sbs-").FullName;
+        try
+        {
+            string html = Path.Combine(dir, "sbs.html");
+            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            Assert.True(exitCode == 0, $"Isis.Bench --side-by-side exited with {exitCode}:\n{log}");
+            string report = File.ReadAllText(html);
+            Assert.Contains("Side by side: Isis, JGroups 2.12 (UDP) and the C floor, interleaved", report);
+            foreach (string measure in (string[])["Send, one-way delivery p50", "Send, the sender&#39;s own delivery p50", "Query(ALL) round trip p50", "SafeSend(3) in memory, one-way delivery p50", "OrderedSend throughput, per member"])
+                Assert.Contains(measure, report);
+            // Ours is always measured; JGroups either has figures in every row it shares with us, or the page says why it was skipped.
+            Assert.Matches(@"Send, one-way delivery p50 \(us\)\s+[0-9.,]+ \(", log);
+            bool skipped = log.Contains("JGroups skipped: ", StringComparison.Ordinal);
+            if (skipped) Assert.Contains("<b>JGroups skipped</b>: ", report);
+            else Assert.Matches(@"Send throughput, one sender, per member \(/s\)\s+[0-9.,]+ \([^)]*\)\s+[0-9.,]+ \(", log);
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    [Fact]
     public async Task BenchmarkSuites_DryRun_ExitsZero()
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
