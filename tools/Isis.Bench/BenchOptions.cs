@@ -72,6 +72,9 @@ internal sealed record BenchOptions
         "  --out            where to write the results: JSON, CSV if the name ends in .csv, or a self-contained\n" +
         "                   HTML report with plots if it ends in .html (the CSV and JSON are written beside it)\n" +
         "  --warmup         latency round trips not recorded, before the recorded ones (default 2000; quick 100)\n" +
+        "  --warmup-seconds the warm-up of each primitive lasts at least this long (default 1; quick 0): the JIT's\n" +
+        "                   tiered compilation replaces the hot methods about a second after they start, and\n" +
+        "                   rounds measured before that put its pauses in the tail\n" +
         "  --samples        latency round trips recorded (default 20000; quick 1000)\n" +
         "  --cooldown       latency round trips not recorded, after the recorded ones (default a tenth of the samples, at least 1)\n" +
         "  --messages       messages in each throughput blast (default 300000 for send/ordered, a third of it for\n" +
@@ -102,6 +105,7 @@ internal sealed record BenchOptions
     public bool Matrix { get; init; }
     public string? Out { get; init; }
     public int Warmup { get; init; } = 2_000;
+    public double WarmupSeconds { get; init; } = 1;
     public int Samples { get; init; } = 20_000;
     /// <summary>Latency rounds run after the recorded ones and not recorded (null: a tenth of the samples, at least 1).</summary>
     public int? CooldownGiven { get; init; }
@@ -159,7 +163,7 @@ internal sealed record BenchOptions
             : quick
             ? new BenchOptions
             {
-                Quick = true, Warmup = 100, Samples = 1_000, Messages = 20_000, TimeoutSeconds = 60, Rounds = 20,
+                Quick = true, Warmup = 100, WarmupSeconds = 0, Samples = 1_000, Messages = 20_000, TimeoutSeconds = 60, Rounds = 20,
                 PrimitiveList = [Primitive.Send, Primitive.Ordered, Primitive.Safe3, Primitive.Query],
                 ResponseDelayBursts = [1, 10],
             }
@@ -179,6 +183,7 @@ internal sealed record BenchOptions
             {
                 "--out" => o with { Out = value },
                 "--warmup" => o with { Warmup = Int(name, value, 0), WarmupGiven = true },
+                "--warmup-seconds" => o with { WarmupSeconds = double.Parse(value, System.Globalization.CultureInfo.InvariantCulture) },
                 "--samples" => o with { Samples = Int(name, value, 1), SamplesGiven = true },
                 "--cooldown" => o with { CooldownGiven = Int(name, value, 0) },
                 "--messages" => o with { Messages = Int(name, value, 1), MessagesGiven = true },
@@ -265,7 +270,7 @@ internal sealed record BenchOptions
     public IEnumerable<string> MemberArguments(int index, int servicePort, string resultPath, int parentPid) =>
     [
         "member", "--index", Str(index), "--service-port", Str(servicePort), "--result", resultPath, "--parent-pid", Str(parentPid),
-        "--warmup", Str(Warmup), "--samples", Str(Samples), "--cooldown", Str(Cooldown), "--payload", Str(Payload),
+        "--warmup", Str(Warmup), "--warmup-seconds", WarmupSeconds.ToString(System.Globalization.CultureInfo.InvariantCulture), "--samples", Str(Samples), "--cooldown", Str(Cooldown), "--payload", Str(Payload),
         "--messages", Str(Messages), "--slow-messages", Str(MessagesFor(Primitive.Query)),
         "--timeout", Str(TimeoutSeconds), "--members", Str(Members), "--rounds", Str(Rounds),
         "--primitive", string.Join(',', PrimitiveList.Select(p => p.Name())),

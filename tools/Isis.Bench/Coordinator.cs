@@ -90,7 +90,7 @@ internal static class Coordinator
         Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
-        Console.WriteLine($"  latency: {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
+        Console.WriteLine($"  latency: at least {o.WarmupSeconds} s of warm-up rounds, then {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
                           $"({o.MessagesFor(Primitive.Query)} for safe and query), the first and last 10 % not counted" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay: {o.ResponseWarmup} + {o.Rounds} + {o.ResponseCooldown} rounds" : "") +
                           $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s");

@@ -186,7 +186,25 @@ internal static class Member
             var roundTrips = new long[o.Samples];
             var completions = p.IsSafe() || p == Primitive.Query ? new long[o.Samples] : null;
             TimeSpan roundTimeout = RoundTimeout(o);
+            // The timed warm-up first: negative round numbers, which receivers acknowledge and never record.
+            var warming = Stopwatch.StartNew();
+            for (long round = -1; warming.Elapsed.TotalSeconds < o.WarmupSeconds; round--)
+            {
+                Round(round);
+                CheckDeadline(o, deadline);
+            }
             for (long round = 0; round < o.Warmup + o.Samples + o.Cooldown; round++)
+            {
+                (long sentAt, long completed, long end) = Round(round);
+                if (round >= o.Warmup && round < o.Warmup + o.Samples)
+                {
+                    roundTrips[round - o.Warmup] = end - sentAt;
+                    if (completions != null) completions[round - o.Warmup] = completed - sentAt;
+                }
+                CheckDeadline(o, deadline);
+            }
+
+            (long SentAt, long Completed, long End) Round(long round)
             {
                 s.Acks = 0;
                 s.RoundDone.Reset();
@@ -216,13 +234,7 @@ internal static class Member
                 }
                 if (!s.RoundDone.Wait(roundTimeout))
                     throw new TimeoutException($"{p.Name()} round {round}: the receivers did not acknowledge within {roundTimeout.TotalSeconds} s");
-                long end = p == Primitive.Query ? completed : Stopwatch.GetTimestamp();
-                if (round >= o.Warmup && round < o.Warmup + o.Samples)
-                {
-                    roundTrips[round - o.Warmup] = end - sentAt;
-                    if (completions != null) completions[round - o.Warmup] = completed - sentAt;
-                }
-                CheckDeadline(o, deadline);
+                return (sentAt, completed, p == Primitive.Query ? completed : Stopwatch.GetTimestamp());
             }
             r.RoundTripTicks = roundTrips;
             r.CompletionTicks = completions ?? [];
