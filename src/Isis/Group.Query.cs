@@ -308,7 +308,7 @@ public sealed partial class Group
     {
         WaitForWindow();
         Interlocked.Increment(ref _queuedSends);
-        loop.PostSend(new QueuedSend(this, kind, payload, phi, pooled));
+        loop.PostSend(new QueuedSend(this, kind, payload, phi, pooled), mayRunInline: WindowQuiet);
     }
 
     /// <summary>On the event loop: hands a queued Send to the protocol (which owns a pooled payload from here).</summary>
@@ -328,7 +328,7 @@ public sealed partial class Group
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
             Interlocked.Increment(ref _queuedSends);
-            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled));
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
             return Task.CompletedTask;
         }
         // Behind flow control: wait in line. The line is taken before this call returns, so this
@@ -361,7 +361,7 @@ public sealed partial class Group
             }
             EventLoop loop = _runtime.RunningLoop();
             Interlocked.Increment(ref _queuedSends);
-            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled));
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
             pooled = null; // the protocol owns it now
         }
         finally
@@ -372,6 +372,13 @@ public sealed partial class Group
             if (Interlocked.Decrement(ref _asyncWaiting) == 0) _windowOpen.Set();
         }
     }
+
+    /// <summary>
+    /// Few messages of this member are unstable: it is not streaming, so a Send may run on the
+    /// caller's thread (see <see cref="EventLoop.PostSend"/>). In a stream the window fills, and the
+    /// loop batching the Sends into few datagrams is worth more than one hand-off.
+    /// </summary>
+    private bool WindowQuiet => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) < _runtime.Options.MaxUnstableMessages / 4;
 
     private bool WindowFull => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= _runtime.Options.MaxUnstableMessages;
 

@@ -40,8 +40,12 @@ internal sealed class EventLoop : IDisposable
     /// </summary>
     private const long InlineAfterQuiet = 50;
 
-    /// <summary>Datagrams read per batch before the loop sends what they produced and hands deliveries on.</summary>
-    private const int DatagramsPerBatch = 256;
+    /// <summary>
+    /// Datagrams read per batch before the loop sends what they produced and hands the deliveries
+    /// on (each may carry about 80 packets): small batches keep the delivery thread fed while the
+    /// loop reads on, at about the grain of the loop that took packets from a receive thread (2,048).
+    /// </summary>
+    private const int DatagramsPerBatch = 16;
 
     // API commands in the order they were posted: a Send is a struct (no closure per message), anything else an Action.
     private readonly ConcurrentQueue<(Action? Command, QueuedSend Send)> _commands = new();
@@ -149,9 +153,11 @@ internal sealed class EventLoop : IDisposable
     /// waiting for the loop to wake, one hand-off instead of two. Otherwise (the loop is busy, as in
     /// a burst, where batching many Sends into each datagram pays) it is queued for the loop.
     /// </summary>
-    public void PostSend(in QueuedSend send)
+    /// <param name="send">The multicast.</param>
+    /// <param name="mayRunInline">False when the sender streams (its window of unstable messages is filling): always queued.</param>
+    public void PostSend(in QueuedSend send, bool mayRunInline = true)
     {
-        if (TryRunInline(null, send)) return;
+        if (mayRunInline && TryRunInline(null, send)) return;
         _commands.Enqueue((null, send));
         Wake();
     }
