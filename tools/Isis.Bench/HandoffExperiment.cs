@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using static Isis.Bench.HarnessShell;
 
 namespace Isis.Bench;
 
@@ -26,7 +27,7 @@ internal static class HandoffExperiment
         int n = Option(args, "--round-trips", 20_000);
         int repeat = Option(args, "--repeat", 2);
         Console.WriteLine($"Isis.Bench hand-off: 100 B UDP ping-pong on loopback, {n:N0} round trips per variant, {repeat} passes, " +
-            $"{Environment.ProcessorCount} CPUs, load average {LoadAverage()}");
+            $"{Environment.ProcessorCount} CPUs, load average {Coordinator.LoadAverage()}");
         Console.WriteLine(CFloor(n));
 
         using Process echo = StartEcho(out int echoPort);
@@ -234,15 +235,15 @@ internal static class HandoffExperiment
     /// <summary>The C ping-pong of ../shared/peers/limit, compiled here, or why it could not run.</summary>
     private static string CFloor(int n)
     {
-        string? source = FindUp(Path.Combine("shared", "peers", "limit", "udp_pingpong.c"));
+        string? source = RepoFile(Path.Combine("shared", "peers", "limit", "udp_pingpong.c"));
         if (source is null) return "C floor: skipped (../shared/peers/limit/udp_pingpong.c not found)";
         string binary = Path.Combine(Path.GetTempPath(), $"isis-pingpong-{Environment.ProcessId}");
         try
         {
-            (int code, string output) = Exec("gcc", "-O2", "-o", binary, source);
+            (int code, string output) = Exec(TimeSpan.FromMinutes(1), "gcc", "-O2", "-o", binary, source);
             if (code != 0) return $"C floor: skipped (gcc failed or is missing: {output.Trim()})";
             int port = 47000 + Environment.ProcessId % 2000 * 2;
-            (code, output) = Exec(binary, n.ToString(CultureInfo.InvariantCulture), port.ToString(CultureInfo.InvariantCulture));
+            (code, output) = Exec(TimeSpan.FromMinutes(5), binary, n.ToString(CultureInfo.InvariantCulture), port.ToString(CultureInfo.InvariantCulture));
             return code == 0 ? "C floor: " + output.Trim() : $"C floor: failed ({output.Trim()})";
         }
         catch (System.ComponentModel.Win32Exception e)
@@ -253,49 +254,5 @@ internal static class HandoffExperiment
         {
             File.Delete(binary);
         }
-    }
-
-    private static (int Code, string Output) Exec(string program, params string[] args)
-    {
-        var psi = new ProcessStartInfo(program) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        using Process p = Process.Start(psi)!;
-        string output = p.StandardOutput.ReadToEnd() + p.StandardError.ReadToEnd();
-        p.WaitForExit();
-        return (p.ExitCode, output);
-    }
-
-    private static string? FindUp(string relative)
-    {
-        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir != null; dir = dir.Parent)
-        {
-            string candidate = Path.Combine(dir.FullName, relative);
-            if (File.Exists(candidate)) return candidate;
-        }
-        return null;
-    }
-
-    private static string LoadAverage()
-    {
-        try
-        {
-            return string.Join(' ', File.ReadAllText("/proc/loadavg").Split(' ').Take(3));
-        }
-        catch (IOException)
-        {
-            return "unknown";
-        }
-    }
-
-    private static double Median(IEnumerable<double> values)
-    {
-        double[] v = [.. values.Order()];
-        return v.Length % 2 == 1 ? v[v.Length / 2] : (v[v.Length / 2 - 1] + v[v.Length / 2]) / 2;
-    }
-
-    private static int Option(string[] args, string name, int fallback)
-    {
-        int i = Array.IndexOf(args, name);
-        return i >= 0 && i + 1 < args.Length ? int.Parse(args[i + 1], CultureInfo.InvariantCulture) : fallback;
     }
 }

@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
+using static Isis.Bench.HarnessShell;
 
 namespace Isis.Bench;
 
@@ -298,59 +299,8 @@ internal static class SideBySide
 
     // ---------------------------------------------------------------- helpers
 
-    private static double Median(IEnumerable<double> values)
-    {
-        double[] v = [.. values.Order()];
-        return v.Length % 2 == 1 ? v[v.Length / 2] : (v[v.Length / 2 - 1] + v[v.Length / 2]) / 2;
-    }
-
-    private static (int Code, string Output) Exec(TimeSpan limit, string program, params string[] args)
-    {
-        var psi = new ProcessStartInfo(program) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        try
-        {
-            using Process p = Process.Start(psi)!;
-            Task<string> stdout = p.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = p.StandardError.ReadToEndAsync();
-            if (!p.WaitForExit(limit))
-            {
-                p.Kill(entireProcessTree: true);
-                return (-1, $"{program} did not finish within {limit.TotalSeconds:F0} s");
-            }
-            return (p.ExitCode, stdout.Result + stderr.Result);
-        }
-        catch (System.ComponentModel.Win32Exception e)
-        {
-            return (-1, $"{program}: {e.Message}");
-        }
-    }
-
     private static bool OnPath(string tool) =>
         (Environment.GetEnvironmentVariable("PATH") ?? "").Split(Path.PathSeparator).Any(d => d.Length > 0 && File.Exists(Path.Combine(d, tool)));
-
-    /// <summary>A file of the repository or of ../shared beside it, found upwards from this program's directory.</summary>
-    private static string? RepoFile(string relative)
-    {
-        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir != null; dir = dir.Parent)
-        {
-            string candidate = Path.Combine(dir.FullName, relative);
-            if (File.Exists(candidate)) return candidate;
-        }
-        return null;
-    }
-
-    private static int Option(string[] args, string name, int fallback)
-    {
-        int i = Array.IndexOf(args, name);
-        return i >= 0 && i + 1 < args.Length ? int.Parse(args[i + 1], CultureInfo.InvariantCulture) : fallback;
-    }
-
-    private static string? Text(string[] args, string name)
-    {
-        int i = Array.IndexOf(args, name);
-        return i >= 0 && i + 1 < args.Length ? args[i + 1] : null;
-    }
 }
 
 /// <summary>The side-by-side table (<c>--side-by-side</c>): medians over interleaved rounds of ours, JGroups and the C floor.</summary>
