@@ -193,8 +193,19 @@ internal sealed class EventLoop : IDisposable
         }
         finally
         {
-            // The command may have armed a timer (a Send's digest) earlier than the sleeping loop's wake-up.
-            bool earlier = ran && !_halted && NextWake() < Volatile.Read(ref _plannedWake);
+            // The command may have armed a timer (a Send's digest) earlier than the sleeping loop's
+            // wake-up: move the wake-up (a loop about to sleep reads it after announcing the sleep)
+            // and wake a loop already asleep. The exchange is a full fence before Wake reads _sleeping.
+            bool earlier = false;
+            if (ran && !_halted)
+            {
+                long next = NextWake();
+                if (next < Volatile.Read(ref _plannedWake))
+                {
+                    Interlocked.Exchange(ref _plannedWake, next);
+                    earlier = true;
+                }
+            }
             Monitor.Exit(_driver);
             if (earlier) Wake();
         }
@@ -233,13 +244,13 @@ internal sealed class EventLoop : IDisposable
                     return;
                 }
             }
-            // Sleep until the next deadline: announce it, then look at the queues again (a producer
-            // that enqueued before the announcement is found here; one after it wakes us).
+            // Sleep until the next deadline: announce it, then look at the queues and the wake-up
+            // time again (a producer, or a command run inline, that came before the announcement is
+            // found here; one after it sees the announcement and wakes us).
+            Interlocked.Exchange(ref _sleeping, 1);
             long now = Now;
             long wakeAt = Volatile.Read(ref _plannedWake);
-            if (wakeAt <= now) continue;
-            Interlocked.Exchange(ref _sleeping, 1);
-            if (_commands.IsEmpty && _inbox.IsEmpty && !_stopping) readable = _transport.WaitReadable(wakeAt - now);
+            if (wakeAt > now && _commands.IsEmpty && _inbox.IsEmpty && !_stopping) readable = _transport.WaitReadable(wakeAt - now);
             Volatile.Write(ref _sleeping, 0);
         }
     }
@@ -252,6 +263,7 @@ internal sealed class EventLoop : IDisposable
     {
         _halted = true;
         _stopping = true;
+        _transport.Wake(); // a loop asleep in poll notices at once
         Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
         foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
         Node.Outbox.Clear();
