@@ -72,7 +72,7 @@ internal sealed class EventLoop : IDisposable
     private readonly object _driver = new();
     private readonly Thread _thread;
     private readonly IEventSink _sink;
-    private readonly UdpTransport _transport;
+    private readonly IPacketTransport _transport;
     private readonly ServiceHost _service;
     private volatile bool _stopping;
 
@@ -130,7 +130,8 @@ internal sealed class EventLoop : IDisposable
     /// <summary>Where the hosted membership replica listens, if this process hosts one.</summary>
     public IPEndPoint? ServiceEndPoint => _service.EndPoint;
 
-    public UdpTransport Transport => _transport;
+    /// <summary>The process's transport (the loop owns it).</summary>
+    public IPacketTransport Transport => _transport;
 
     public long Now => (long)_clock.Elapsed.TotalMicroseconds;
 

@@ -25,7 +25,7 @@ namespace Isis.Transport;
 /// and terminates the process, loudly, rather than silently losing packets.</para>
 /// <para>Socket errors never throw: they are counted in <see cref="Counters"/>.</para>
 /// </remarks>
-internal sealed class UdpTransport : IDisposable
+internal sealed class UdpTransport : IPacketTransport
 {
     /// <summary>A backoff after unexpected receive errors, so a broken socket cannot spin a core.</summary>
     private static readonly TimeSpan UnexpectedErrorBackoff = TimeSpan.FromMilliseconds(10);
@@ -220,16 +220,16 @@ internal sealed class UdpTransport : IDisposable
     }
 
     /// <summary>
-    /// Receives up to <paramref name="maxDatagrams"/> waiting datagrams without blocking, handing
+    /// Receives up to <paramref name="maxReads"/> waiting datagrams without blocking, handing
     /// each packet to <paramref name="visitor"/> (its span is valid only during the call). After
     /// <see cref="WaitReadable"/> returned true, pass <paramref name="readable"/>: the first datagram
     /// is then read even if empty (an empty datagram reads as "nothing waiting", and would make the
     /// next wait return at once, forever). Returns the datagrams read, wakes included.
     /// </summary>
-    public int ReceivePending(IPacketVisitor visitor, int maxDatagrams, bool readable)
+    public int ReceivePending(IPacketVisitor visitor, int maxReads, bool readable)
     {
         int read = 0;
-        while (read < maxDatagrams && !_disposed)
+        while (read < maxReads && !_disposed)
         {
             if (!(readable && read == 0))
             {
