@@ -54,6 +54,9 @@ public sealed class IsisHostOptions
     /// <summary>Most unstable messages a member may have sent (<see cref="IsisOptions.MaxUnstableMessages"/>). Defaults to 20,000.</summary>
     public int MaxUnstableMessages { get; set; } = 20_000;
 
+    /// <summary>How packets travel (<see cref="IsisOptions.Transport"/>): Udp (the default) or Tcp.</summary>
+    public IsisTransport Transport { get; set; } = IsisTransport.Udp;
+
     /// <summary>Largest UDP datagram built (<see cref="IsisOptions.MaxDatagramSize"/>). Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -85,6 +88,7 @@ public sealed class IsisHostOptions
             IsolationTimeout = IsolationTimeout,
             MaxUnstableMessages = MaxUnstableMessages,
             MaxDatagramSize = MaxDatagramSize,
+            Transport = Transport,
             MaxMessageSize = MaxMessageSize,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,

@@ -114,6 +114,14 @@ public sealed class IsisOptions
     /// <summary>Most messages a member may have sent that are not yet stable; Send blocks beyond it. Defaults to 20,000.</summary>
     public int MaxUnstableMessages { get; set; } = 20_000;
 
+    /// <summary>
+    /// How this runtime's packets travel: <see cref="IsisTransport.Udp"/> (the default) or
+    /// <see cref="IsisTransport.Tcp"/>, the overlay for networks that block UDP. Every process of a
+    /// system must use the same one: a process and the membership service it talks to, and the
+    /// members of a group, speak it to each other.
+    /// </summary>
+    public IsisTransport Transport { get; set; } = IsisTransport.Udp;
+
     /// <summary>Largest UDP datagram the transport builds; small messages are batched up to it. Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -196,6 +204,7 @@ public sealed class IsisOptions
         if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
         if (IsolationTimeout is { } isolation && isolation <= HeartbeatInterval * SuspicionCount)
             throw new ArgumentException($"IsisOptions.IsolationTimeout ({isolation.TotalMilliseconds} ms) must exceed the expulsion time, SuspicionCount x HeartbeatInterval ({(HeartbeatInterval * SuspicionCount).TotalMilliseconds} ms); leave it null for twice that.");
+        if (!Enum.IsDefined(Transport)) throw new ArgumentException($"IsisOptions.Transport must be IsisTransport.Udp or IsisTransport.Tcp; it is {(int)Transport}.");
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
@@ -217,4 +226,17 @@ public sealed class IsisOptions
             ServiceReplicaTarget = EmbeddedService ? EmbeddedServiceReplicas : 0,
         };
     }
+}
+
+/// <summary>How a runtime's packets travel (<see cref="IsisOptions.Transport"/>).</summary>
+public enum IsisTransport
+{
+    /// <summary>UDP datagrams: many packets batched per datagram, large ones fragmented. The default.</summary>
+    Udp = 0,
+
+    /// <summary>
+    /// A TCP overlay: the same packets and batches as length-prefixed frames over one connection
+    /// per destination, for networks that block UDP.
+    /// </summary>
+    Tcp = 1,
 }

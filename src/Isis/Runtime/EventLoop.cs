@@ -85,10 +85,10 @@ internal sealed class EventLoop : IDisposable
         var transportOptions = new UdpTransportOptions { MaxDatagramSize = options.MaxDatagramSize, MaxPacketSize = Math.Max(options.MaxMessageSize + 4096, 1 << 20) };
         ProtocolOptions protocol = options.ToProtocolOptions();
         ProtocolOptions processProtocol = protocol with { BufferPool = buffers };
-        UdpTransport? data = null;
+        IPacketTransport? data = null;
         NodeId BindProcess()
         {
-            data = new UdpTransport(new IPEndPoint(options.BindAddress, options.Port), transportOptions with { Faults = options.TransportFaults });
+            data = TransportFactory.ForOwner(options.Transport, new IPEndPoint(options.BindAddress, options.Port), transportOptions with { Faults = options.TransportFaults });
             // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
             return new NodeId(data.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
         }

@@ -21,15 +21,15 @@ internal sealed class ServiceHost : IDisposable
     private readonly IsisOptions _options;
     private readonly UdpTransportOptions _transportOptions;
     private readonly ReceivedPacketCallback _toProcess;
-    private UdpTransport? _replicaTransport;
+    private IPacketTransport? _replicaTransport;
     private readonly DurableRecordFile? _replicaLog;
-    private UdpTransport? _wellKnownPort;
+    private IPacketTransport? _wellKnownPort;
     private long _nextPortAttemptAt;
     private long _versionOnFile = -1;
     private volatile bool _hostsReplica;
 
     private ServiceHost(IsisOptions options, UdpTransportOptions transportOptions, ReceivedPacketCallback toProcess,
-        MembershipReplica? replica, UdpTransport? replicaTransport, DurableRecordFile? replicaLog)
+        MembershipReplica? replica, IPacketTransport? replicaTransport, DurableRecordFile? replicaLog)
     {
         _options = options;
         _transportOptions = transportOptions;
@@ -72,14 +72,14 @@ internal sealed class ServiceHost : IDisposable
     {
         IPEndPoint[] replicas = options.ServiceReplicaEndPoints;
         NodeId[] founding = replicas.Select(r => new NodeId(EndpointConversions.FromIPEndPoint(r), 1)).ToArray();
-        UdpTransport? transport = null;
+        IPacketTransport? transport = null;
         DurableRecordFile? log = null;
         MembershipReplica? replica = null;
         if (options.MembershipService != MembershipServiceMode.Client)
         {
             for (int i = 0; i < replicas.Length && transport == null; i++)
             {
-                transport = TryBind(replicas[i], toReplica, transportOptions);
+                transport = TryBind(options, replicas[i], toReplica, transportOptions);
                 if (transport == null) continue;
                 IEnumerable<byte[]>? restored = null;
                 if (replicas.Length > 1)
@@ -125,12 +125,12 @@ internal sealed class ServiceHost : IDisposable
         ProtocolOptions protocol, ProtocolOptions processProtocol, long now, ReceivedPacketCallback toReplica, ReceivedPacketCallback toProcess)
     {
         IPEndPoint wellKnown = options.WellKnownEndPoint;
-        UdpTransport? wellKnownPort = TryBind(wellKnown, toProcess, transportOptions);
-        UdpTransport? replicaTransport = null;
+        IPacketTransport? wellKnownPort = TryBind(options, wellKnown, toProcess, transportOptions);
+        IPacketTransport? replicaTransport = null;
         try
         {
             NodeId self = bindProcess();
-            replicaTransport = new(new IPEndPoint(options.BindAddress, 0), toReplica, transportOptions);
+            replicaTransport = TransportFactory.WithCallback(options.Transport, new IPEndPoint(options.BindAddress, 0), toReplica, transportOptions);
             var replicaId = new NodeId(replicaTransport.LocalEndpoint, self.Incarnation);
 
             (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(options.EmbeddedDirectoryPath);
@@ -176,11 +176,11 @@ internal sealed class ServiceHost : IDisposable
         IPAddress.IsLoopback(address) || address.Equals(options.BindAddress) || address.Equals(options.MembershipServiceAddress);
 
     /// <summary>Binds a socket; null if the address is taken or not this machine's.</summary>
-    private static UdpTransport? TryBind(IPEndPoint endpoint, ReceivedPacketCallback onPacket, UdpTransportOptions transportOptions)
+    private static IPacketTransport? TryBind(IsisOptions options, IPEndPoint endpoint, ReceivedPacketCallback onPacket, UdpTransportOptions transportOptions)
     {
         try
         {
-            return new UdpTransport(endpoint, onPacket, transportOptions);
+            return TransportFactory.WithCallback(options.Transport, endpoint, onPacket, transportOptions);
         }
         catch (SocketException e) when (e.SocketErrorCode is SocketError.AddressAlreadyInUse or SocketError.AddressNotAvailable)
         {
@@ -219,7 +219,7 @@ internal sealed class ServiceHost : IDisposable
     {
         if (_wellKnownPort != null || Replica == null || now < _nextPortAttemptAt) return;
         _nextPortAttemptAt = now + (long)_options.HeartbeatInterval.TotalMicroseconds;
-        _wellKnownPort = TryBind(_options.WellKnownEndPoint, _toProcess, _transportOptions);
+        _wellKnownPort = TryBind(_options, _options.WellKnownEndPoint, _toProcess, _transportOptions);
     }
 
     /// <summary>The replica's step, in the driver contract's order: its log records durable, then its packets, then its events.</summary>

@@ -12,8 +12,8 @@ namespace Isis.Transport;
 /// The TCP overlay, for networks that block UDP: the same packets as <see cref="UdpTransport"/>,
 /// batched into the same datagram format, each datagram sent as one length-prefixed frame over a
 /// TCP connection to the destination's listening port. Built on System.IO.Pipelines: per peer, the
-/// loop writes frames into a pipe and a send loop drains it to the socket; per accepted
-/// connection, a receive loop reads frames from the socket's pipe and queues them for the owner.
+/// loop writes frames into a pipe and a send thread drains it to the socket; per accepted
+/// connection, a receive thread fills a pipe from the socket and takes whole frames off it.
 /// </summary>
 /// <remarks>
 /// <para>A connection opens with a hello (a magic number and the sender's listening endpoint, whose
@@ -24,8 +24,10 @@ namespace Isis.Transport;
 /// lost, as UDP datagrams can be, and the protocol's sequence numbers repair (never duplicate) them.</para>
 /// <para>Back-pressure: a peer's unsent bytes are bounded; a frame beyond the bound is dropped and
 /// counted (<see cref="TransportCounters.SendErrors"/>) rather than stalling the loop.</para>
-/// <para>Threading: as <see cref="IPacketTransport"/> says; the accept, send and receive loops run
-/// on the thread pool and only touch the pipes, the received-frame queue and the counters.</para>
+/// <para>Threading: as <see cref="IPacketTransport"/> says. The accept, send and receive loops run on
+/// threads of their own with blocking socket calls, and the pipes complete inline: nothing here
+/// waits for the thread pool, which an application may have blocked (a runtime starved of its
+/// heartbeats would be expelled). They touch only the pipes, the received-frame queue and the counters.</para>
 /// </remarks>
 internal sealed class TcpTransport : IPacketTransport
 {
@@ -44,15 +46,22 @@ internal sealed class TcpTransport : IPacketTransport
     private readonly List<Peer> _pending = [];
     private readonly ConcurrentQueue<(ulong Source, byte[] Bytes, int Length)> _received = new();
     private readonly ManualResetEventSlim _signal = new(false, spinCount: 0);
-    private readonly CancellationTokenSource _closing = new();
     private readonly ConcurrentDictionary<Socket, byte> _inbound = new();
+    private readonly ConcurrentDictionary<Socket, byte> _outbound = new();
+    private readonly ReceivedPacketCallback? _onPacket;
     private int _wakesPending;
     private volatile bool _disposed;
 
     /// <param name="bindTo">IPv4 address and port to listen on; port 0 picks a free one.</param>
     /// <param name="maxPacketSize">Larger packets are refused and counted.</param>
-    public TcpTransport(IPEndPoint bindTo, int maxPacketSize = FrameFormat.DefaultMaxPacketSize)
+    /// <param name="onPacket">
+    /// Null: the owner reads (<see cref="WaitReadable"/>, <see cref="ReceivePending"/>). Otherwise each
+    /// connection's receive loop parses its frames and hands every packet to this callback, as
+    /// <see cref="UdpTransport"/>'s receive thread does (the membership replica's sockets).
+    /// </param>
+    public TcpTransport(IPEndPoint bindTo, int maxPacketSize = FrameFormat.DefaultMaxPacketSize, ReceivedPacketCallback? onPacket = null)
     {
+        _onPacket = onPacket;
         ArgumentNullException.ThrowIfNull(bindTo);
         if (bindTo.AddressFamily != AddressFamily.InterNetwork) throw new ArgumentException("Only IPv4 endpoints are supported.", nameof(bindTo));
         _maxPacketSize = maxPacketSize;
@@ -61,8 +70,10 @@ internal sealed class TcpTransport : IPacketTransport
         _listener = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
         try
         {
-            // A restarted process takes its port back although connections of its last run linger in TIME_WAIT.
-            _listener.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
+            // A restarted process takes its port back although connections of its last run linger in
+            // TIME_WAIT. Only SO_REUSEADDR: .NET's ReuseAddress also sets SO_REUSEPORT on Linux, which
+            // would let a second process listen on the same port (two membership replicas at one address).
+            if (OperatingSystem.IsLinux()) _listener.SetRawSocketOption(1 /* SOL_SOCKET */, 2 /* SO_REUSEADDR */, BitConverter.GetBytes(1));
             _listener.Bind(bindTo);
             _listener.Listen(128);
         }
@@ -73,7 +84,7 @@ internal sealed class TcpTransport : IPacketTransport
         }
         LocalIPEndPoint = (IPEndPoint)_listener.LocalEndPoint!;
         LocalEndpoint = EndpointConversions.FromIPEndPoint(LocalIPEndPoint);
-        _ = AcceptLoop();
+        StartThread(AcceptLoop, $"isis-tcp-accept:{LocalIPEndPoint.Port}");
     }
 
     public ulong LocalEndpoint { get; }
@@ -100,7 +111,7 @@ internal sealed class TcpTransport : IPacketTransport
     /// <summary>An outbound connection: frames go into <see cref="Pipe"/>; its send loop connects and drains it.</summary>
     private sealed class Connection
     {
-        public readonly Pipe Pipe = new(new PipeOptions(pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false));
+        public readonly Pipe Pipe = new(InlinePipe);
         public long Unsent;
         public volatile bool Broken;
     }
@@ -147,7 +158,8 @@ internal sealed class TcpTransport : IPacketTransport
         {
             connection = new Connection();
             peer.Connection = connection;
-            _ = SendLoop(peer.Endpoint, connection);
+            ulong destination = peer.Endpoint;
+            StartThread(() => SendLoop(destination, connection), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(destination).Port}");
         }
         PipeWriter writer = connection.Pipe.Writer;
         for (int i = 0; i < batcher.CompletedCount; i++)
@@ -172,25 +184,37 @@ internal sealed class TcpTransport : IPacketTransport
         if (!flushed.IsCompletedSuccessfully || flushed.Result.IsCompleted) connection.Broken = true;
     }
 
+    /// <summary>
+    /// Pipes that never pause their writer (the loop must not block; <see cref="Connection.Unsent"/>
+    /// bounds them) and complete their waits inline, so no continuation needs the thread pool.
+    /// </summary>
+    private static readonly PipeOptions InlinePipe = new(readerScheduler: PipeScheduler.Inline, writerScheduler: PipeScheduler.Inline,
+        pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false);
+
+    private static void StartThread(Action loop, string name) => new Thread(() => loop()) { IsBackground = true, Name = name }.Start();
+
     /// <summary>Connects, says hello, then drains the pipe into the socket until it breaks or the transport closes.</summary>
-    private async Task SendLoop(ulong destination, Connection connection)
+    private void SendLoop(ulong destination, Connection connection)
     {
         PipeReader reader = connection.Pipe.Reader;
-        using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
+        var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
+        _outbound.TryAdd(socket, 0);
         try
         {
-            await socket.ConnectAsync(EndpointConversions.ToIPEndPoint(destination), _closing.Token).ConfigureAwait(false);
-            byte[] hello = new byte[HelloSize];
+            if (_disposed) return;
+            socket.Connect(EndpointConversions.ToIPEndPoint(destination));
+            Span<byte> hello = stackalloc byte[HelloSize];
             BinaryPrimitives.WriteUInt32LittleEndian(hello, HelloMagic);
-            BinaryPrimitives.WriteUInt64LittleEndian(hello.AsSpan(4), LocalEndpoint);
-            await socket.SendAsync(hello, SocketFlags.None, _closing.Token).ConfigureAwait(false);
+            BinaryPrimitives.WriteUInt64LittleEndian(hello[4..], LocalEndpoint);
+            socket.Send(hello);
             while (true)
             {
-                ReadResult read = await reader.ReadAsync(_closing.Token).ConfigureAwait(false);
+                ValueTask<ReadResult> pending = reader.ReadAsync();
+                ReadResult read = pending.IsCompleted ? pending.Result : pending.AsTask().GetAwaiter().GetResult();
                 foreach (ReadOnlyMemory<byte> segment in read.Buffer)
                 {
                     int sent = 0;
-                    while (sent < segment.Length) sent += await socket.SendAsync(segment[sent..], SocketFlags.None, _closing.Token).ConfigureAwait(false);
+                    while (sent < segment.Length) sent += socket.Send(segment.Span[sent..]);
                 }
                 Interlocked.Add(ref connection.Unsent, -read.Buffer.Length);
                 reader.AdvanceTo(read.Buffer.End);
@@ -200,76 +224,105 @@ internal sealed class TcpTransport : IPacketTransport
         catch (SocketException e)
         {
             // Refused, reset, unreachable: this connection is lost; the next send opens another.
-            Interlocked.Increment(ref Counters.SendErrors);
-            Volatile.Write(ref Counters.LastSocketError, (int)e.SocketErrorCode);
+            if (!_disposed)
+            {
+                Interlocked.Increment(ref Counters.SendErrors);
+                Volatile.Write(ref Counters.LastSocketError, (int)e.SocketErrorCode);
+            }
         }
-        catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException or IOException)
+        catch (ObjectDisposedException)
         {
-            // Closing, or the connection broke under us.
+            // Closing.
         }
         finally
         {
             connection.Broken = true;
-            await reader.CompleteAsync().ConfigureAwait(false);
+            reader.Complete();
+            _outbound.TryRemove(socket, out _);
+            socket.Dispose();
         }
     }
 
     // ---------------------------------------------------------------- receiving
 
-    private async Task AcceptLoop()
+    private void AcceptLoop()
     {
         while (!_disposed)
         {
             Socket accepted;
             try
             {
-                accepted = await _listener.AcceptAsync(_closing.Token).ConfigureAwait(false);
+                accepted = _listener.Accept();
             }
-            catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException)
+            catch (ObjectDisposedException)
             {
                 return;
             }
             catch (SocketException e)
             {
+                if (_disposed) return;
                 Interlocked.Increment(ref Counters.ReceiveErrors);
                 Volatile.Write(ref Counters.LastSocketError, (int)e.SocketErrorCode);
                 continue;
             }
-            _ = ReceiveLoop(accepted);
+            _inbound.TryAdd(accepted, 0);
+            StartThread(() => ReceiveLoop(accepted), $"isis-tcp-recv:{LocalIPEndPoint.Port}");
         }
     }
 
-    /// <summary>Reads the hello, then frames, queueing each for the owner; a connection that breaks the framing is closed and counted.</summary>
-    private async Task ReceiveLoop(Socket socket)
+    /// <summary>
+    /// Fills a pipe from the socket, reads the hello, then takes whole frames off the pipe and
+    /// queues each for the owner (or, in callback mode, parses it here); a connection that breaks
+    /// the framing is closed and counted.
+    /// </summary>
+    private void ReceiveLoop(Socket socket)
     {
-        _inbound.TryAdd(socket, 0);
-        var stream = new NetworkStream(socket, ownsSocket: true);
-        PipeReader reader = PipeReader.Create(stream);
+        var pipe = new Pipe(InlinePipe);
+        (DatagramParser Parser, ReceivedPacketHandoff Handoff)? own = _onPacket == null ? null
+            : (new DatagramParser(new FragmentReassembler(new ReassemblyLimits(), Counters.Framing), Counters.Framing), new ReceivedPacketHandoff(_onPacket));
         try
         {
             ulong source = 0;
             bool greeted = false;
-            while (true)
+            while (!_disposed)
             {
-                ReadResult read = await reader.ReadAsync(_closing.Token).ConfigureAwait(false);
+                Memory<byte> space = pipe.Writer.GetMemory(64 * 1024);
+                int received = socket.Receive(space.Span);
+                if (received == 0) return; // the peer closed
+                pipe.Writer.Advance(received);
+                _ = pipe.Writer.FlushAsync(); // completes at once: the writer never pauses
+                if (!pipe.Reader.TryRead(out ReadResult read)) continue;
                 ReadOnlySequence<byte> buffer = read.Buffer;
-                if (!greeted)
+                if (!greeted && buffer.Length >= HelloSize)
                 {
-                    if (buffer.Length >= HelloSize)
+                    if (!TryReadHello(buffer.Slice(0, HelloSize), socket, out source))
                     {
-                        if (!TryReadHello(buffer.Slice(0, HelloSize), socket, out source))
-                        {
-                            CountHostile();
-                            return;
-                        }
-                        greeted = true;
-                        buffer = buffer.Slice(HelloSize);
+                        CountHostile();
+                        return;
                     }
+                    greeted = true;
+                    buffer = buffer.Slice(HelloSize);
                 }
                 while (greeted && TryReadFrame(ref buffer, out ReadOnlySequence<byte> frame))
                 {
                     byte[] bytes = ArrayPool<byte>.Shared.Rent(Math.Max(1, (int)frame.Length));
                     frame.CopyTo(bytes);
+                    if (own != null)
+                    {
+                        // Callback mode: this connection's own parser and hand-off (neither is shared between threads).
+                        try
+                        {
+                            Interlocked.Increment(ref Counters.DatagramsReceived);
+                            Interlocked.Add(ref Counters.BytesReceived, frame.Length);
+                            int packets = own.Value.Parser.Parse(source, bytes.AsSpan(0, (int)frame.Length), MonotonicClock.NowMicros(), own.Value.Handoff);
+                            if (packets > 0) Interlocked.Add(ref Counters.PacketsReceived, packets);
+                        }
+                        finally
+                        {
+                            ArrayPool<byte>.Shared.Return(bytes);
+                        }
+                        continue;
+                    }
                     _received.Enqueue((source, bytes, (int)frame.Length));
                     _signal.Set();
                 }
@@ -278,19 +331,19 @@ internal sealed class TcpTransport : IPacketTransport
                     CountHostile();
                     return;
                 }
-                reader.AdvanceTo(buffer.Start, buffer.End);
-                if (read.IsCompleted) return;
+                pipe.Reader.AdvanceTo(buffer.Start, buffer.End);
             }
         }
-        catch (Exception e) when (e is OperationCanceledException or ObjectDisposedException or IOException or SocketException)
+        catch (Exception e) when (e is ObjectDisposedException or SocketException)
         {
             // Closing, or the peer went away: its next connection starts afresh.
         }
         finally
         {
             _inbound.TryRemove(socket, out _);
-            await reader.CompleteAsync().ConfigureAwait(false);
-            await stream.DisposeAsync().ConfigureAwait(false);
+            socket.Dispose();
+            pipe.Writer.Complete();
+            pipe.Reader.Complete();
         }
     }
 
@@ -386,9 +439,9 @@ internal sealed class TcpTransport : IPacketTransport
     {
         if (_disposed) return;
         _disposed = true;
-        _closing.Cancel();
         _listener.Dispose();
         foreach (Socket s in _inbound.Keys) s.Dispose();
+        foreach (Socket s in _outbound.Keys) s.Dispose();
         foreach (Peer peer in _peers.Values)
         {
             peer.Connection?.Pipe.Writer.Complete();

@@ -223,6 +223,14 @@ public abstract class PacketTransportConformance
     }
 
     [Fact]
+    public void A_port_another_transport_holds_cannot_be_bound_again()
+    {
+        // The membership service relies on it: whoever binds a replica's address runs that replica.
+        using IPacketTransport first = Create();
+        Assert.ThrowsAny<System.Net.Sockets.SocketException>(() => Create(first.LocalIPEndPoint.Port).Dispose());
+    }
+
+    [Fact]
     public void A_burst_larger_than_the_receivers_buffers_is_sent_without_blocking_and_arrives_in_order_without_duplicates()
     {
         using IPacketTransport a = Create(), b = Create();
