@@ -60,6 +60,7 @@ internal static class Coordinator
         {
             Members = o.Members,
             PayloadBytes = o.Payload,
+            Transport = o.Transport == IsisTransport.Tcp ? "tcp" : "udp",
             HeartbeatMs = o.HeartbeatMs,
             Suspicion = o.Suspicion,
             TimeoutSeconds = o.TimeoutSeconds,
@@ -87,7 +88,7 @@ internal static class Coordinator
         var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
         int servicePort = FreeUdpPort();
-        Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1, membership service on port {servicePort}; " +
+        Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1 over {(o.Transport == IsisTransport.Tcp ? "TCP" : "UDP")}, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
         Console.WriteLine($"  latency: at least {o.WarmupSeconds} s of warm-up rounds, then {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
@@ -187,6 +188,7 @@ internal static class Coordinator
         MembershipServicePort = servicePort,
         HeartbeatInterval = TimeSpan.FromMilliseconds(o.HeartbeatMs),
         SuspicionCount = o.Suspicion,
+        Transport = o.Transport,
     };
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)

@@ -50,11 +50,11 @@ internal static class HtmlReport
             .Append("<p class=\"note\">Counts not given on the command line are scaled down with the group size so that each size takes a bounded time on a small machine; ")
             .Append("failure detection is heartbeat period x silent periods before expulsion (relaxed from 20 members on, where the group saturates 2 cores). ")
             .Append("Rounds are per primitive; blast messages are for send and ordered / for safe and query.</p>")
-            .Append("<table><tr><th>members</th><th>payload B</th><th>failure detection</th><th>latency rounds: warm-up</th><th>recorded</th><th>cool-down</th>")
+            .Append("<table><tr><th>members</th><th>payload B</th><th>transport</th><th>failure detection</th><th>latency rounds: warm-up</th><th>recorded</th><th>cool-down</th>")
             .Append("<th>blast messages</th><th>blast deliveries not counted, each end</th><th>response-delay rounds: warm-up / recorded / cool-down</th><th>all joined after s</th><th>wall s</th><th>time limit s</th><th>status</th></tr>");
         foreach (GroupRun g in r.Groups)
         {
-            html.Append(Inv($"<tr><td>{g.Members}</td><td>{g.PayloadBytes}</td><td>{g.HeartbeatMs} ms x {g.Suspicion}</td><td>{g.LatencyWarmupRounds}</td><td>{g.LatencyRecordedRounds}</td><td>{g.LatencyCooldownRounds}</td>"))
+            html.Append(Inv($"<tr><td>{g.Members}</td><td>{g.PayloadBytes}</td><td>{g.Transport}</td><td>{g.HeartbeatMs} ms x {g.Suspicion}</td><td>{g.LatencyWarmupRounds}</td><td>{g.LatencyRecordedRounds}</td><td>{g.LatencyCooldownRounds}</td>"))
                 .Append(Inv($"<td>{g.MessagesPerBlast} / {g.SlowMessagesPerBlast}</td><td>{g.BlastEdgeFraction:P0}</td>"))
                 .Append(Inv($"<td>{g.ResponseDelayWarmupRounds} / {g.ResponseDelayRecordedRounds} / {g.ResponseDelayCooldownRounds}</td><td>{g.FormedSeconds:F1}</td><td>{g.WallSeconds:F1}</td><td>{g.TimeoutSeconds}</td>"))
                 .Append($"<td>{(g.Completed ? "completed" : "<b>failed</b>: " + E(g.Failure ?? ""))}</td></tr>");
@@ -135,7 +135,7 @@ internal static class HtmlReport
 
     private static string SideBySideSection(SideBySideTable t)
     {
-        var html = new StringBuilder("<h2>Side by side: Isis, JGroups 2.12 (UDP) and the C floor, interleaved</h2>");
+        var html = new StringBuilder($"<h2>Side by side: Isis, JGroups 2.12 ({(t.Transport == "tcp" ? "TCP" : "UDP")}) and the C floor, interleaved</h2>");
         html.Append(Inv($"<p class=\"note\">{t.Rounds} round(s) of ours, JGroups, the C ping-pong, in that order, 3 members, 100 B; load average {E(t.LoadAverageAtStart)} at start, {E(t.LoadAverageAtEnd)} at end; {t.WallSeconds:F0} s. "))
             .Append("Medians over the rounds, the range in brackets; the ratio is our median over JGroups' (below 1 is faster for latencies, above 1 is faster for rates). ")
             .Append("The plots and tables further down are our last round's.</p>");

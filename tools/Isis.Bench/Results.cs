@@ -182,6 +182,8 @@ internal sealed class GroupRun
 {
     public int Members { get; set; }
     public int PayloadBytes { get; set; }
+    /// <summary>udp or tcp (--transport).</summary>
+    public string Transport { get; set; } = "udp";
     public int HeartbeatMs { get; set; }
     public int Suspicion { get; set; }
     /// <summary>The group's hard time limit (--timeout, or its default for this size).</summary>

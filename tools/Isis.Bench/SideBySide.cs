@@ -16,9 +16,10 @@ namespace Isis.Bench;
 internal static class SideBySide
 {
     public const string Usage =
-        "Side by side with JGroups and the C floor: dotnet run -c Release --project tools/Isis.Bench -- --side-by-side [--rounds N] [--quick] [--out report.html]\n" +
+        "Side by side with JGroups and the C floor: dotnet run -c Release --project tools/Isis.Bench -- --side-by-side [--rounds N] [--transport udp|tcp] [--quick] [--keep] [--out report.html]\n" +
         "  N rounds (default 3) of: our harness (3 members, 100 B: send, ordered, query, safe3), JGroups 2.12 UDP (FIFO, SEQUENCER, RpcDispatcher GET_ALL),\n" +
-        "  the C UDP ping-pong. Needs root, java, javac and libjgroups-java for the JGroups part (skipped with the reason otherwise).";
+        "  the C UDP ping-pong. --transport tcp runs ours and JGroups over TCP instead. Needs root, java, javac and libjgroups-java for the JGroups part\n" +
+        "  (skipped with the reason otherwise).";
 
     private const int Members = 3;
     private const int Payload = 100;
@@ -27,14 +28,16 @@ internal static class SideBySide
     {
         int rounds = Option(args, "--rounds", 3);
         bool quick = args.Contains("--quick");
+        string transport = Text(args, "--transport") ?? "udp";
+        if (transport is not ("udp" or "tcp")) throw new ArgumentException($"--transport must be udp or tcp; it is '{transport}'");
         string? outPath = Text(args, "--out");
         string work = Path.Combine(Path.GetTempPath(), $"isis-side-by-side-{Environment.ProcessId}");
         Directory.CreateDirectory(work);
         var wall = Stopwatch.StartNew();
         string loadAtStart = Coordinator.LoadAverage();
-        Console.WriteLine($"Isis.Bench side by side: {rounds} round(s) of ours, JGroups, C floor; {Members} members, {Payload} B; load average {loadAtStart}");
+        Console.WriteLine($"Isis.Bench side by side over {transport.ToUpperInvariant()}: {rounds} round(s) of ours, JGroups, C floor; {Members} members, {Payload} B; load average {loadAtStart}");
 
-        using var jgroups = JGroupsHarness.Prepare(work, quick);
+        using var jgroups = JGroupsHarness.Prepare(work, quick, transport);
         if (jgroups.SkipReason != null) Console.WriteLine($"  JGroups: skipped ({jgroups.SkipReason})");
         string? floorBinary = CompileFloor(work, out string? floorSkip);
         if (floorSkip != null) Console.WriteLine($"  C floor: skipped ({floorSkip})");
@@ -47,7 +50,7 @@ internal static class SideBySide
             for (int round = 1; round <= rounds; round++)
             {
                 Console.WriteLine($"== {DateTime.UtcNow:HH:mm:ss} round {round}: ours");
-                BenchReport? report = RunOurs(work, round, quick);
+                BenchReport? report = RunOurs(work, round, quick, transport);
                 if (report == null) return 1;
                 ours.Add(report);
                 if (jgroups.SkipReason == null)
@@ -64,7 +67,11 @@ internal static class SideBySide
         }
         finally
         {
-            try { Directory.Delete(work, recursive: true); } catch (IOException) { } // best effort: a temp directory
+            if (args.Contains("--keep")) Console.WriteLine($"  work directory kept: {work} (JGroups logs in logs/, results in jg-*.jsonl)");
+            else
+            {
+                try { Directory.Delete(work, recursive: true); } catch (IOException) { } // best effort: a temp directory
+            }
         }
 
         var table = new SideBySideTable
@@ -75,7 +82,8 @@ internal static class SideBySide
             LoadAverageAtStart = loadAtStart,
             LoadAverageAtEnd = Coordinator.LoadAverage(),
             WallSeconds = wall.Elapsed.TotalSeconds,
-            Rows = Rows(ours, theirs, floor),
+            Transport = transport,
+            Rows = Rows(ours, theirs, floor, transport),
         };
         Print(table);
         BenchReport last = ours[^1];
@@ -90,13 +98,13 @@ internal static class SideBySide
 
     // ---------------------------------------------------------------- the three harnesses
 
-    private static BenchReport? RunOurs(string work, int round, bool quick)
+    private static BenchReport? RunOurs(string work, int round, bool quick, string transport)
     {
         string json = Path.Combine(work, $"isis-{round}.json");
         (string host, string? dll) = Coordinator.SelfCommand();
         var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
         if (dll != null) psi.ArgumentList.Add(dll);
-        string[] common = ["--members", "3", "--primitive", "send,ordered,query,safe3", "--payload", "100", "--out", json];
+        string[] common = ["--members", "3", "--primitive", "send,ordered,query,safe3", "--payload", "100", "--transport", transport, "--out", json];
         string[] counts = quick ? ["--quick"] : ["--samples", "5000", "--warmup", "1000", "--cooldown", "500", "--messages", "100000"];
         foreach (string a in common.Concat(counts)) psi.ArgumentList.Add(a);
         using Process p = Process.Start(psi)!;
@@ -143,22 +151,22 @@ internal static class SideBySide
         return double.Parse(number, CultureInfo.InvariantCulture);
     }
 
-    /// <summary>JGroups 2.12 over UDP (IP multicast on the loopback of a private network namespace), through the shared harness.</summary>
+    /// <summary>JGroups 2.12 over UDP (IP multicast on the loopback of a private network namespace) or TCP, through the shared harness.</summary>
     private sealed class JGroupsHarness : IDisposable
     {
-        private readonly string _work = "", _harness = "", _namespace = "";
+        private readonly string _work = "", _harness = "", _namespace = "", _transport = "udp";
         private readonly bool _quick;
 
         private JGroupsHarness(string? skip) => SkipReason = skip;
 
-        private JGroupsHarness(string work, string harness, string ns, bool quick)
+        private JGroupsHarness(string work, string harness, string ns, bool quick, string transport)
         {
-            (_work, _harness, _namespace, _quick) = (work, harness, ns, quick);
+            (_work, _harness, _namespace, _quick, _transport) = (work, harness, ns, quick, transport);
         }
 
         public string? SkipReason { get; }
 
-        public static JGroupsHarness Prepare(string work, bool quick)
+        public static JGroupsHarness Prepare(string work, bool quick, string transport)
         {
             const string Jar = "/usr/share/java/jgroups.jar";
             string? bench = RepoFile(Path.Combine("shared", "peers", "jgroups", "JgBench.java"));
@@ -183,7 +191,7 @@ internal static class SideBySide
             if (code != 0) return new($"ip netns add failed: {output.Trim()}");
             Exec(TimeSpan.FromSeconds(30), "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up");
             Exec(TimeSpan.FromSeconds(30), "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "multicast", "on");
-            return new(work, harness, ns, quick);
+            return new(work, harness, ns, quick, transport);
         }
 
         /// <summary>One round: UDP FIFO (throughput, latency, GET_ALL), SEQUENCER throughput, SEQUENCER without bundling latency.</summary>
@@ -193,9 +201,10 @@ internal static class SideBySide
             string tput = _quick ? "tput:100:1:5000" : "tput:100:1:100000";
             string lat = _quick ? "lat:100:0:200" : "lat:100:0:2000";
             string rpc = _quick ? "rpc:100:1:200" : "rpc:100:1:2000";
-            Cluster("udp.xml", $"fifo-{round}", results, "udp-fifo", $"{tput},{lat},{rpc}");
-            Cluster("udp-seq.xml", $"seq-{round}", results, "udp-seq", tput);
-            Cluster("udp-seq-nb.xml", $"seqnb-{round}", results, "udp-seq-nobundle", lat);
+            string t = _transport;
+            Cluster($"{t}.xml", $"fifo-{round}", results, $"{t}-fifo", $"{tput},{lat},{rpc}");
+            Cluster($"{t}-seq.xml", $"seq-{round}", results, $"{t}-seq", tput);
+            Cluster($"{t}-seq-nb.xml", $"seqnb-{round}", results, $"{t}-seq-nobundle", lat);
             var rows = new List<JsonElement>();
             if (!File.Exists(results)) return rows;
             foreach (string line in File.ReadAllLines(results))
@@ -230,7 +239,7 @@ internal static class SideBySide
 
     // ---------------------------------------------------------------- the table
 
-    private static List<SideBySideRow> Rows(List<BenchReport> ours, List<List<JsonElement>> theirs, List<double> floor)
+    private static List<SideBySideRow> Rows(List<BenchReport> ours, List<List<JsonElement>> theirs, List<double> floor, string transport)
     {
         double? Ours(BenchReport r, string primitive, string latency, Func<LatencySummary, double> pick) =>
             r.Runs.FirstOrDefault(x => x.Primitive == primitive)?.Latency.FirstOrDefault(l => l.Name == latency && l.Samples > 0) is { } s ? pick(s) : null;
@@ -248,16 +257,16 @@ internal static class SideBySide
         const string All = "send->deliver, all receivers";
         var rows = new List<SideBySideRow>
         {
-            Row("Send, one-way delivery p50", "us", ours.Select(r => Ours(r, "send", All, l => l.P50)), theirs.Select(t => Theirs(t, "udp-fifo", "lat", e => e.GetProperty("oneway_us").GetProperty("p50").GetDouble())), "<= 30 us, or 3x the floor's one-way"),
-            Row("Send, one-way delivery p99", "us", ours.Select(r => Ours(r, "send", All, l => l.P99)), theirs.Select(t => Theirs(t, "udp-fifo", "lat", e => e.GetProperty("oneway_us").GetProperty("p99").GetDouble())), "<= 300 us"),
+            Row("Send, one-way delivery p50", "us", ours.Select(r => Ours(r, "send", All, l => l.P50)), theirs.Select(t => Theirs(t, $"{transport}-fifo", "lat", e => e.GetProperty("oneway_us").GetProperty("p50").GetDouble())), "<= 30 us, or 3x the floor's one-way"),
+            Row("Send, one-way delivery p99", "us", ours.Select(r => Ours(r, "send", All, l => l.P99)), theirs.Select(t => Theirs(t, $"{transport}-fifo", "lat", e => e.GetProperty("oneway_us").GetProperty("p99").GetDouble())), "<= 300 us"),
             Row("Send, the sender's own delivery p50", "us", ours.Select(r => Ours(r, "send", "send->deliver, sender (local)", l => l.P50)), [], "<= 10 us"),
-            Row("Send, round trip to every receiver's ack p50", "us", ours.Select(r => Ours(r, "send", "round trip (send -> every receiver's ack delivered at sender)", l => l.P50)), theirs.Select(t => Theirs(t, "udp-fifo", "lat", e => e.GetProperty("rtt_all_acks_us").GetProperty("p50").GetDouble())), ""),
-            Row("OrderedSend, one-way delivery p50 (JGroups: SEQUENCER, no bundling)", "us", ours.Select(r => Ours(r, "ordered", All, l => l.P50)), theirs.Select(t => Theirs(t, "udp-seq-nobundle", "lat", e => e.GetProperty("oneway_us").GetProperty("p50").GetDouble())), "<= 60 us"),
-            Row("Query(ALL) round trip p50 (JGroups: RpcDispatcher GET_ALL)", "us", ours.Select(r => Ours(r, "query", "round trip (QueryAsync(ALL) -> all replies)", l => l.P50)), theirs.Select(t => Theirs(t, "udp-fifo", "rpc", e => e.GetProperty("lat_us").GetProperty("p50").GetDouble())), "<= 100 us"),
+            Row("Send, round trip to every receiver's ack p50", "us", ours.Select(r => Ours(r, "send", "round trip (send -> every receiver's ack delivered at sender)", l => l.P50)), theirs.Select(t => Theirs(t, $"{transport}-fifo", "lat", e => e.GetProperty("rtt_all_acks_us").GetProperty("p50").GetDouble())), ""),
+            Row("OrderedSend, one-way delivery p50 (JGroups: SEQUENCER, no bundling)", "us", ours.Select(r => Ours(r, "ordered", All, l => l.P50)), theirs.Select(t => Theirs(t, $"{transport}-seq-nobundle", "lat", e => e.GetProperty("oneway_us").GetProperty("p50").GetDouble())), "<= 60 us"),
+            Row("Query(ALL) round trip p50 (JGroups: RpcDispatcher GET_ALL)", "us", ours.Select(r => Ours(r, "query", "round trip (QueryAsync(ALL) -> all replies)", l => l.P50)), theirs.Select(t => Theirs(t, $"{transport}-fifo", "rpc", e => e.GetProperty("lat_us").GetProperty("p50").GetDouble())), "<= 100 us"),
             Row("SafeSend(3) in memory, one-way delivery p50", "us", ours.Select(r => Ours(r, "safe3", All, l => l.P50)), [], "<= 100 us"),
             Row("SafeSend(3) in memory, SafeSendAsync completed p50", "us", ours.Select(r => Ours(r, "safe3", "SafeSendAsync -> task completed at sender", l => l.P50)), [], ""),
-            Row("Send throughput, one sender, per member", "/s", ours.Select(r => Rate(r, "send")), theirs.Select(t => Theirs(t, "udp-fifo", "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "no loss"),
-            Row("OrderedSend throughput, per member (JGroups: SEQUENCER)", "/s", ours.Select(r => Rate(r, "ordered")), theirs.Select(t => Theirs(t, "udp-seq", "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "no loss"),
+            Row("Send throughput, one sender, per member", "/s", ours.Select(r => Rate(r, "send")), theirs.Select(t => Theirs(t, $"{transport}-fifo", "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "no loss"),
+            Row("OrderedSend throughput, per member (JGroups: SEQUENCER)", "/s", ours.Select(r => Rate(r, "ordered")), theirs.Select(t => Theirs(t, $"{transport}-seq", "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "no loss"),
             Row("C floor: UDP ping-pong one-way p50 (round trip / 2)", "us", floor.Select(v => (double?)(v / 2)), [], ""),
         };
         return rows;
@@ -282,7 +291,7 @@ internal static class SideBySide
     private static void Print(SideBySideTable t)
     {
         Console.WriteLine();
-        Console.WriteLine($"Side by side, {t.Rounds} round(s) interleaved; load average {t.LoadAverageAtStart} at start, {t.LoadAverageAtEnd} at end; {t.WallSeconds:F0} s");
+        Console.WriteLine($"Side by side over {t.Transport.ToUpperInvariant()}, {t.Rounds} round(s) interleaved; load average {t.LoadAverageAtStart} at start, {t.LoadAverageAtEnd} at end; {t.WallSeconds:F0} s");
         if (t.JGroupsSkipped != null) Console.WriteLine($"  JGroups skipped: {t.JGroupsSkipped}");
         if (t.FloorSkipped != null) Console.WriteLine($"  C floor skipped: {t.FloorSkipped}");
         Console.WriteLine($"  {"measure",-72} {"Isis median (range)",-28} {"JGroups median (range)",-28} {"Isis/JGroups",12}  target");
@@ -307,6 +316,8 @@ internal static class SideBySide
 internal sealed class SideBySideTable
 {
     public int Rounds { get; set; }
+    /// <summary>udp or tcp: ours and JGroups' stack both use it.</summary>
+    public string Transport { get; set; } = "udp";
     public string? JGroupsSkipped { get; set; }
     public string? FloorSkipped { get; set; }
     public string LoadAverageAtStart { get; set; } = "";

@@ -208,8 +208,10 @@ public sealed class BenchHarnessSmokeTests
             Assert.Matches($@"\| {System.Text.RegularExpressions.Regex.Escape(variant)}[^|]* \| [0-9.]+ us", log);
     }
 
-    [Fact]
-    public async Task SideBySide_Quick_WritesOneTableWithEveryMeasure_AndJGroupsMeasuredOrSkippedWithAReason()
+    [Theory]
+    [InlineData("udp", "UDP")]
+    [InlineData("tcp", "TCP")]
+    public async Task SideBySide_Quick_WritesOneTableWithEveryMeasure_AndJGroupsMeasuredOrSkippedWithAReason(string transport, string label)
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
             .Single(a => a.Key == "IsisBenchDll").Value!;
@@ -217,10 +219,11 @@ public sealed class BenchHarnessSmokeTests
         try
         {
             string html = Path.Combine(dir, "sbs.html");
-            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--transport", transport, "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
             Assert.True(exitCode == 0, $"Isis.Bench --side-by-side exited with {exitCode}:\n{log}");
             string report = File.ReadAllText(html);
-            Assert.Contains("Side by side: Isis, JGroups 2.12 (UDP) and the C floor, interleaved", report);
+            Assert.Contains($"Side by side: Isis, JGroups 2.12 ({label}) and the C floor, interleaved", report);
+            Assert.Contains($"<td>{transport}</td>", report); // our groups ran over it
             foreach (string measure in (string[])["Send, one-way delivery p50", "Send, the sender&#39;s own delivery p50", "Query(ALL) round trip p50", "SafeSend(3) in memory, one-way delivery p50", "OrderedSend throughput, per member"])
                 Assert.Contains(measure, report);
             // Ours is always measured; JGroups either has figures in every row it shares with us, or the page says why it was skipped.
