@@ -38,6 +38,12 @@ internal sealed class TcpTransport : IPacketTransport
     /// <summary>Unsent bytes per peer beyond which frames are dropped (the receiver is not keeping up, or unreachable).</summary>
     public const long MaxUnsentBytesPerPeer = 16 * 1024 * 1024;
 
+    /// <summary>A peer whose connection broke is not dialled again sooner than this (microseconds): frames meanwhile are dropped and counted, as to an unreachable UDP peer.</summary>
+    public const long ReconnectBackoff = 50_000;
+
+    /// <summary>Accepted connections beyond this many are closed at once and counted: each costs a thread, and peers need one each.</summary>
+    public const int MaxInboundConnections = 1024;
+
     private readonly Socket _listener;
     private readonly FragmentIdCounter _fragmentIds;
     private readonly DatagramParser _parser;
@@ -50,6 +56,7 @@ internal sealed class TcpTransport : IPacketTransport
     private readonly ConcurrentDictionary<Socket, byte> _outbound = new();
     private readonly ReceivedPacketCallback? _onPacket;
     private int _wakesPending;
+    private long _dials;
     private volatile bool _disposed;
 
     /// <param name="bindTo">IPv4 address and port to listen on; port 0 picks a free one.</param>
@@ -97,6 +104,9 @@ internal sealed class TcpTransport : IPacketTransport
 
     public long NextHeldDatagramDue => long.MaxValue;
 
+    /// <summary>Connections opened (or tried) to peers so far.</summary>
+    public long Dials => Interlocked.Read(ref _dials);
+
     // ---------------------------------------------------------------- sending (the driving thread)
 
     /// <summary>One destination: its batcher, and the connection (pipe and send loop) currently open to it.</summary>
@@ -106,6 +116,7 @@ internal sealed class TcpTransport : IPacketTransport
         public readonly DatagramBatcher Batcher = batcher;
         public bool Pending;
         public Connection? Connection;
+        public long DialledAt = long.MinValue / 2;
     }
 
     /// <summary>An outbound connection: frames go into <see cref="Pipe"/>; its send loop connects and drains it.</summary>
@@ -156,6 +167,16 @@ internal sealed class TcpTransport : IPacketTransport
         if (batcher.CompletedCount == 0) return;
         if (peer.Connection is not { Broken: false } connection)
         {
+            long now = MonotonicClock.NowMicros();
+            if (now - peer.DialledAt < ReconnectBackoff)
+            {
+                // Broke a moment ago (refused, reset): do not spin up a connection per flush to a dead peer.
+                Interlocked.Add(ref Counters.SendErrors, batcher.CompletedCount);
+                batcher.ReleaseCompleted();
+                return;
+            }
+            peer.DialledAt = now;
+            Interlocked.Increment(ref _dials);
             connection = new Connection();
             peer.Connection = connection;
             ulong destination = peer.Endpoint;
@@ -263,6 +284,12 @@ internal sealed class TcpTransport : IPacketTransport
                 if (_disposed) return;
                 Interlocked.Increment(ref Counters.ReceiveErrors);
                 Volatile.Write(ref Counters.LastSocketError, (int)e.SocketErrorCode);
+                continue;
+            }
+            if (_inbound.Count >= MaxInboundConnections)
+            {
+                CountHostile(); // a flood of connections: each would cost a thread
+                accepted.Dispose();
                 continue;
             }
             _inbound.TryAdd(accepted, 0);

@@ -4,8 +4,8 @@ using static Isis.Tests.Transport.TransportTestKit;
 
 namespace Isis.Tests.Transport;
 
-/// <summary>The TCP transport in callback mode (the membership replica's sockets): each packet reaches the callback, in order.</summary>
-public sealed class TcpCallbackModeTests
+/// <summary>What only the TCP transport has: its callback mode (the membership replica's sockets) and its reconnect backoff.</summary>
+public sealed class TcpTransportTests
 {
     [Fact]
     public void Packets_reach_the_callback_in_order_and_the_callback_side_can_answer()
@@ -25,6 +25,27 @@ public sealed class TcpCallbackModeTests
         var got = new List<int>();
         client.ReceivePending(new Collect(got), 16, readable: true);
         Assert.Equal([5], got);
+    }
+
+    [Fact]
+    public void A_peer_that_refuses_is_dialled_at_most_once_per_backoff_and_what_is_sent_meanwhile_is_counted()
+    {
+        using var client = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0));
+        ulong nobody;
+        using (var gone = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0))) nobody = gone.LocalEndpoint; // closed: connections are refused
+        var watch = System.Diagnostics.Stopwatch.StartNew();
+        int flushes = 0;
+        while (watch.ElapsedMilliseconds < 200)
+        {
+            client.Enqueue(nobody, SequencedPacket(flushes, 30));
+            client.Flush();
+            flushes++;
+            Thread.Sleep(1);
+        }
+        // 200 ms at one dial per 50 ms at most: a handful, not one per flush.
+        Assert.InRange(client.Dials, 1, 8);
+        Assert.True(flushes > 20, $"only {flushes} flushes");
+        Assert.True(WaitUntil(() => Interlocked.Read(ref client.Counters.SendErrors) >= flushes - client.Dials), $"send errors {client.Counters.SendErrors} of {flushes} flushes");
     }
 
     private sealed class Collect(List<int> into) : Isis.Core.Framing.IPacketVisitor
