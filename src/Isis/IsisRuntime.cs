@@ -131,6 +131,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     public event EventHandler<IsisShutdownEventArgs>? ShutDown;
 
     /// <summary>Internal hook for event logs: every core event of this process, with the loop's clock.</summary>
+    /// <summary>Every core event, with the loop clock of the step that produced it (not of its hand-over, which a pause of the process may delay).</summary>
     internal event Action<NodeId, NodeEvent, long>? CoreEvent;
 
     /// <summary>Brings the runtime up: binds sockets, hosts the membership service if it is first, starts the event loop.</summary>
@@ -299,7 +300,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     void IEventSink.OnNodeEvent(NodeEvent e)
     {
         EventLoop loop = _loop!;
-        CoreEvent?.Invoke(loop.Node.Self, e, loop.Now);
+        CoreEvent?.Invoke(loop.Node.Self, e, loop.Node.Now);
         switch (e)
         {
             case MessageDelivered d:
@@ -419,7 +420,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     void IEventSink.OnServiceEvent(NodeEvent e)
     {
         EventLoop loop = _loop!;
-        if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, loop.Now);
+        if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, service.Now);
         // Every replica applies the expulsion; the one leading reports it, so it is logged once.
         if (e is IncarnationExpelled x && (!loop.EmbeddedService || loop.Service?.IsActiveLeader == true))
         {

@@ -37,22 +37,34 @@ internal sealed class EventLogWriter : IDisposable
     /// <summary>Wall-clock microseconds since the Unix epoch, never going back within this process.</summary>
     private long Now()
     {
-        long t = (DateTime.UtcNow - DateTime.UnixEpoch).Ticks / 10;
+        long t = WallMicros();
         if (t < _lastTime) t = _lastTime;
         _lastTime = t;
         return t;
     }
 
-    /// <summary>The <c>IsisRuntime.CoreEvent</c> hook: runs on the event loop thread.</summary>
+    /// <summary>
+    /// The <c>IsisRuntime.CoreEvent</c> hook: runs on the thread that drives the core. An event is
+    /// stamped with the time of the step that produced it, not of its recording: a process stopped
+    /// (SIGSTOP) between the two would otherwise log, after its expulsion, sends its lease allowed
+    /// before it. The loop clock starts at each process's own zero, so it is mapped to the wall
+    /// clock by the smallest offset seen (recording never precedes the step).
+    /// </summary>
     public void OnCoreEvent(NodeId self, NodeEvent e, long loopClock)
     {
-        _ = loopClock; // each process's Stopwatch starts at its own zero: useless across processes
         lock (_gate)
         {
             if (_disposed) return;
-            _batch.RecordCoreEvent(Now(), self, e);
+            _wallMinusLoop = Math.Min(_wallMinusLoop, WallMicros() - loopClock);
+            long t = Math.Max(_lastTime, loopClock + _wallMinusLoop);
+            _lastTime = t;
+            _batch.RecordCoreEvent(t, self, e);
         }
     }
+
+    private long _wallMinusLoop = long.MaxValue;
+
+    private static long WallMicros() => (DateTime.UtcNow - DateTime.UnixEpoch).Ticks / 10;
 
     public void RecordJoinRequested(NodeId self, GroupId group)
     {

@@ -83,6 +83,9 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     public NodeId Self { get; }
 
+    /// <summary>The driver's clock at the last input: the time of the step whose outbox is being drained.</summary>
+    public long Now => _now;
+
     public ulong Endpoint => Self.Endpoint;
 
     /// <summary>The process this replica runs in, if the service is embedded (<see cref="NodeId.None"/> otherwise).</summary>

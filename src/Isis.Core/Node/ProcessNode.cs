@@ -77,6 +77,9 @@ internal sealed class ProcessNode : IProtocolNode
 
     public ulong Endpoint => Self.Endpoint;
 
+    /// <summary>The driver's clock at the last input: the time of the step whose outbox is being drained.</summary>
+    public long Now => _now;
+
     /// <summary>The membership replica this process believes leads the service: heartbeats and requests go there.</summary>
     public ulong ServiceLeaderEndpoint => _service[_leader];
 
