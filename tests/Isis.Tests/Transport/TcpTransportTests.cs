@@ -34,17 +34,18 @@ public sealed class TcpTransportTests
         ulong nobody;
         using (var gone = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0))) nobody = gone.LocalEndpoint; // closed: connections are refused
         var watch = System.Diagnostics.Stopwatch.StartNew();
-        int flushes = 0;
-        while (watch.ElapsedMilliseconds < 200)
+        const int Flushes = 100;
+        for (int i = 0; i < Flushes; i++)
         {
-            client.Enqueue(nobody, SequencedPacket(flushes, 30));
+            client.Enqueue(nobody, SequencedPacket(i, 30));
             client.Flush();
-            flushes++;
             Thread.Sleep(1);
         }
-        // 200 ms at one dial per 50 ms at most: a handful, not one per flush.
-        Assert.InRange(client.Dials, 1, 8);
-        Assert.True(flushes > 20, $"only {flushes} flushes");
+        // One dial per backoff period at most, however long the loop took on this machine: not one per flush.
+        long allowed = 1 + watch.ElapsedMilliseconds * 1000 / TcpTransport.ReconnectBackoff;
+        Assert.InRange(client.Dials, 1, allowed);
+        Assert.True(client.Dials < Flushes, $"{client.Dials} dials for {Flushes} flushes");
+        int flushes = Flushes;
         Assert.True(WaitUntil(() => Interlocked.Read(ref client.Counters.SendErrors) >= flushes - client.Dials), $"send errors {client.Counters.SendErrors} of {flushes} flushes");
     }
 
