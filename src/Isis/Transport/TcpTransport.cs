@@ -48,8 +48,7 @@ internal sealed class TcpTransport : IPacketTransport
     private readonly FragmentIdCounter _fragmentIds;
     private readonly DatagramParser _parser;
     private readonly int _maxPacketSize;
-    private readonly Dictionary<ulong, Peer> _peers = [];
-    private readonly List<Peer> _pending = [];
+    private readonly DestinationBatches<Peer> _batches;
     private readonly ConcurrentQueue<(ulong Source, byte[] Bytes, int Length)> _received = new();
     private readonly ManualResetEventSlim _signal = new(false, spinCount: 0);
     private readonly ConcurrentDictionary<Socket, byte> _inbound = new();
@@ -73,6 +72,9 @@ internal sealed class TcpTransport : IPacketTransport
         if (bindTo.AddressFamily != AddressFamily.InterNetwork) throw new ArgumentException("Only IPv4 endpoints are supported.", nameof(bindTo));
         _maxPacketSize = maxPacketSize;
         _fragmentIds = new FragmentIdCounter((ulong)Random.Shared.NextInt64());
+        _batches = new DestinationBatches<Peer>(
+            destination => new Peer(destination, new DatagramBatcher(FrameFormat.MaxUdpPayload, _fragmentIds, _maxPacketSize)),
+            eagerSendThreshold: 64, Counters);
         _parser = new DatagramParser(new FragmentReassembler(new ReassemblyLimits(), Counters.Framing), Counters.Framing);
         _listener = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
         try
@@ -110,11 +112,9 @@ internal sealed class TcpTransport : IPacketTransport
     // ---------------------------------------------------------------- sending (the driving thread)
 
     /// <summary>One destination: its batcher, and the connection (pipe and send loop) currently open to it.</summary>
-    private sealed class Peer(ulong endpoint, DatagramBatcher batcher)
+    private sealed class Peer(ulong endpoint, DatagramBatcher batcher) : BatchedDestination(batcher)
     {
         public readonly ulong Endpoint = endpoint;
-        public readonly DatagramBatcher Batcher = batcher;
-        public bool Pending;
         public Connection? Connection;
         public long DialledAt = long.MinValue / 2;
     }
@@ -130,35 +130,13 @@ internal sealed class TcpTransport : IPacketTransport
     public void Enqueue(ulong destination, ReadOnlySpan<byte> packet)
     {
         ObjectDisposedException.ThrowIf(_disposed, this);
-        if (!_peers.TryGetValue(destination, out Peer? peer))
-        {
-            peer = new Peer(destination, new DatagramBatcher(FrameFormat.MaxUdpPayload, _fragmentIds, _maxPacketSize));
-            _peers.Add(destination, peer);
-        }
-        if (!peer.Batcher.Add(packet))
-        {
-            Interlocked.Increment(ref Counters.OversizePacketsRefused);
-            return;
-        }
-        Interlocked.Increment(ref Counters.PacketsEnqueued);
-        if (!peer.Pending)
-        {
-            peer.Pending = true;
-            _pending.Add(peer);
-        }
-        if (peer.Batcher.CompletedCount >= 64) SendCompleted(peer);
+        if (_batches.Add(destination, packet) is { } full) SendCompleted(full);
     }
 
     public void Flush()
     {
         ObjectDisposedException.ThrowIf(_disposed, this);
-        foreach (Peer peer in _pending)
-        {
-            peer.Batcher.Seal();
-            SendCompleted(peer);
-            peer.Pending = false;
-        }
-        _pending.Clear();
+        _batches.Flush(this, static (peer, transport) => transport.SendCompleted(peer));
     }
 
     private void SendCompleted(Peer peer)
@@ -469,13 +447,8 @@ internal sealed class TcpTransport : IPacketTransport
         _listener.Dispose();
         foreach (Socket s in _inbound.Keys) s.Dispose();
         foreach (Socket s in _outbound.Keys) s.Dispose();
-        foreach (Peer peer in _peers.Values)
-        {
-            peer.Connection?.Pipe.Writer.Complete();
-            peer.Batcher.Reset();
-        }
-        _peers.Clear();
-        _pending.Clear();
+        foreach (Peer peer in _batches.All) peer.Connection?.Pipe.Writer.Complete();
+        _batches.Clear();
         _signal.Set(); // a waiting owner returns
         while (_received.TryDequeue(out var frame)) ArrayPool<byte>.Shared.Return(frame.Bytes);
         _parser.Reassembler.Clear();

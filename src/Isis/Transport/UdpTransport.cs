@@ -36,8 +36,7 @@ internal sealed class UdpTransport : IPacketTransport
     private readonly UdpTransportOptions _options;
     private readonly ReceivedPacketCallback? _onPacket;
     private readonly FragmentIdCounter _fragmentIds;
-    private readonly Dictionary<ulong, Destination> _destinations = [];
-    private readonly List<Destination> _pending = [];
+    private readonly DestinationBatches<Destination> _batches;
     private readonly TransportFaults? _faults;
     private readonly DatagramParser _parser;
     private readonly Thread? _receiveThread;
@@ -47,11 +46,9 @@ internal sealed class UdpTransport : IPacketTransport
     private volatile bool _disposed;
     private readonly ManualResetEventSlim _disposedSignal = new(false);
 
-    private sealed class Destination(SocketAddress address, DatagramBatcher batcher)
+    private sealed class Destination(SocketAddress address, DatagramBatcher batcher) : BatchedDestination(batcher)
     {
         public readonly SocketAddress Address = address;
-        public readonly DatagramBatcher Batcher = batcher;
-        public bool Pending;
     }
 
     /// <summary>A transport whose owner receives: no thread of its own (see <see cref="ReceivePending"/>).</summary>
@@ -80,6 +77,9 @@ internal sealed class UdpTransport : IPacketTransport
         _onPacket = onPacket;
         // A random start keeps a restarted process from reusing ids still half-assembled at receivers.
         _fragmentIds = new FragmentIdCounter((ulong)Random.Shared.NextInt64());
+        _batches = new DestinationBatches<Destination>(
+            destination => new Destination(EndpointConversions.ToSocketAddress(destination), new DatagramBatcher(_options.MaxDatagramSize, _fragmentIds, _options.MaxPacketSize)),
+            _options.EagerSendThreshold, Counters);
         _parser = new DatagramParser(new FragmentReassembler(_options.ToReassemblyLimits(), Counters.Framing), Counters.Framing);
         if (_options.Faults is { } faults) _faults = new TransportFaults(faults, Counters, SendNow);
 
@@ -139,24 +139,7 @@ internal sealed class UdpTransport : IPacketTransport
     public void Enqueue(ulong destination, ReadOnlySpan<byte> packet)
     {
         ObjectDisposedException.ThrowIf(_disposed, this);
-        if (!_destinations.TryGetValue(destination, out Destination? d))
-        {
-            d = new Destination(EndpointConversions.ToSocketAddress(destination),
-                new DatagramBatcher(_options.MaxDatagramSize, _fragmentIds, _options.MaxPacketSize));
-            _destinations.Add(destination, d);
-        }
-        if (!d.Batcher.Add(packet))
-        {
-            Interlocked.Increment(ref Counters.OversizePacketsRefused);
-            return;
-        }
-        Interlocked.Increment(ref Counters.PacketsEnqueued);
-        if (!d.Pending)
-        {
-            d.Pending = true;
-            _pending.Add(d);
-        }
-        if (d.Batcher.CompletedCount >= _options.EagerSendThreshold) SendCompleted(d, MonotonicClock.NowMicros());
+        if (_batches.Add(destination, packet) is { } full) SendCompleted(full, MonotonicClock.NowMicros());
     }
 
     /// <summary>Sends every pending datagram (one send call each), plus held fault-injected ones that are due.</summary>
@@ -165,13 +148,7 @@ internal sealed class UdpTransport : IPacketTransport
         ObjectDisposedException.ThrowIf(_disposed, this);
         long now = MonotonicClock.NowMicros();
         _faults?.ReleaseDue(now);
-        foreach (Destination d in _pending)
-        {
-            d.Batcher.Seal();
-            SendCompleted(d, now);
-            d.Pending = false;
-        }
-        _pending.Clear();
+        _batches.Flush((Transport: this, Now: now), static (d, s) => s.Transport.SendCompleted(d, s.Now));
     }
 
     /// <summary>Closes the socket and waits (briefly) for the receive thread to stop. Pending datagrams are dropped.</summary>
@@ -182,9 +159,7 @@ internal sealed class UdpTransport : IPacketTransport
         _disposedSignal.Set();
         _socket.Dispose(); // wakes a blocked receive; the poll interval bounds the wait otherwise
         bool stopped = _receiveThread == null || Thread.CurrentThread == _receiveThread || _receiveThread.Join(DisposeJoinTimeout);
-        foreach (Destination d in _destinations.Values) d.Batcher.Reset();
-        _destinations.Clear();
-        _pending.Clear();
+        _batches.Clear();
         // Only once the receive thread is gone may its reassembler be touched.
         if (stopped && Thread.CurrentThread != _receiveThread) _parser.Reassembler.Clear();
     }
