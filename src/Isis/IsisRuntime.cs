@@ -130,8 +130,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// </summary>
     public event EventHandler<IsisShutdownEventArgs>? ShutDown;
 
-    /// <summary>Internal hook for event logs: every core event of this process, with the loop's clock.</summary>
-    /// <summary>Every core event, with the loop clock of the step that produced it (not of its hand-over, which a pause of the process may delay).</summary>
+    /// <summary>Internal hook for event logs: every core event, with the loop clock of the step that produced it (not of its hand-over, which a pause of the process may delay).</summary>
     internal event Action<NodeId, NodeEvent, long>? CoreEvent;
 
     /// <summary>Brings the runtime up: binds sockets, hosts the membership service if it is first, starts the event loop.</summary>
@@ -297,10 +296,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
 
     // ---------------------------------------------------------------- IEventSink (event loop thread)
 
-    void IEventSink.OnNodeEvent(NodeEvent e)
+    void IEventSink.OnNodeEvent(NodeEvent e, long at)
     {
         EventLoop loop = _loop!;
-        CoreEvent?.Invoke(loop.Node.Self, e, loop.Node.Now);
+        CoreEvent?.Invoke(loop.Node.Self, e, at);
         switch (e)
         {
             case MessageDelivered d:
@@ -417,10 +416,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Log.RuntimeProblem(Logger, text);
     }
 
-    void IEventSink.OnServiceEvent(NodeEvent e)
+    void IEventSink.OnServiceEvent(NodeEvent e, long at)
     {
         EventLoop loop = _loop!;
-        if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, service.Now);
+        if (loop.Service is { } service) CoreEvent?.Invoke(service.Self, e, at);
         // Every replica applies the expulsion; the one leading reports it, so it is logged once.
         if (e is IncarnationExpelled x && (!loop.EmbeddedService || loop.Service?.IsActiveLeader == true))
         {

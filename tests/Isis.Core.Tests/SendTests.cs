@@ -43,6 +43,33 @@ public class SendTests
     }
 
     [Fact]
+    public void EachEventCarriesTheTimeOfTheStepThatProducedItWhenSeveralStepsPrecedeTheDrain()
+    {
+        // A driver may run several steps before it drains, and a process may be paused (SIGSTOP)
+        // between them: an event log must stamp a Send with its own step's time, which the lease
+        // checked, not with the drain's (after the pause, possibly after the service expelled it).
+        var c = new TestCluster(2);
+        c.FormGroup(2);
+        ProcessNode node = c[0];
+        long sendAt = c.Now + 7;
+        long laterStep = sendAt + 10 * c.Options.HeartbeatInterval;
+
+        node.Send(TestCluster.G, "m"u8.ToArray(), sendAt);
+        node.Tick(laterStep);
+
+        Assert.Equal(node.Outbox.Events.Count, node.Outbox.EventTimes.Count);
+        int sent = node.Outbox.Events.FindIndex(e => e is MessageSent);
+        int delivered = node.Outbox.Events.FindIndex(e => e is MessageDelivered);
+        Assert.True(sent >= 0 && delivered >= 0, "the Send step produced MessageSent and the sender's own delivery");
+        Assert.Equal(sendAt, node.Outbox.EventTimes[sent]);
+        Assert.Equal(sendAt, node.Outbox.EventTimes[delivered]);
+        Assert.Equal(laterStep, node.Now);
+        Assert.Equal(laterStep, node.Outbox.StepTime);
+        node.Outbox.Clear();
+        Assert.Empty(node.Outbox.EventTimes);
+    }
+
+    [Fact]
     public void ReceiversDeliverEachSendersMessagesInFifoOrder()
     {
         var c = new TestCluster(3);

@@ -81,7 +81,7 @@ internal sealed partial class MembershipReplica
     {
         _configuration = c.Replicas;
         _configurationVersion = index;
-        Outbox.Events.Add(new ServiceConfigurationChanged(index, c.Voters));
+        Outbox.Add(new ServiceConfigurationChanged(index, c.Voters));
         if (!_leading) return;
         // Every process learns the new replicas now rather than at its next heartbeat, and an
         // exiting process that hosts none any more may go.

@@ -69,7 +69,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         Self = self;
         Host = host;
         Options = options;
-        _now = now;
+        _now = Outbox.StepTime = now;
         _configuration = founding.Select(r => new ServiceReplica(r, r == self ? host : default)).ToArray();
         _log = new ReplicatedLog(self, founding, options, now, this, durableRecords);
         _log.Tick(now); // a lone replica leads at once
@@ -181,7 +181,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     private void ReceivePacket(ulong source, ReadOnlySpan<byte> packet, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         Counters.PacketsReceived++;
         if (PacketDecoder.TryReadHeader(packet, out PacketHeader h) != HeaderVerdict.Ok || h.Sender.Endpoint != source)
         {
@@ -350,7 +350,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     public void Tick(long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         _log.Tick(now);
         if (!_leading) return;
         PlanConfiguration();
@@ -411,13 +411,13 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     void IReplicatedLogHost.Persist(byte[] record) => Outbox.ReplicaRecords.Add(record);
 
     void IReplicatedLogHost.Committed(long index, NodeId[] holders, NodeId[] voters, long configurationIndex) =>
-        Outbox.Events.Add(new DecisionCommitted(index, holders, voters, configurationIndex));
+        Outbox.Add(new DecisionCommitted(index, holders, voters, configurationIndex));
 
     void IReplicatedLogHost.Apply(long index, byte[] entry)
     {
         MembershipDecision? decision = MembershipDecision.Decode(entry, Options.MaxGroupNameBytes);
         Invariant.Check(decision != null, $"log entry {index} decodes (it was checked when it arrived)");
-        Outbox.Events.Add(new DecisionApplied(index, entry));
+        Outbox.Add(new DecisionApplied(index, entry));
         switch (decision)
         {
             case ExpelDecision x:
@@ -501,7 +501,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         _epoch++;
         // An exiting process stops heartbeating once it has left its groups: the service expels it
         // like any silent process (so it is firewalled), but says it was no failure.
-        Outbox.Events.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node)));
+        Outbox.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node)));
         if (!_leading) return;
 
         _expelProposed.Remove(node);

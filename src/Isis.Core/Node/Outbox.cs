@@ -49,7 +49,25 @@ internal sealed class Outbox
 
     public List<OutboundPacket> Packets { get; } = new();
 
+    /// <summary>The step's events, in order; add with <see cref="Add"/>, which also records the step time.</summary>
     public List<NodeEvent> Events { get; } = new();
+
+    /// <summary>
+    /// The time of the step that produced each of <see cref="Events"/> (same index). A driver may run
+    /// several steps before it drains, and a process may be stopped between a step and the drain:
+    /// an event log stamps each event with its own step's time, not the drain's.
+    /// </summary>
+    public List<long> EventTimes { get; } = new();
+
+    /// <summary>The driver's clock at the node's current input (the node sets it at every input).</summary>
+    public long StepTime { get; set; }
+
+    /// <summary>Adds an event of the current step.</summary>
+    public void Add(NodeEvent e)
+    {
+        Events.Add(e);
+        EventTimes.Add(StepTime);
+    }
 
     /// <summary>SafeSend history log changes (disk durability), in order, to be made durable before <see cref="Packets"/> are sent.</summary>
     public List<HistoryWrite> HistoryWrites { get; } = new();
@@ -86,21 +104,21 @@ internal sealed class Outbox
     {
         MessageDelivered e = _freeDeliveries.Count > 0 ? _freeDeliveries.Pop() : new MessageDelivered();
         e.Set(group, viewId, sender, seq, kind, payload, atViewEnd);
-        Events.Add(e);
+        Add(e);
     }
 
     public void Sent(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi)
     {
         MessageSent e = _freeSends.Count > 0 ? _freeSends.Pop() : new MessageSent();
         e.Set(group, viewId, seq, kind, payload, phi);
-        Events.Add(e);
+        Add(e);
     }
 
     public void Accepted(GroupId group, int viewId, NodeId sender, long seq)
     {
         SafeAccepted e = _freeAcceptances.Count > 0 ? _freeAcceptances.Pop() : new SafeAccepted();
         e.Set(group, viewId, sender, seq);
-        Events.Add(e);
+        Add(e);
     }
 
     public void Clear()
@@ -121,6 +139,7 @@ internal sealed class Outbox
         _returnOnClear.Clear();
         Packets.Clear();
         Events.Clear();
+        EventTimes.Clear();
         HistoryWrites.Clear();
         ReplicaRecords.Clear();
     }

@@ -66,7 +66,7 @@ internal sealed class ProcessNode : IProtocolNode
         Options = options;
         Outbox = new Outbox(options.BufferPool);
         _firewall = new Firewall(options);
-        _now = now;
+        _now = Outbox.StepTime = now;
         _lastHeardFromOracle = now;
         _lastAckAt = now;
         SendHeartbeat();
@@ -100,7 +100,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// </summary>
     public void RetireFromService(long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || _retiring) return;
         _retiring = true;
         _nextRetireAt = now;
@@ -141,7 +141,7 @@ internal sealed class ProcessNode : IProtocolNode
 
     // ---------------------------------------------------------------- output helpers
 
-    internal void Emit(NodeEvent e) => Outbox.Events.Add(e);
+    internal void Emit(NodeEvent e) => Outbox.Add(e);
 
     /// <summary>Sends a packet; packets to ourselves are processed locally, after the current input.</summary>
     internal void SendTo(ulong endpoint, ReadOnlyMemory<byte> packet)
@@ -168,7 +168,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// </param>
     public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         GroupId id = GroupId.FromName(name);
         if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
         var member = new GroupMember(this, id, name, historyLog == null ? null : Durability.HistoryLog.Read(historyLog));
@@ -185,7 +185,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// </summary>
     public void Flush(GroupId id, long token, int minHolders, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
         member.RequestFlush(token, minHolders, now);
         Drain();
@@ -194,7 +194,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>Issues a query in a group (see <see cref="GroupMember.Query"/>); a <see cref="QueryCompleted"/> event ends it.</summary>
     public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now, int phi = 0)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
         member.Query(queryId, kind, payload, needed, now + timeout, action, phi);
         Drain();
@@ -203,7 +203,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>Answers a query delivered here.</summary>
     public void Reply(GroupId id, NodeId requester, long queryId, ReplyKind kind, byte[] payload, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
         member.Reply(requester, queryId, kind, payload);
         Drain();
@@ -216,7 +216,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>Deletes the group: the service removes every member in one view change and forgets it; each member gets <see cref="GroupLeft"/> with Terminated set.</summary>
     public void Terminate(GroupId id, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
         member.RequestTerminate(now);
         Drain();
@@ -224,7 +224,7 @@ internal sealed class ProcessNode : IProtocolNode
 
     public void Leave(GroupId id, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
         member.RequestLeave(now);
         Drain();
@@ -235,7 +235,7 @@ internal sealed class ProcessNode : IProtocolNode
     // pooled: the buffer-pool array behind payload, if it is one; the node owns it from here and returns it once the message is stable.
     public void Send(GroupId id, ReadOnlyMemory<byte> payload, long now, MessageKind kind = MessageKind.Send, int phi = 0, byte[]? pooled = null)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member))
         {
             if (pooled != null) Outbox.Pool?.Return(pooled);
@@ -271,7 +271,7 @@ internal sealed class ProcessNode : IProtocolNode
 
     public void Tick(long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         if (IsShutDown) return;
         if (now - _lastHeardFromOracle > Options.IsolationTimeout)
         {
@@ -329,7 +329,7 @@ internal sealed class ProcessNode : IProtocolNode
 
     public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
     {
-        _now = now;
+        _now = Outbox.StepTime = now;
         Handle(source, packet);
         Drain();
     }

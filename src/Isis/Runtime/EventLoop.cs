@@ -266,7 +266,7 @@ internal sealed class EventLoop : IDisposable
         _stopping = true;
         _transport.Wake(); // a loop asleep in poll notices at once
         Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
-        foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
+        DeliverEvents();
         Node.Outbox.Clear();
     }
 
@@ -338,10 +338,17 @@ internal sealed class EventLoop : IDisposable
         if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
         foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
         _transport.Flush();
-        foreach (NodeEvent e in Node.Outbox.Events) _sink.OnNodeEvent(e);
+        DeliverEvents();
         Node.Outbox.Clear();
         _service.AfterProcessStep(Node, _sink);
         _sink.AfterBatch();
+    }
+
+    /// <summary>Hands the process node's events to the sink, each with the time of the step that produced it.</summary>
+    private void DeliverEvents()
+    {
+        Outbox outbox = Node.Outbox;
+        for (int i = 0; i < outbox.Events.Count; i++) _sink.OnNodeEvent(outbox.Events[i], outbox.EventTimes[i]);
     }
 
     /// <summary>
@@ -360,7 +367,7 @@ internal sealed class EventLoop : IDisposable
         {
             Node.Outbox.Clear();
             Node.ShutDown($"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk");
-            foreach (NodeEvent ev in Node.Outbox.Events) _sink.OnNodeEvent(ev);
+            DeliverEvents();
             Node.Outbox.Clear();
             return false;
         }
@@ -394,9 +401,11 @@ internal readonly record struct QueuedSend(Group Group, Core.Groups.MessageKind 
 /// <summary>Where the event loop hands the core's events (implemented by the runtime).</summary>
 internal interface IEventSink
 {
-    void OnNodeEvent(NodeEvent e);
+    /// <summary>An event of the process node; <paramref name="at"/> is the loop-clock time of the step that produced it.</summary>
+    void OnNodeEvent(NodeEvent e, long at);
 
-    void OnServiceEvent(NodeEvent e);
+    /// <summary>An event of the membership replica this process hosts; <paramref name="at"/> as for <see cref="OnNodeEvent"/>.</summary>
+    void OnServiceEvent(NodeEvent e, long at);
 
     /// <summary>Appends and fsyncs acceptor log records; returns only once they are durable.</summary>
     void MakeDurable(List<HistoryWrite> writes);

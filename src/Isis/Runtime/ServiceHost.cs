@@ -233,7 +233,7 @@ internal sealed class ServiceHost : IDisposable
         }
         foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
         _replicaTransport.Flush();
-        foreach (NodeEvent e in replica.Outbox.Events) sink.OnServiceEvent(e);
+        for (int i = 0; i < replica.Outbox.Events.Count; i++) sink.OnServiceEvent(replica.Outbox.Events[i], replica.Outbox.EventTimes[i]);
         replica.Outbox.Clear();
     }
 
