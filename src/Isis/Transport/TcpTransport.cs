@@ -10,18 +10,19 @@ namespace Isis.Transport;
 
 /// <summary>
 /// The TCP overlay, for networks that block UDP: the same packets as <see cref="UdpTransport"/>,
-/// batched into the same datagram format, each datagram sent as one length-prefixed frame over a
-/// TCP connection to the destination's listening port. Built on System.IO.Pipelines: per peer, the
-/// loop writes frames into a pipe and a send thread drains it to the socket; per accepted
-/// connection, a receive thread fills a pipe from the socket and takes whole frames off it.
+/// batched into the same datagram format, each datagram sent as one length-prefixed frame. Built on
+/// System.IO.Pipelines: a process keeps at most one connection per peer, used both ways, with two
+/// loops over it: the send loop drains the pipe the event loop writes frames into, and the receive
+/// loop fills a pipe from the socket and takes whole frames off it.
 /// </summary>
 /// <remarks>
-/// <para>A connection opens with a hello (a magic number and the sender's listening endpoint, whose
-/// address must be the connection's own): packets are then attributed to that endpoint, as UDP
-/// attributes them to the datagram's source.</para>
-/// <para>Each process sends on the connection it opened to a peer and receives on the ones peers
-/// opened to it. A broken connection is opened again at the next send; frames written into it are
-/// lost, as UDP datagrams can be, and the protocol's sequence numbers repair (never duplicate) them.</para>
+/// <para>The first of a pair to send dials; the other adopts the connection it accepted for its own
+/// frames. A connection opens with a hello (a magic number and the dialler's listening endpoint,
+/// whose address must be the connection's own): packets are then attributed to that endpoint, as
+/// UDP attributes them to the datagram's source. When both dial at once, both ends keep the
+/// connection the lower endpoint dialled and retire the other once it has sent what it held.</para>
+/// <para>A broken connection is opened again at the next send; frames written into it are lost, as
+/// UDP datagrams can be, and the protocol's sequence numbers repair (never duplicate) them.</para>
 /// <para>Back-pressure: a peer's unsent bytes are bounded; a frame beyond the bound is dropped and
 /// counted (<see cref="TransportCounters.SendErrors"/>) rather than stalling the loop.</para>
 /// <para>Threading: as <see cref="IPacketTransport"/> says. The accept, send and receive loops run on
@@ -41,8 +42,8 @@ internal sealed class TcpTransport : IPacketTransport
     /// <summary>A peer whose connection broke is not dialled again sooner than this (microseconds): frames meanwhile are dropped and counted, as to an unreachable UDP peer.</summary>
     public const long ReconnectBackoff = 50_000;
 
-    /// <summary>Accepted connections beyond this many are closed at once and counted: each costs a thread, and peers need one each.</summary>
-    public const int MaxInboundConnections = 1024;
+    /// <summary>Accepted connections beyond this many open ones are closed at once and counted: each costs two threads, and peers need one each.</summary>
+    public const int MaxConnections = 1024;
 
     private readonly Socket _listener;
     private readonly FragmentIdCounter _fragmentIds;
@@ -51,8 +52,9 @@ internal sealed class TcpTransport : IPacketTransport
     private readonly DestinationBatches<Peer> _batches;
     private readonly ConcurrentQueue<(ulong Source, byte[] Bytes, int Length)> _received = new();
     private readonly ManualResetEventSlim _signal = new(false, spinCount: 0);
-    private readonly ConcurrentDictionary<Socket, byte> _inbound = new();
-    private readonly ConcurrentDictionary<Socket, byte> _outbound = new();
+    private readonly ConcurrentDictionary<Socket, byte> _open = new();
+    private readonly object _gate = new();
+    private readonly Dictionary<ulong, Connection> _connections = new(); // under _gate: the connection each peer's frames go on
     private readonly ReceivedPacketCallback? _onPacket;
     private int _wakesPending;
     private long _dials;
@@ -109,22 +111,128 @@ internal sealed class TcpTransport : IPacketTransport
     /// <summary>Connections opened (or tried) to peers so far.</summary>
     public long Dials => Interlocked.Read(ref _dials);
 
+    /// <summary>Sockets open now (dialled or accepted, each counted once): with steady traffic both ways, one per peer.</summary>
+    public int OpenConnections => _open.Count;
+
+    /// <summary>
+    /// Shuts every open connection down at once, as a network failure would (for tests): frames in
+    /// flight are lost, both ends see the connection end, and the next send dials again.
+    /// </summary>
+    internal void BreakConnections()
+    {
+        foreach (Socket s in _open.Keys)
+        {
+            try
+            {
+                s.Shutdown(SocketShutdown.Both);
+            }
+            catch (Exception e) when (e is SocketException or ObjectDisposedException)
+            {
+                // Closing already.
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- connections
+
+    /// <summary>
+    /// One TCP connection to a peer, used both ways: the owner's frames go into
+    /// <see cref="Outgoing"/> and its send loop drains them to the socket; its receive loop fills
+    /// an incoming pipe from the socket and takes whole frames off it. Dialled by this process
+    /// (it sent the hello) or accepted (the peer did).
+    /// </summary>
+    private sealed class Connection(Socket socket, ulong peer, bool dialled)
+    {
+        public readonly Socket Socket = socket;
+        public readonly ulong Peer = peer;
+        public readonly bool Dialled = dialled;
+        public readonly Pipe Outgoing = new(InlinePipe);
+        public long Unsent;
+
+        /// <summary>The socket failed or closed: the owner opens (or adopts) another.</summary>
+        public volatile bool Broken;
+
+        /// <summary>
+        /// The peer's other connection to this process won (both dialled at once): nothing more is
+        /// sent on this one; its send loop sends what it holds and shuts the socket's sending side,
+        /// and its receive loop reads until the peer does the same.
+        /// </summary>
+        public volatile bool Retired;
+
+        public bool Usable => !Broken && !Retired;
+    }
+
+    /// <summary>
+    /// Of two connections between the same pair (both dialled at once), both ends keep the one
+    /// the lower endpoint dialled, so each pair settles on one connection without a round trip.
+    /// </summary>
+    private bool Keeps(Connection candidate) => candidate.Dialled ? LocalEndpoint < candidate.Peer : candidate.Peer < LocalEndpoint;
+
+    /// <summary>The connection frames to <paramref name="peer"/> go on now, if one is open.</summary>
+    private Connection? Current(ulong peer)
+    {
+        lock (_gate) return _connections.TryGetValue(peer, out Connection? c) && c.Usable ? c : null;
+    }
+
+    /// <summary>
+    /// Makes <paramref name="candidate"/> the connection to its peer unless a usable one that the
+    /// pair keeps is already there; the one that loses is retired. Returns whether the candidate won.
+    /// </summary>
+    private bool Register(Connection candidate)
+    {
+        Connection? loser;
+        lock (_gate)
+        {
+            if (_connections.TryGetValue(candidate.Peer, out Connection? existing) && existing.Usable)
+            {
+                // Both dialled at once: the pair's rule decides. Otherwise (the peer dialled again, or
+                // restarted on the same port) the newer connection replaces an older one of the same kind.
+                bool candidateWins = existing.Dialled == candidate.Dialled || Keeps(candidate);
+                if (!candidateWins)
+                {
+                    loser = candidate;
+                    goto retire;
+                }
+                loser = existing;
+            }
+            else
+            {
+                loser = null;
+            }
+            _connections[candidate.Peer] = candidate;
+        }
+        if (loser != null) Retire(loser);
+        return true;
+
+    retire:
+        Retire(loser);
+        return false;
+    }
+
+    private static void Retire(Connection c)
+    {
+        c.Retired = true;
+        c.Outgoing.Reader.CancelPendingRead(); // its send loop wakes, sends what it holds, and stops
+    }
+
+    /// <summary>A connection failed or closed: forget it (if still the peer's), so the next send dials or adopts another.</summary>
+    private void Broke(Connection c)
+    {
+        c.Broken = true;
+        lock (_gate)
+        {
+            if (_connections.TryGetValue(c.Peer, out Connection? current) && current == c) _connections.Remove(c.Peer);
+        }
+    }
+
     // ---------------------------------------------------------------- sending (the driving thread)
 
-    /// <summary>One destination: its batcher, and the connection (pipe and send loop) currently open to it.</summary>
+    /// <summary>One destination: its batcher, and the connection its frames went on last.</summary>
     private sealed class Peer(ulong endpoint, DatagramBatcher batcher) : BatchedDestination(batcher)
     {
         public readonly ulong Endpoint = endpoint;
         public Connection? Connection;
         public long DialledAt = long.MinValue / 2;
-    }
-
-    /// <summary>An outbound connection: frames go into <see cref="Pipe"/>; its send loop connects and drains it.</summary>
-    private sealed class Connection
-    {
-        public readonly Pipe Pipe = new(InlinePipe);
-        public long Unsent;
-        public volatile bool Broken;
     }
 
     public void Enqueue(ulong destination, ReadOnlySpan<byte> packet)
@@ -143,24 +251,20 @@ internal sealed class TcpTransport : IPacketTransport
     {
         DatagramBatcher batcher = peer.Batcher;
         if (batcher.CompletedCount == 0) return;
-        if (peer.Connection is not { Broken: false } connection)
+        if (peer.Connection is not { Usable: true } connection)
         {
-            long now = MonotonicClock.NowMicros();
-            if (now - peer.DialledAt < ReconnectBackoff)
+            // A connection retired here leaves by its own send loop; its pipe is not written again.
+            connection = Current(peer.Endpoint) ?? Dial(peer);
+            peer.Connection = connection;
+            if (connection == null)
             {
                 // Broke a moment ago (refused, reset): do not spin up a connection per flush to a dead peer.
                 Interlocked.Add(ref Counters.SendErrors, batcher.CompletedCount);
                 batcher.ReleaseCompleted();
                 return;
             }
-            peer.DialledAt = now;
-            Interlocked.Increment(ref _dials);
-            connection = new Connection();
-            peer.Connection = connection;
-            ulong destination = peer.Endpoint;
-            StartThread(() => SendLoop(destination, connection), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(destination).Port}");
         }
-        PipeWriter writer = connection.Pipe.Writer;
+        PipeWriter writer = connection.Outgoing.Writer;
         for (int i = 0; i < batcher.CompletedCount; i++)
         {
             ReadOnlySpan<byte> datagram = batcher.GetCompleted(i).Span;
@@ -180,7 +284,21 @@ internal sealed class TcpTransport : IPacketTransport
         batcher.ReleaseCompleted();
         // The pipe never pauses its writer (its send loop bounds it through Unsent), so this completes at once.
         ValueTask<FlushResult> flushed = writer.FlushAsync();
-        if (!flushed.IsCompletedSuccessfully || flushed.Result.IsCompleted) connection.Broken = true;
+        if (!flushed.IsCompletedSuccessfully || flushed.Result.IsCompleted) Broke(connection);
+    }
+
+    /// <summary>Opens a connection to the peer (its send loop connects); null while the peer is in its reconnect back-off.</summary>
+    private Connection? Dial(Peer peer)
+    {
+        long now = MonotonicClock.NowMicros();
+        if (now - peer.DialledAt < ReconnectBackoff) return null;
+        peer.DialledAt = now;
+        Interlocked.Increment(ref _dials);
+        var connection = new Connection(new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true }, peer.Endpoint, dialled: true);
+        _open.TryAdd(connection.Socket, 0);
+        if (!Register(connection)) return Current(peer.Endpoint); // an accepted one that the pair keeps came first
+        StartThread(() => DialAndSend(connection), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(peer.Endpoint).Port}");
+        return connection;
     }
 
     /// <summary>
@@ -192,20 +310,38 @@ internal sealed class TcpTransport : IPacketTransport
 
     private static void StartThread(Action loop, string name) => new Thread(() => loop()) { IsBackground = true, Name = name }.Start();
 
-    /// <summary>Connects, says hello, then drains the pipe into the socket until it breaks or the transport closes.</summary>
-    private void SendLoop(ulong destination, Connection connection)
+    /// <summary>A dialled connection: connects, says hello, starts its receive loop, then is its send loop.</summary>
+    private void DialAndSend(Connection connection)
     {
-        PipeReader reader = connection.Pipe.Reader;
-        var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
-        _outbound.TryAdd(socket, 0);
         try
         {
             if (_disposed) return;
-            socket.Connect(EndpointConversions.ToIPEndPoint(destination));
+            connection.Socket.Connect(EndpointConversions.ToIPEndPoint(connection.Peer));
             Span<byte> hello = stackalloc byte[HelloSize];
             BinaryPrimitives.WriteUInt32LittleEndian(hello, HelloMagic);
             BinaryPrimitives.WriteUInt64LittleEndian(hello[4..], LocalEndpoint);
-            socket.Send(hello);
+            connection.Socket.Send(hello);
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            if (e is SocketException se && !_disposed)
+            {
+                Interlocked.Increment(ref Counters.SendErrors);
+                Volatile.Write(ref Counters.LastSocketError, (int)se.SocketErrorCode);
+            }
+            Close(connection);
+            return;
+        }
+        StartThread(() => ReceiveLoop(connection.Socket, connection), $"isis-tcp-recv:{LocalIPEndPoint.Port}");
+        SendLoop(connection);
+    }
+
+    /// <summary>Drains the connection's outgoing pipe into the socket until it breaks, is retired, or the transport closes.</summary>
+    private void SendLoop(Connection connection)
+    {
+        PipeReader reader = connection.Outgoing.Reader;
+        try
+        {
             while (true)
             {
                 ValueTask<ReadResult> pending = reader.ReadAsync();
@@ -213,11 +349,19 @@ internal sealed class TcpTransport : IPacketTransport
                 foreach (ReadOnlyMemory<byte> segment in read.Buffer)
                 {
                     int sent = 0;
-                    while (sent < segment.Length) sent += socket.Send(segment.Span[sent..]);
+                    while (sent < segment.Length) sent += connection.Socket.Send(segment.Span[sent..]);
                 }
                 Interlocked.Add(ref connection.Unsent, -read.Buffer.Length);
                 reader.AdvanceTo(read.Buffer.End);
-                if (read.IsCompleted) break;
+                if (read.IsCompleted || _disposed || connection.Broken) break;
+                if (connection.Retired)
+                {
+                    // The pair keeps the other connection: what was written here has gone; tell the
+                    // peer nothing more comes (its receive loop ends), and keep reading until it does the same.
+                    connection.Socket.Shutdown(SocketShutdown.Send);
+                    reader.Complete();
+                    return;
+                }
             }
         }
         catch (SocketException e)
@@ -233,13 +377,16 @@ internal sealed class TcpTransport : IPacketTransport
         {
             // Closing.
         }
-        finally
-        {
-            connection.Broken = true;
-            reader.Complete();
-            _outbound.TryRemove(socket, out _);
-            socket.Dispose();
-        }
+        Close(connection);
+    }
+
+    /// <summary>Forgets a connection and closes its socket (which ends its other loop).</summary>
+    private void Close(Connection connection)
+    {
+        Broke(connection);
+        connection.Outgoing.Reader.Complete();
+        _open.TryRemove(connection.Socket, out _);
+        connection.Socket.Dispose();
     }
 
     // ---------------------------------------------------------------- receiving
@@ -264,36 +411,41 @@ internal sealed class TcpTransport : IPacketTransport
                 Volatile.Write(ref Counters.LastSocketError, (int)e.SocketErrorCode);
                 continue;
             }
-            if (_inbound.Count >= MaxInboundConnections)
+            if (_open.Count >= MaxConnections)
             {
                 CountHostile(); // a flood of connections: each would cost a thread
                 accepted.Dispose();
                 continue;
             }
-            _inbound.TryAdd(accepted, 0);
-            StartThread(() => ReceiveLoop(accepted), $"isis-tcp-recv:{LocalIPEndPoint.Port}");
+            accepted.NoDelay = true;
+            _open.TryAdd(accepted, 0);
+            StartThread(() => ReceiveLoop(accepted, null), $"isis-tcp-recv:{LocalIPEndPoint.Port}");
         }
     }
 
     /// <summary>
-    /// Fills a pipe from the socket, reads the hello, then takes whole frames off the pipe and
-    /// queues each for the owner (or, in callback mode, parses it here); a connection that breaks
-    /// the framing is closed and counted.
+    /// Fills a pipe from the socket and takes whole frames off it, queueing each for the owner (or,
+    /// in callback mode, parsing it here). An accepted connection first reads the hello, which names
+    /// the peer; it then becomes the peer's connection both ways unless the pair keeps another, and
+    /// its send loop starts. A connection that breaks the framing is closed and counted.
     /// </summary>
-    private void ReceiveLoop(Socket socket)
+    /// <param name="socket">The connection's socket.</param>
+    /// <param name="dialled">The dialled connection this socket belongs to; null for an accepted socket (not yet greeted).</param>
+    private void ReceiveLoop(Socket socket, Connection? dialled)
     {
         var pipe = new Pipe(InlinePipe);
         (DatagramParser Parser, ReceivedPacketHandoff Handoff)? own = _onPacket == null ? null
             : (new DatagramParser(new FragmentReassembler(new ReassemblyLimits(), Counters.Framing), Counters.Framing), new ReceivedPacketHandoff(_onPacket));
+        Connection? connection = dialled;
         try
         {
-            ulong source = 0;
-            bool greeted = false;
+            ulong source = dialled?.Peer ?? 0;
+            bool greeted = dialled != null;
             while (!_disposed)
             {
                 Memory<byte> space = pipe.Writer.GetMemory(64 * 1024);
                 int received = socket.Receive(space.Span);
-                if (received == 0) return; // the peer closed
+                if (received == 0) return; // the peer closed (or shut its sending side: it keeps another connection)
                 pipe.Writer.Advance(received);
                 _ = pipe.Writer.FlushAsync(); // completes at once: the writer never pauses
                 if (!pipe.Reader.TryRead(out ReadResult read)) continue;
@@ -307,6 +459,12 @@ internal sealed class TcpTransport : IPacketTransport
                     }
                     greeted = true;
                     buffer = buffer.Slice(HelloSize);
+                    connection = new Connection(socket, source, dialled: false);
+                    if (Register(connection))
+                    {
+                        Connection sending = connection;
+                        StartThread(() => SendLoop(sending), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(source).Port}");
+                    }
                 }
                 while (greeted && TryReadFrame(ref buffer, out ReadOnlySequence<byte> frame))
                 {
@@ -341,11 +499,16 @@ internal sealed class TcpTransport : IPacketTransport
         }
         catch (Exception e) when (e is ObjectDisposedException or SocketException)
         {
-            // Closing, or the peer went away: its next connection starts afresh.
+            // Closing, or the peer went away: the next send opens (or adopts) another connection.
         }
         finally
         {
-            _inbound.TryRemove(socket, out _);
+            if (connection != null)
+            {
+                Broke(connection);
+                connection.Outgoing.Reader.CancelPendingRead(); // its send loop (if any) wakes, sees it broken, and ends
+            }
+            _open.TryRemove(socket, out _);
             socket.Dispose();
             pipe.Writer.Complete();
             pipe.Reader.Complete();
@@ -445,9 +608,12 @@ internal sealed class TcpTransport : IPacketTransport
         if (_disposed) return;
         _disposed = true;
         _listener.Dispose();
-        foreach (Socket s in _inbound.Keys) s.Dispose();
-        foreach (Socket s in _outbound.Keys) s.Dispose();
-        foreach (Peer peer in _batches.All) peer.Connection?.Pipe.Writer.Complete();
+        foreach (Socket s in _open.Keys) s.Dispose();
+        lock (_gate)
+        {
+            foreach (Connection c in _connections.Values) c.Outgoing.Reader.CancelPendingRead(); // idle send loops wake and end
+        }
+        foreach (Peer peer in _batches.All) peer.Connection?.Outgoing.Writer.Complete();
         _batches.Clear();
         _signal.Set(); // a waiting owner returns
         while (_received.TryDequeue(out var frame)) ArrayPool<byte>.Shared.Return(frame.Bytes);

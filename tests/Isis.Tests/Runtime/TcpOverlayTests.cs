@@ -64,4 +64,60 @@ public sealed class TcpOverlayTests
         TestRuntimes.WaitUntil(() => groups.Take(2).All(g => g.GetView()?.Members.Length == 2), "the other two see the member leave");
         Assert.True(members[0].Loop!.Transport.Counters.DatagramsReceived > 0);
     }
+    [Fact]
+    public void Connections_broken_again_and_again_mid_stream_lose_and_duplicate_no_delivery()
+    {
+        using var runtimes = new TestRuntimes();
+        // Generous expulsion time: a broken connection costs a heartbeat or two, never a member.
+        void Tcp(IsisOptions o)
+        {
+            o.Transport = IsisTransport.Tcp;
+            o.SuspicionCount = 40;
+        }
+        IsisRuntime host = runtimes.Start(Tcp), sender = runtimes.Start(Tcp);
+        var delivered = new ConcurrentQueue<int>();
+        var atHost = new Group(host, "broken-links");
+        atHost.Handlers[Update] += (Action<string, int>)((_, n) => delivered.Enqueue(n));
+        atHost.Join();
+        var atSender = new Group(sender, "broken-links");
+        atSender.Handlers[Update] += (Action<string, int>)((_, _) => { });
+        atSender.Join();
+        TestRuntimes.WaitUntil(() => atHost.GetView()?.Members.Length == 2 && atSender.GetView()?.Members.Length == 2, "both see a 2-member view");
+
+        var hostTransport = (Isis.Transport.TcpTransport)host.Loop!.Transport;
+        var senderTransport = (Isis.Transport.TcpTransport)sender.Loop!.Transport;
+        long dialsBefore = hostTransport.Dials + senderTransport.Dials;
+        // The sender streams, paced so the stream spans every break, until the breaks are over
+        // (bounded by MaxCount whatever the machine's speed).
+        const int MaxCount = 500_000;
+        int sent = 0;
+        var breaksOver = new ManualResetEventSlim(false);
+        var sending = new Thread(() =>
+        {
+            for (int n = 1; n <= MaxCount && !breaksOver.IsSet; n++)
+            {
+                atSender.Send(Update, "s", n);
+                Volatile.Write(ref sent, n);
+                if (n % 100 == 0) Thread.Sleep(1);
+            }
+        });
+        sending.Start();
+        // Ten breaks, alternating ends, 100 ms apart.
+        var deliveredAtBreak = new List<int>();
+        for (int i = 0; i < 10; i++)
+        {
+            Thread.Sleep(100);
+            (i % 2 == 0 ? senderTransport : hostTransport).BreakConnections();
+            deliveredAtBreak.Add(delivered.Count);
+        }
+        breaksOver.Set();
+        Assert.True(sending.Join(TimeSpan.FromSeconds(60)), "the sender finished");
+        int count = Volatile.Read(ref sent);
+        TestRuntimes.WaitUntil(() => delivered.Count >= count, $"the host delivers all {count} (now {delivered.Count})", 60);
+
+        Assert.True(deliveredAtBreak[0] > 0 && deliveredAtBreak[^1] > deliveredAtBreak[0], $"the stream flowed across the breaks (delivered {string.Join(", ", deliveredAtBreak)} of {count})");
+        Assert.Equal(Enumerable.Range(1, count), delivered); // each exactly once, in the order sent
+        Assert.True(hostTransport.Dials + senderTransport.Dials - dialsBefore >= 5, $"the broken connections were dialled again ({hostTransport.Dials + senderTransport.Dials - dialsBefore} dials)");
+        Assert.True(atHost.GetView()!.Members.Length == 2, "nobody was expelled");
+    }
 }
