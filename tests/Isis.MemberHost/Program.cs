@@ -12,7 +12,7 @@ using Isis.MemberHost;
 //   dotnet Isis.MemberHost.dll --service-port P [--service-address A] [--replicas A:P,B:P,C:P [--replica-data DIR]]
 //       [--bind B] [--group G]
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
-//       [--service-only] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
+//       [--service-only] [--transport udp|tcp] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
 //       [--safelog DIR] [--seq-from S] [--embedded [--seeds A:P,B:P,...]] [--joins-late]
 //
@@ -92,6 +92,7 @@ var runtime = new IsisRuntime(new IsisOptions
         : options.HostService || options.ServiceOnly ? MembershipServiceMode.Host : MembershipServiceMode.Client,
     HeartbeatInterval = TimeSpan.FromMilliseconds(options.HeartbeatMs),
     SuspicionCount = options.Suspicion,
+    Transport = options.Transport,
 });
 if (eventLog != null) runtime.CoreEvent += eventLog.OnCoreEvent;
 
@@ -421,6 +422,7 @@ namespace Isis.MemberHost
         public bool SlowReplies { get; private set; }
         public string? SafeLog { get; private set; }
         public int SeqFrom { get; private set; }
+        public IsisTransport Transport { get; private set; } = IsisTransport.Udp;
 
         public static HostOptions Parse(string[] args)
         {
@@ -456,6 +458,14 @@ namespace Isis.MemberHost
                     case "--slow-replies": o.SlowReplies = true; break;
                     case "--safelog": o.SafeLog = Value(); break;
                     case "--seq-from": o.SeqFrom = Int(); break;
+                    case "--transport":
+                        o.Transport = Value() switch
+                        {
+                            "udp" => IsisTransport.Udp,
+                            "tcp" => IsisTransport.Tcp,
+                            var t => throw new ArgumentException($"--transport is udp or tcp, not {t}"),
+                        };
+                        break;
                     case "--embedded": o.Embedded = true; break;
                     case "--joins-late": o.JoinsLate = true; break;
                     case "--seeds": o.Seeds = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;

@@ -23,11 +23,14 @@ public sealed class EmbeddedServiceMultiHostTests(ITestOutputHelper output)
     private static int Delivered(JsonObject progress, int sender) =>
         ((JsonObject)progress["perSender"]!)[S(sender)] is { } n ? (int)n : 0;
 
-    [SkippableFact]
-    public void Seeds_find_the_service_on_other_hosts_and_it_survives_its_founder_and_a_partitioned_replica()
+    /// <param name="transport">The namespace suite runs once per transport: UDP, and the TCP overlay.</param>
+    [SkippableTheory]
+    [InlineData("udp")]
+    [InlineData("tcp")]
+    public void Seeds_find_the_service_on_other_hosts_and_it_survives_its_founder_and_a_partitioned_replica(string transport)
     {
         Skip.If(NamespaceNetwork.Unavailable is not null, NamespaceNetwork.Unavailable);
-        using var cluster = new MultiHostCluster(output, Hosts, [], "embedded-hosts", Suspicion);
+        using var cluster = new MultiHostCluster(output, Hosts, [], "embedded-hosts", Suspicion, transport);
         var sent = new Dictionary<int, int>();
         try
         {

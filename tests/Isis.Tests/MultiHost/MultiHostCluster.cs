@@ -27,14 +27,16 @@ internal sealed class MultiHostCluster : IDisposable
     /// <param name="services">Where the membership service runs; none: the default, embedded in the members (seeds: every host).</param>
     /// <param name="group">The group every member joins.</param>
     /// <param name="suspicionCount">Heartbeat periods without news before the service expels a process (see <see cref="MultiProcessCluster"/> for why the tests use 20).</param>
-    public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount)
+    /// <param name="transport">What every process's packets travel over: "udp" (the default) or "tcp" (the overlay).</param>
+    public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount, string transport = "udp")
     {
+        Transport = transport;
         _log = new ElapsedLog(output);
         Services = services;
         Group = group;
         Suspicion = suspicionCount;
         Network = new NamespaceNetwork(hosts);
-        Log($"network {Network.Id}: {hosts} hosts, {Network.Address(0)}-{Network.Address(hosts - 1)}");
+        Log($"network {Network.Id}: {hosts} hosts, {Network.Address(0)}-{Network.Address(hosts - 1)}, transport {transport}");
         try
         {
             StartServiceHosts();
@@ -53,6 +55,9 @@ internal sealed class MultiHostCluster : IDisposable
     public string Group { get; }
 
     public int Suspicion { get; }
+
+    /// <summary>"udp" or "tcp": passed to every process as --transport.</summary>
+    public string Transport { get; }
 
     /// <summary>The processes hosting the membership service (not members of the group).</summary>
     public IReadOnlyList<MemberProcess> ServiceProcesses => _serviceProcesses;
@@ -74,7 +79,7 @@ internal sealed class MultiHostCluster : IDisposable
             MemberProcess p = MemberProcess.Start($"replica@{s.Host}", Network.ExecPrefix(s.Host),
             [
                 "--service-only", "--bind", address, "--replicas", ReplicaList, "--replica-data", _replicaData.FullName,
-                "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion),
+                "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion), "--transport", Transport,
             ]);
             _serviceProcesses.Add(p);
             Log($"membership replica on host {s.Host} ({address}:{s.Port}), pid {p.Pid}");
@@ -106,6 +111,7 @@ internal sealed class MultiHostCluster : IDisposable
             "--index", S(index),
             "--heartbeat-ms", S(HeartbeatMs),
             "--suspicion", S(Suspicion),
+            "--transport", Transport,
             "--opcode-check",
         };
         args.AddRange(extra);

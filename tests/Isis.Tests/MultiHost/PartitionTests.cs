@@ -26,8 +26,11 @@ public sealed class PartitionTests
 
     public PartitionTests(ITestOutputHelper output) => _output = output;
 
-    [SkippableFact]
-    public void A_partitioned_minority_is_isolated_and_shuts_down_the_majority_goes_on_and_after_healing_only_new_incarnations_rejoin()
+    /// <param name="transport">The namespace suite runs once per transport: UDP, and the TCP overlay.</param>
+    [SkippableTheory]
+    [InlineData("udp")]
+    [InlineData("tcp")]
+    public void A_partitioned_minority_is_isolated_and_shuts_down_the_majority_goes_on_and_after_healing_only_new_incarnations_rejoin(string transport)
     {
         Skip.If(NamespaceNetwork.Unavailable is not null, NamespaceNetwork.Unavailable);
 
@@ -43,7 +46,7 @@ public sealed class PartitionTests
         TimeSpan isolationBound = isolationTimeout + TimeSpan.FromMilliseconds(2 * HeartbeatMs) + TimeSpan.FromSeconds(15);
 
         var clock = Stopwatch.StartNew();
-        using var cluster = new MultiHostCluster(_output, Hosts, services, "partition", Suspicion);
+        using var cluster = new MultiHostCluster(_output, Hosts, services, "partition", Suspicion, transport);
         cluster.Log("load average " + LoadAverage());
         try
         {

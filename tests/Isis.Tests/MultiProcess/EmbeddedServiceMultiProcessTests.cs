@@ -100,12 +100,15 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
     private static int Delivered(JsonObject progress, int sender) =>
         ((JsonObject)progress["perSender"]!)[S(sender)] is { } n ? (int)n : 0;
 
-    [Fact]
-    public void Five_members_survive_losing_the_first_three_processes_each_a_replica_host_by_sigkill_graceful_exit_and_sigstop()
+    /// <param name="transport">UDP (the default), and the TCP overlay: connections to killed, exited and stopped processes break, and newcomers dial the survivors.</param>
+    [Theory]
+    [InlineData("udp")]
+    [InlineData("tcp")]
+    public void Five_members_survive_losing_the_first_three_processes_each_a_replica_host_by_sigkill_graceful_exit_and_sigstop(string transport)
     {
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-embedded-");
         // 20 x 100 ms: healthy members on a loaded 2-core machine are not expelled (see MultiProcessCluster).
-        using var cluster = MultiProcessCluster.Embedded(output, "embedded-five", suspicionCount: 20);
+        using var cluster = MultiProcessCluster.Embedded(output, "embedded-five", suspicionCount: 20, transport);
         var m = new Members(cluster, dir.FullName);
         try
         {

@@ -32,20 +32,21 @@ internal sealed class MultiProcessCluster : IDisposable
     /// stalled 300-700 ms, and processes isolated at startup with 10, by CPU contention while other builds ran at load averages of 13-22), so the tests use 20 (2 s).
     /// </param>
     public MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount = 5)
-        : this(output, group, suspicionCount, embedded: false)
+        : this(output, group, suspicionCount, embedded: false, "udp")
     {
     }
 
-    private MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount, bool embedded)
+    private MultiProcessCluster(ITestOutputHelper output, string group, int suspicionCount, bool embedded, string transport)
     {
         _log = new ElapsedLog(output);
         Group = group;
         Suspicion = suspicionCount;
         ServicePort = TestRuntimes.FreeUdpPort();
         IsEmbedded = embedded;
+        Transport = transport;
         if (embedded)
         {
-            Log($"embedded membership service; well-known port 127.0.0.1:{ServicePort}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed");
+            Log($"embedded membership service; well-known port 127.0.0.1:{ServicePort}; heartbeat {HeartbeatMs} ms, expulsion after {Suspicion} missed; transport {transport}");
             return;
         }
         _service = new IsisRuntime(new IsisOptions
@@ -68,8 +69,15 @@ internal sealed class MultiProcessCluster : IDisposable
     public int ServicePort { get; }
 
     /// <summary>Members that run the default, embedded membership service (no service in the test process).</summary>
-    public static MultiProcessCluster Embedded(ITestOutputHelper output, string group, int suspicionCount = 5) =>
-        new(output, group, suspicionCount, embedded: true);
+    /// <param name="output">The test's output.</param>
+    /// <param name="group">The group every member joins.</param>
+    /// <param name="suspicionCount">As for the constructor.</param>
+    /// <param name="transport">"udp" (the default) or "tcp": what every member's packets travel over.</param>
+    public static MultiProcessCluster Embedded(ITestOutputHelper output, string group, int suspicionCount = 5, string transport = "udp") =>
+        new(output, group, suspicionCount, embedded: true, transport);
+
+    /// <summary>"udp" or "tcp": passed to every member as --transport (a cluster with a service in the test process is UDP only).</summary>
+    public string Transport { get; }
 
     public bool IsEmbedded { get; }
 
@@ -95,6 +103,7 @@ internal sealed class MultiProcessCluster : IDisposable
             "--opcode-check",
         };
         if (IsEmbedded) args.Add("--embedded");
+        args.AddRange(["--transport", Transport]);
         args.AddRange(extra);
         MemberProcess m = MemberProcess.Start($"member{index}", [.. args]);
         lock (_members) _members.Add(m);
