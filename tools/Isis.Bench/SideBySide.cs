@@ -16,12 +16,13 @@ namespace Isis.Bench;
 internal static class SideBySide
 {
     public const string Usage =
-        "Side by side with JGroups and the C floor: dotnet run -c Release --project tools/Isis.Bench -- --side-by-side [--rounds N] [--transport udp|tcp] [--quick] [--keep] [--out report.html]\n" +
+        "Side by side with JGroups and the C floor: dotnet run -c Release --project tools/Isis.Bench -- --side-by-side [--rounds N] [--transport udp|tcp] [--members 3,5,10,20] [--quick] [--keep] [--out report.html]\n" +
         "  N rounds (default 3) of: our harness (3 members, 100 B: send, ordered, query, safe3), JGroups 2.12 UDP (FIFO, SEQUENCER, RpcDispatcher GET_ALL),\n" +
-        "  the C UDP ping-pong. --transport tcp runs ours and JGroups over TCP instead. Needs root, java, javac and libjgroups-java for the JGroups part\n" +
+        "  the C UDP ping-pong. --transport tcp runs ours and JGroups over TCP instead. --members with other sizes than 3 compares Send alone\n" +
+        "  (one-way latency and one sender's throughput) at each size. Needs root, java, javac and libjgroups-java for the JGroups part\n" +
         "  (skipped with the reason otherwise).";
 
-    private const int Members = 3;
+    private const int DefaultMembers = 3;
     private const int Payload = 100;
 
     public static int Run(string[] args)
@@ -31,13 +32,19 @@ internal static class SideBySide
         string transport = Text(args, "--transport") ?? "udp";
         if (transport is not ("udp" or "tcp")) throw new ArgumentException($"--transport must be udp or tcp; it is '{transport}'");
         string? outPath = Text(args, "--out");
+        int[] sizes = Text(args, "--members") is { } list
+            ? [.. list.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(v => int.Parse(v, CultureInfo.InvariantCulture))]
+            : [DefaultMembers];
+        if (sizes.Any(n => n < 3)) throw new ArgumentException("--members takes group sizes of at least 3, such as 3,5,10,20");
+        // Sizes other than the default: Send alone at each size (the group-size scaling comparison).
+        bool scaling = !(sizes.Length == 1 && sizes[0] == DefaultMembers);
         string work = Path.Combine(Path.GetTempPath(), $"isis-side-by-side-{Environment.ProcessId}");
         Directory.CreateDirectory(work);
         var wall = Stopwatch.StartNew();
         string loadAtStart = Coordinator.LoadAverage();
-        Console.WriteLine($"Isis.Bench side by side over {transport.ToUpperInvariant()}: {rounds} round(s) of ours, JGroups, C floor; {Members} members, {Payload} B; load average {loadAtStart}");
+        Console.WriteLine($"Isis.Bench side by side over {transport.ToUpperInvariant()}: {rounds} round(s) of ours, JGroups, C floor; {string.Join(",", sizes)} members, {Payload} B{(scaling ? ", Send only" : "")}; load average {loadAtStart}");
 
-        using var jgroups = JGroupsHarness.Prepare(work, quick, transport);
+        using var jgroups = JGroupsHarness.Prepare(work, quick, transport, sizes);
         if (jgroups.SkipReason != null) Console.WriteLine($"  JGroups: skipped ({jgroups.SkipReason})");
         string? floorBinary = CompileFloor(work, out string? floorSkip);
         if (floorSkip != null) Console.WriteLine($"  C floor: skipped ({floorSkip})");
@@ -50,13 +57,13 @@ internal static class SideBySide
             for (int round = 1; round <= rounds; round++)
             {
                 Console.WriteLine($"== {DateTime.UtcNow:HH:mm:ss} round {round}: ours");
-                BenchReport? report = RunOurs(work, round, quick, transport);
+                BenchReport? report = RunOurs(work, round, quick, transport, sizes, scaling);
                 if (report == null) return 1;
                 ours.Add(report);
                 if (jgroups.SkipReason == null)
                 {
                     Console.WriteLine($"== {DateTime.UtcNow:HH:mm:ss} round {round}: JGroups");
-                    theirs.Add(jgroups.Run(round));
+                    theirs.Add(scaling ? jgroups.RunSendAtEachSize(round) : jgroups.Run(round));
                 }
                 if (floorBinary != null)
                 {
@@ -83,7 +90,7 @@ internal static class SideBySide
             LoadAverageAtEnd = Coordinator.LoadAverage(),
             WallSeconds = wall.Elapsed.TotalSeconds,
             Transport = transport,
-            Rows = Rows(ours, theirs, floor, transport),
+            Rows = scaling ? ScalingRows(ours, theirs, floor, transport, sizes) : Rows(ours, theirs, floor, transport),
         };
         Print(table);
         BenchReport last = ours[^1];
@@ -98,13 +105,13 @@ internal static class SideBySide
 
     // ---------------------------------------------------------------- the three harnesses
 
-    private static BenchReport? RunOurs(string work, int round, bool quick, string transport)
+    private static BenchReport? RunOurs(string work, int round, bool quick, string transport, int[] sizes, bool scaling)
     {
         string json = Path.Combine(work, $"isis-{round}.json");
         (string host, string? dll) = Coordinator.SelfCommand();
         var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
         if (dll != null) psi.ArgumentList.Add(dll);
-        string[] common = ["--members", "3", "--primitive", "send,ordered,query,safe3", "--payload", "100", "--transport", transport, "--out", json];
+        string[] common = ["--members", string.Join(",", sizes), "--primitive", scaling ? "send" : "send,ordered,query,safe3", "--payload", "100", "--transport", transport, "--out", json];
         string[] counts = quick ? ["--quick"] : ["--samples", "5000", "--warmup", "1000", "--cooldown", "500", "--messages", "100000"];
         foreach (string a in common.Concat(counts)) psi.ArgumentList.Add(a);
         using Process p = Process.Start(psi)!;
@@ -156,17 +163,18 @@ internal static class SideBySide
     {
         private readonly string _work = "", _harness = "", _namespace = "", _transport = "udp";
         private readonly bool _quick;
+        private readonly int[] _sizes = [];
 
         private JGroupsHarness(string? skip) => SkipReason = skip;
 
-        private JGroupsHarness(string work, string harness, string ns, bool quick, string transport)
+        private JGroupsHarness(string work, string harness, string ns, bool quick, string transport, int[] sizes)
         {
-            (_work, _harness, _namespace, _quick, _transport) = (work, harness, ns, quick, transport);
+            (_work, _harness, _namespace, _quick, _transport, _sizes) = (work, harness, ns, quick, transport, sizes);
         }
 
         public string? SkipReason { get; }
 
-        public static JGroupsHarness Prepare(string work, bool quick, string transport)
+        public static JGroupsHarness Prepare(string work, bool quick, string transport, int[] sizes)
         {
             const string Jar = "/usr/share/java/jgroups.jar";
             string? bench = RepoFile(Path.Combine("shared", "peers", "jgroups", "JgBench.java"));
@@ -184,14 +192,20 @@ internal static class SideBySide
             Directory.CreateDirectory(stacks);
             (int code, string output) = Exec(TimeSpan.FromMinutes(3), "javac", "-cp", Jar, "-d", classes, bench);
             if (code != 0) return new($"javac failed: {output.Trim()}");
-            (code, output) = Exec(TimeSpan.FromMinutes(1), "python3", Path.Combine(harness, "gen_stacks.py"), Jar, stacks, Members.ToString(CultureInfo.InvariantCulture));
-            if (code != 0) return new($"gen_stacks.py failed: {output.Trim()}");
+            foreach (int n in sizes)
+            {
+                // The TCP stack lists its initial members' ports, so each group size has its own stacks.
+                string forSize = Path.Combine(stacks, n.ToString(CultureInfo.InvariantCulture));
+                Directory.CreateDirectory(forSize);
+                (code, output) = Exec(TimeSpan.FromMinutes(1), "python3", Path.Combine(harness, "gen_stacks.py"), Jar, forSize, n.ToString(CultureInfo.InvariantCulture));
+                if (code != 0) return new($"gen_stacks.py failed: {output.Trim()}");
+            }
             string ns = $"isis_sbs_{Environment.ProcessId}";
             (code, output) = Exec(TimeSpan.FromSeconds(30), "ip", "netns", "add", ns);
             if (code != 0) return new($"ip netns add failed: {output.Trim()}");
             Exec(TimeSpan.FromSeconds(30), "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up");
             Exec(TimeSpan.FromSeconds(30), "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "multicast", "on");
-            return new(work, harness, ns, quick, transport);
+            return new(work, harness, ns, quick, transport, sizes);
         }
 
         /// <summary>One round: UDP FIFO (throughput, latency, GET_ALL), SEQUENCER throughput, SEQUENCER without bundling latency.</summary>
@@ -202,9 +216,27 @@ internal static class SideBySide
             string lat = _quick ? "lat:100:0:200" : "lat:100:0:2000";
             string rpc = _quick ? "rpc:100:1:200" : "rpc:100:1:2000";
             string t = _transport;
-            Cluster($"{t}.xml", $"fifo-{round}", results, $"{t}-fifo", $"{tput},{lat},{rpc}");
-            Cluster($"{t}-seq.xml", $"seq-{round}", results, $"{t}-seq", tput);
-            Cluster($"{t}-seq-nb.xml", $"seqnb-{round}", results, $"{t}-seq-nobundle", lat);
+            int n = _sizes[0];
+            Cluster(n, $"{t}.xml", $"fifo-{round}", results, $"{t}-fifo", $"{tput},{lat},{rpc}");
+            Cluster(n, $"{t}-seq.xml", $"seq-{round}", results, $"{t}-seq", tput);
+            Cluster(n, $"{t}-seq-nb.xml", $"seqnb-{round}", results, $"{t}-seq-nobundle", lat);
+            return ReadResults(results);
+        }
+
+        /// <summary>One round of the scaling comparison: at each group size, the FIFO stack's one-sender throughput and one-way latency.</summary>
+        public List<JsonElement> RunSendAtEachSize(int round)
+        {
+            string results = Path.Combine(_work, $"jg-{round}.jsonl");
+            string tput = _quick ? "tput:100:1:5000" : "tput:100:1:100000";
+            string lat = _quick ? "lat:100:0:200" : "lat:100:0:2000";
+            foreach (int n in _sizes) Cluster(n, $"{_transport}.xml", $"fifo{n}-{round}", results, FifoTag(_transport, n), $"{tput},{lat}");
+            return ReadResults(results);
+        }
+
+        public static string FifoTag(string transport, int members) => $"{transport}-fifo-{members}";
+
+        private static List<JsonElement> ReadResults(string results)
+        {
             var rows = new List<JsonElement>();
             if (!File.Exists(results)) return rows;
             foreach (string line in File.ReadAllLines(results))
@@ -216,10 +248,11 @@ internal static class SideBySide
             return rows;
         }
 
-        private void Cluster(string stack, string name, string results, string tag, string experiments)
+        private void Cluster(int members, string stack, string name, string results, string tag, string experiments)
         {
             var psi = new ProcessStartInfo("bash") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-            foreach (string a in new[] { Path.Combine(_harness, "run_cluster.sh"), _namespace, Path.Combine(_work, "stacks", stack), Members.ToString(CultureInfo.InvariantCulture),
+            string size = members.ToString(CultureInfo.InvariantCulture);
+            foreach (string a in new[] { Path.Combine(_harness, "run_cluster.sh"), _namespace, Path.Combine(_work, "stacks", size, stack), size,
                          $"isis-sbs-{Environment.ProcessId}-{name}", results, tag, experiments, Path.Combine(_work, "logs") }) psi.ArgumentList.Add(a);
             psi.Environment["JGB_CLASSES"] = Path.Combine(_work, "classes");
             psi.Environment["DEADLINE"] = "200"; // every JVM exits by then: the wait below is bounded
@@ -269,6 +302,34 @@ internal static class SideBySide
             Row("OrderedSend throughput, per member (JGroups: SEQUENCER)", "/s", ours.Select(r => Rate(r, "ordered")), theirs.Select(t => Theirs(t, $"{transport}-seq", "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "no loss"),
             Row("C floor: UDP ping-pong one-way p50 (round trip / 2)", "us", floor.Select(v => (double?)(v / 2)), [], ""),
         };
+        return rows;
+    }
+
+    /// <summary>The scaling table: Send's one-way latency and one sender's throughput at each group size.</summary>
+    private static List<SideBySideRow> ScalingRows(List<BenchReport> ours, List<List<JsonElement>> theirs, List<double> floor, string transport, int[] sizes)
+    {
+        PrimitiveRun? Send(BenchReport r, int n) => r.Runs.FirstOrDefault(x => x.Primitive == "send" && x.Members == n);
+        double? Latency(BenchReport r, int n, Func<LatencySummary, double> pick) =>
+            Send(r, n)?.Latency.FirstOrDefault(l => l.Name == "send->deliver, all receivers" && l.Samples > 0) is { } s ? pick(s) : null;
+        double? Rate(BenchReport r, int n) => Send(r, n) is { Throughput.Count: > 0 } run ? Median(run.Throughput.Select(t => t.DeliveriesPerSecond)) : null;
+        double? Theirs(List<JsonElement> rows, int n, string type, Func<JsonElement, double> pick)
+        {
+            string tag = JGroupsHarness.FifoTag(transport, n);
+            foreach (JsonElement e in rows)
+            {
+                if (e.GetProperty("tag").GetString() == tag && e.GetProperty("exp").GetString()!.StartsWith(type + ":", StringComparison.Ordinal) && !e.TryGetProperty("error", out _)) return pick(e);
+            }
+            return null;
+        }
+
+        var rows = new List<SideBySideRow>();
+        foreach (int n in sizes)
+        {
+            rows.Add(Row($"{n} members: Send, one-way delivery p50", "us", ours.Select(r => Latency(r, n, l => l.P50)), theirs.Select(t => Theirs(t, n, "lat", e => e.GetProperty("oneway_us").GetProperty("p50").GetDouble())), "ahead of JGroups"));
+            rows.Add(Row($"{n} members: Send, one-way delivery p99", "us", ours.Select(r => Latency(r, n, l => l.P99)), theirs.Select(t => Theirs(t, n, "lat", e => e.GetProperty("oneway_us").GetProperty("p99").GetDouble())), "ahead of JGroups"));
+            rows.Add(Row($"{n} members: Send throughput, one sender, per member", "/s", ours.Select(r => Rate(r, n)), theirs.Select(t => Theirs(t, n, "tput", e => e.GetProperty("mcasts_per_s").GetDouble())), "ahead of JGroups"));
+        }
+        rows.Add(Row("C floor: UDP ping-pong one-way p50 (round trip / 2)", "us", floor.Select(v => (double?)(v / 2)), [], ""));
         return rows;
     }
 

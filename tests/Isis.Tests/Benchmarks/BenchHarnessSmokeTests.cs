@@ -239,6 +239,33 @@ public sealed class BenchHarnessSmokeTests
     }
 
     [Fact]
+    public async Task SideBySide_AtSeveralGroupSizes_ComparesSendAtEachSize()
+    {
+        string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .Single(a => a.Key == "IsisBenchDll").Value!;
+        string dir = Directory.CreateTempSubdirectory("isis-sbs-sizes-").FullName;
+        try
+        {
+            string html = Path.Combine(dir, "sizes.html");
+            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--members", "4,5", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            Assert.True(exitCode == 0, $"Isis.Bench --side-by-side --members 4,5 exited with {exitCode}:\n{log}");
+            string report = File.ReadAllText(html);
+            foreach (int n in (int[])[4, 5])
+            {
+                Assert.Contains($"{n} members: Send, one-way delivery p50", report);
+                Assert.Matches($@"{n} members: Send throughput, one sender, per member \(/s\)\s+[0-9.,]+ \(", log);
+                bool skipped = log.Contains("JGroups skipped: ", StringComparison.Ordinal);
+                if (!skipped) Assert.Matches($@"{n} members: Send, one-way delivery p50 \(us\)\s+[0-9.,]+ \([^)]*\)\s+[0-9.,]+ \(", log);
+            }
+            Assert.DoesNotContain("Query(ALL)", report); // Send alone at each size
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    [Fact]
     public async Task BenchmarkSuites_DryRun_ExitsZero()
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
