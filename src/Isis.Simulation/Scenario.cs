@@ -141,6 +141,16 @@ internal sealed record Scenario
     /// <summary>The families whose membership service is embedded in the member processes and moves between them.</summary>
     public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss"];
 
+    /// <summary>
+    /// The families whose groups' data goes by IP multicast (the membership service allocates the
+    /// address; each receiver's copy is lost on its own; repairs come by unicast). Kept out of
+    /// <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] MulticastFamilies = ["multicast", "multicast-chaos"];
+
+    /// <summary>The multicast range the multicast families use: four addresses from 239.192.77.0, port 7346.</summary>
+    internal static readonly Core.Membership.MulticastPlan SimulatedMulticast = new(0xEFC0_4D00, 4, 7346);
+
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
     public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
 
@@ -233,6 +243,17 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target,
                 HostCrashes = true, HostExits = true, HostPauses = true, Partitions = true, FlappingLinks = hr.Chance(0.3), Crashes = true, LeaveAndRejoin = true,
                 Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "multicast" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(6), Crashes = true, LeaveAndRejoin = true, Protocol = new ProtocolOptions { Multicast = SimulatedMulticast },
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "multicast-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(6), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                OrderedFraction = 0.3, Protocol = new ProtocolOptions { Multicast = SimulatedMulticast },
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
             "host-quorum-loss" => new Scenario
             {

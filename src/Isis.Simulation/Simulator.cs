@@ -266,6 +266,7 @@ internal sealed class Simulator
         SimProcess p = _processes[index];
         if (!p.Alive) return;
         if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
+        _network.ForgetMulticast(p.Node!.Self.Endpoint);
         p.Node = null;
         p.Replica = null;
         p.Paused = false;
@@ -448,6 +449,12 @@ internal sealed class Simulator
     private void Flush(IProtocolNode node, NodeId self)
     {
         Outbox o = node.Outbox;
+        foreach (NodeEvent e in o.Events)
+        {
+            // The driver joins a view's multicast address as it installs the view (see the runtime's MulticastMemberships).
+            if (e is ViewInstalled v) _network.SetMulticast(node.Endpoint, v.Group.Value, v.View.Multicast);
+            else if (e is GroupLeft l) _network.SetMulticast(node.Endpoint, l.Group.Value, 0);
+        }
         foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes.ToArray(), _now);
         foreach (NodeEvent e in o.Events) Record(self, e);
         o.Clear();
@@ -669,6 +676,7 @@ internal sealed class Simulator
     {
         if (!p.Alive) return;
         if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
+        _network.ForgetMulticast(p.Node!.Self.Endpoint);
         p.Node = null;
         p.Replica = null;
         p.Paused = false;

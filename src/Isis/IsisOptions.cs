@@ -122,6 +122,15 @@ public sealed class IsisOptions
     /// </summary>
     public IsisTransport Transport { get; set; } = IsisTransport.Udp;
 
+    /// <summary>
+    /// IP multicast for groups' data, where the network carries it: null (the default) sends each
+    /// multicast as one unicast datagram per member. Set, the membership service gives every group
+    /// of <see cref="MulticastOptions.MinMembers"/> or more members an address from
+    /// <see cref="MulticastOptions.AddressRange"/>, and a member's Send leaves as one datagram.
+    /// Needs <see cref="IsisTransport.Udp"/>, and the same settings at every process of the system.
+    /// </summary>
+    public MulticastOptions? Multicast { get; set; }
+
     /// <summary>Largest UDP datagram the transport builds; small messages are batched up to it. Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -205,6 +214,11 @@ public sealed class IsisOptions
         if (IsolationTimeout is { } isolation && isolation <= HeartbeatInterval * SuspicionCount)
             throw new ArgumentException($"IsisOptions.IsolationTimeout ({isolation.TotalMilliseconds} ms) must exceed the expulsion time, SuspicionCount x HeartbeatInterval ({(HeartbeatInterval * SuspicionCount).TotalMilliseconds} ms); leave it null for twice that.");
         if (!Enum.IsDefined(Transport)) throw new ArgumentException($"IsisOptions.Transport must be IsisTransport.Udp or IsisTransport.Tcp; it is {(int)Transport}.");
+        if (Multicast is { } multicast)
+        {
+            if (Transport != IsisTransport.Udp) throw new ArgumentException("IsisOptions.Multicast needs IsisOptions.Transport = IsisTransport.Udp: the TCP overlay connects pairs of processes and cannot carry IP multicast. Set Multicast to null for TCP.");
+            multicast.Validate();
+        }
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
@@ -224,6 +238,7 @@ public sealed class IsisOptions
             ReplicaElectionTimeout = 3 * heartbeat,
             MembershipBatchWindow = MembershipBatchWindow is { } window ? (long)window.TotalMicroseconds : defaults.MembershipBatchWindow,
             ServiceReplicaTarget = EmbeddedService ? EmbeddedServiceReplicas : 0,
+            Multicast = Multicast?.ToPlan(),
         };
     }
 }

@@ -465,9 +465,19 @@ internal sealed class GroupMember
         }
         OnStreamDelivered(MyRank, seq, message);
         ReadOnlyMemory<byte> packet = DataPacket(MyRank, seq, message);
-        foreach (NodeId member in view.Members)
+        if (view.Multicast != 0)
         {
-            if (member != Self) _node.SendTo(member.Endpoint, packet);
+            // One datagram reaches every member (each joined the view's address); a member that
+            // misses it learns of the gap from the next message or digest and NAKs it, and the
+            // repair comes by unicast.
+            _node.SendTo(view.Multicast, packet);
+        }
+        else
+        {
+            foreach (NodeId member in view.Members)
+            {
+                if (member != Self) _node.SendTo(member.Endpoint, packet);
+            }
         }
         _digestDirty = true;
     }

@@ -4,15 +4,17 @@ namespace Isis.Core.Groups;
 
 /// <summary>
 /// One view of a group as decided by the membership service: members ordered oldest first (rank =
-/// index), with the joiners and leavers (voluntary or failed) relative to the previous view.
+/// index), with the joiners and leavers (voluntary or failed) relative to the previous view, and
+/// the IP multicast group endpoint its data goes to (0: one unicast copy per member).
 /// Immutable: a view is a snapshot, never edited.
 /// </summary>
 internal sealed class GroupView
 {
-    public GroupView(int id, NodeId[] members, NodeId[] joiners, NodeId[] leavers)
+    public GroupView(int id, NodeId[] members, NodeId[] joiners, NodeId[] leavers, ulong multicast = 0)
     {
         Id = id;
         Members = members;
+        Multicast = multicast;
         if (members.Length > LinearSearchLimit)
         {
             _ranks = new Dictionary<NodeId, int>(members.Length);
@@ -30,6 +32,13 @@ internal sealed class GroupView
 
     public NodeId[] Leavers { get; }
 
+    /// <summary>
+    /// The IP multicast group endpoint (a 224.0.0.0/4 address and the system's multicast port) the
+    /// membership service allocated to this view: every member receives on it and the members'
+    /// multicasts go there once; 0 when the view's data goes by unicast. Repairs are unicast either way.
+    /// </summary>
+    public ulong Multicast { get; }
+
     /// <summary>Views larger than this look ranks up in a dictionary rather than by a linear search.</summary>
     private const int LinearSearchLimit = 16;
 
@@ -42,5 +51,5 @@ internal sealed class GroupView
 
     public bool Contains(NodeId node) => RankOf(node) >= 0;
 
-    public override string ToString() => $"v{Id}[{string.Join(",", Members)}]";
+    public override string ToString() => $"v{Id}[{string.Join(",", Members)}]{(Multicast != 0 ? " multicast" : "")}";
 }

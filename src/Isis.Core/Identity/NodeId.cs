@@ -34,6 +34,9 @@ internal static class EndpointCodec
 
     public static ushort PortOf(ulong endpoint) => (ushort)(endpoint & 0xFFFF);
 
+    /// <summary>True for an IPv4 multicast (224.0.0.0/4) endpoint: a group address, not a process.</summary>
+    public static bool IsMulticast(ulong endpoint) => (IPv4Of(endpoint) & 0xF000_0000) == 0xE000_0000;
+
     /// <summary>"a.b.c.d:port" for IPv4 endpoints; simulator endpoints (below 2^16) print as "sN".</summary>
     public static string Format(ulong endpoint)
     {

@@ -32,7 +32,7 @@ internal abstract record MembershipDecision
                 break;
             case ViewDecision v:
                 writer.U8((byte)Tag.View).I64((long)v.Group.Value).String(v.Name).I32(v.ViewId)
-                    .Nodes(v.Members).Nodes(v.Joiners).Nodes(v.Leavers);
+                    .Nodes(v.Members).Nodes(v.Joiners).Nodes(v.Leavers).I64((long)v.Multicast);
                 break;
             case DeleteGroupDecision d:
                 writer.U8((byte)Tag.DeleteGroup).I64((long)d.Group.Value).I32(d.LastViewId);
@@ -53,7 +53,7 @@ internal abstract record MembershipDecision
         {
             Tag.LeaderTerm => new LeaderTermDecision(r.I64()),
             Tag.Expel => new ExpelDecision(r.Node()),
-            Tag.View => new ViewDecision(new GroupId((ulong)r.I64()), r.String(maxGroupNameBytes), r.I32(), r.Nodes(), r.Nodes(), r.Nodes()),
+            Tag.View => new ViewDecision(new GroupId((ulong)r.I64()), r.String(maxGroupNameBytes), r.I32(), r.Nodes(), r.Nodes(), r.Nodes(), (ulong)r.I64()),
             Tag.DeleteGroup => new DeleteGroupDecision(new GroupId((ulong)r.I64()), r.I32()),
             Tag.Configuration => ConfigurationDecision.Read(ref r),
             _ => null,
@@ -76,8 +76,8 @@ internal sealed record LeaderTermDecision(long Term) : MembershipDecision;
 /// <summary>The incarnation is out of the system: every process firewalls it, every group drops it.</summary>
 internal sealed record ExpelDecision(NodeId Node) : MembershipDecision;
 
-/// <summary>The next view of a group, after its flush (or the first view).</summary>
-internal sealed record ViewDecision(GroupId Group, string Name, int ViewId, NodeId[] Members, NodeId[] Joiners, NodeId[] Leavers) : MembershipDecision;
+/// <summary>The next view of a group, after its flush (or the first view), with the multicast endpoint the leader allocated it (0: unicast).</summary>
+internal sealed record ViewDecision(GroupId Group, string Name, int ViewId, NodeId[] Members, NodeId[] Joiners, NodeId[] Leavers, ulong Multicast = 0) : MembershipDecision;
 
 /// <summary>The group is gone (its last members asked for deletion); a later group of the same name starts after <paramref name="LastViewId"/>.</summary>
 internal sealed record DeleteGroupDecision(GroupId Group, int LastViewId) : MembershipDecision;

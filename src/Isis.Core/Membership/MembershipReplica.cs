@@ -139,6 +139,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         public NodeId[] Members = [];
         public NodeId[] Joiners = [];
         public NodeId[] Leavers = [];
+        public ulong Multicast;
         public bool HasView;
 
         // Leader only.
@@ -535,6 +536,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         g.Members = v.Members;
         g.Joiners = v.Joiners;
         g.Leavers = v.Leavers;
+        g.Multicast = v.Multicast;
         if (!_leading) return;
 
         g.Proposed = null;
@@ -574,7 +576,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         {
             NodeId m = g.Members[i];
             g.InstallPackets[i] = _writer.Begin(Header(PacketKind.InstallView, id, g.ViewId, 0))
-                .Node(m).Nodes(g.Members).Nodes(g.Joiners).Nodes(g.Leavers).Finish();
+                .Node(m).Nodes(g.Members).Nodes(g.Joiners).Nodes(g.Leavers).I64((long)g.Multicast).Finish();
             // An incarnation expelled since the view was decided never acknowledges; the next change removes it.
             if (_expelled.Contains(m)) continue;
             g.AwaitingInstallAck.Add(m);
@@ -696,11 +698,16 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         if ((attempt >> 32) < _log.Term) MaybeStartChange(id, g, force: true);
     }
 
+    /// <summary>The multicast endpoint of a group's next view (see <see cref="MulticastAllocator"/>); 0 without a plan.</summary>
+    private ulong AllocateMulticast(GroupId id, GroupRecord g, NodeId[] nextMembers) =>
+        Options.Multicast is not { } plan ? 0
+            : MulticastAllocator.Allocate(plan, nextMembers, g.Multicast, _groups.Where(e => e.Key != id && e.Value.HasView).Select(e => (e.Value.Members, e.Value.Multicast)));
+
     /// <summary>Proposes the next view; it is installed once the replicas commit it.</summary>
     private void ProposeView(GroupId id, GroupRecord g, FlushAttempt f)
     {
         g.Flush = null;
         g.Proposed = f;
-        Propose(new ViewDecision(id, g.Name, g.ViewId + 1, f.NextMembers, f.Joiners, f.Leavers));
+        Propose(new ViewDecision(id, g.Name, g.ViewId + 1, f.NextMembers, f.Joiners, f.Leavers, AllocateMulticast(id, g, f.NextMembers)));
     }
 }

@@ -531,12 +531,13 @@ internal sealed class ProcessNode : IProtocolNode
                 NodeId[] members = r.Nodes();
                 NodeId[] joiners = r.Nodes();
                 NodeId[] leavers = r.Nodes();
+                ulong multicast = (ulong)r.I64();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
                 _lastHeardFromOracle = _now;
                 if (_groups.TryGetValue(h.Group, out GroupMember? member))
                 {
-                    member.OnInstallView(new GroupView(h.View, members, joiners, leavers), _now);
+                    member.OnInstallView(new GroupView(h.View, members, joiners, leavers, multicast), _now);
                 }
                 else
                 {

@@ -68,6 +68,12 @@ internal sealed record ProtocolOptions
     /// <summary>How many recent expulsions a membership update carries. Defaults to 256.</summary>
     public int MembershipUpdateSize { get; init; } = 256;
 
+    /// <summary>
+    /// IP multicast: the addresses the membership service allocates to groups, and its rule; null
+    /// (the default): every group's data goes by unicast. The same at every replica.
+    /// </summary>
+    public Membership.MulticastPlan? Multicast { get; init; }
+
     /// <summary>Deliberate protocol bugs, for showing that the simulator's checker catches them.</summary>
     public ProtocolMutations Mutations { get; init; } = ProtocolMutations.None;
 

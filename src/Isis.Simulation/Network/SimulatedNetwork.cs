@@ -21,7 +21,9 @@ internal sealed record NetworkFaults
 /// <summary>
 /// A seeded datagram network: every packet gets a random delay (so packets reorder), may be lost
 /// or duplicated, and is dropped while its endpoints are on different sides of a partition.
-/// Packets to a paused endpoint wait, as they would in a socket buffer.
+/// Packets to a paused endpoint wait, as they would in a socket buffer. A packet to an IP multicast
+/// group endpoint is one send that reaches every endpoint that joined it (not the sender), each
+/// copy lost, duplicated, delayed and cut on its own, as on a real network.
 /// </summary>
 internal sealed class SimulatedNetwork
 {
@@ -29,6 +31,11 @@ internal sealed class SimulatedNetwork
     private readonly PriorityQueue<Envelope, (long Time, long Order)> _inFlight = new();
     private readonly HashSet<(ulong, ulong)> _cut = new();
     private long _order;
+
+    // IP multicast: the endpoints receiving on each group endpoint (sorted, so fan-out is deterministic),
+    // and the address each process endpoint joined for each of its groups.
+    private readonly Dictionary<ulong, SortedSet<ulong>> _multicastReceivers = new();
+    private readonly Dictionary<(ulong Endpoint, ulong Group), ulong> _joined = new();
 
     public SimulatedNetwork(DeterministicRandom random) => _random = random;
 
@@ -49,10 +56,60 @@ internal sealed class SimulatedNetwork
 
     internal readonly record struct Envelope(ulong From, ulong To, byte[] Bytes);
 
+    /// <summary>Multicast copies handed to receivers (one per receiver of each multicast send).</summary>
+    public long MulticastCopies { get; private set; }
+
+    /// <summary>
+    /// Process <paramref name="endpoint"/> receives its group <paramref name="group"/>'s traffic on
+    /// <paramref name="address"/> from now on (0: on none), leaving the address it used before.
+    /// </summary>
+    public void SetMulticast(ulong endpoint, ulong group, ulong address)
+    {
+        if (_joined.Remove((endpoint, group), out ulong previous)) Leave(endpoint, previous);
+        if (address == 0) return;
+        _joined[(endpoint, group)] = address;
+        if (!_multicastReceivers.TryGetValue(address, out SortedSet<ulong>? receivers)) _multicastReceivers[address] = receivers = [];
+        receivers.Add(endpoint);
+    }
+
+    /// <summary>A process crashed: its sockets, and their multicast memberships, are gone.</summary>
+    public void ForgetMulticast(ulong endpoint)
+    {
+        foreach (var key in _joined.Keys.Where(k => k.Endpoint == endpoint).ToList())
+        {
+            Leave(endpoint, _joined[key]);
+            _joined.Remove(key);
+        }
+    }
+
+    private void Leave(ulong endpoint, ulong address)
+    {
+        // Another group of the same process may share the address: it stays joined for that one.
+        if (_joined.Any(e => e.Key.Endpoint == endpoint && e.Value == address)) return;
+        if (_multicastReceivers.TryGetValue(address, out SortedSet<ulong>? receivers)) receivers.Remove(endpoint);
+    }
+
     public void Send(ulong from, ulong to, byte[] bytes, long now)
     {
         Sent++;
         BytesSent += bytes.Length;
+        if (Core.Identity.EndpointCodec.IsMulticast(to))
+        {
+            if (!_multicastReceivers.TryGetValue(to, out SortedSet<ulong>? receivers)) return;
+            foreach (ulong receiver in receivers)
+            {
+                if (receiver == from) continue; // the sender's own copy is skipped, as the runtime's transport skips it
+                MulticastCopies++;
+                Carry(from, receiver, bytes, now);
+            }
+            return;
+        }
+        Carry(from, to, bytes, now);
+    }
+
+    /// <summary>One copy of a packet on its way from one endpoint to another: cut, lost, duplicated and delayed on its own.</summary>
+    private void Carry(ulong from, ulong to, byte[] bytes, long now)
+    {
         if (_cut.Contains((from, to))) { Partitioned++; return; }
         if (_random.Chance(Faults.LossRate)) { Lost++; return; }
         Enqueue(from, to, bytes, now);

@@ -73,6 +73,7 @@ internal sealed class EventLoop : IDisposable
     private readonly Thread _thread;
     private readonly IEventSink _sink;
     private readonly IPacketTransport _transport;
+    private readonly MulticastMemberships _multicast;
     private readonly ServiceHost _service;
     private volatile bool _stopping;
 
@@ -88,7 +89,13 @@ internal sealed class EventLoop : IDisposable
         IPacketTransport? data = null;
         NodeId BindProcess()
         {
-            data = TransportFactory.ForOwner(options.Transport, new IPEndPoint(options.BindAddress, options.Port), transportOptions with { Faults = options.TransportFaults });
+            data = TransportFactory.ForOwner(options.Transport, new IPEndPoint(options.BindAddress, options.Port), transportOptions with
+            {
+                Faults = options.TransportFaults,
+                MulticastPort = options.Multicast?.Port ?? 0,
+                MulticastInterface = options.Multicast?.Interface,
+                MulticastTimeToLive = options.Multicast?.TimeToLive ?? 1,
+            });
             // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
             return new NodeId(data.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
         }
@@ -103,6 +110,7 @@ internal sealed class EventLoop : IDisposable
             throw;
         }
         _transport = data!;
+        _multicast = new MulticastMemberships(_transport, sink.ReportProblem);
         _received = new ProcessPackets(this);
         _thread = new Thread(Run) { IsBackground = true, Name = "isis-event-loop" };
     }
@@ -344,11 +352,21 @@ internal sealed class EventLoop : IDisposable
         _sink.AfterBatch();
     }
 
-    /// <summary>Hands the process node's events to the sink, each with the time of the step that produced it.</summary>
+    /// <summary>
+    /// Hands the process node's events to the sink, each with the time of the step that produced it;
+    /// a view or a leave first moves the process's multicast memberships, so the socket receives on
+    /// a view's address from the moment the view is installed.
+    /// </summary>
     private void DeliverEvents()
     {
         Outbox outbox = Node.Outbox;
-        for (int i = 0; i < outbox.Events.Count; i++) _sink.OnNodeEvent(outbox.Events[i], outbox.EventTimes[i]);
+        for (int i = 0; i < outbox.Events.Count; i++)
+        {
+            NodeEvent e = outbox.Events[i];
+            if (e is ViewInstalled v) _multicast.OnView(v.Group, v.View.Multicast);
+            else if (e is GroupLeft l) _multicast.OnLeft(l.Group);
+            _sink.OnNodeEvent(e, outbox.EventTimes[i]);
+        }
     }
 
     /// <summary>

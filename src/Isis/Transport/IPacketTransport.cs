@@ -62,6 +62,18 @@ internal interface IPacketTransport : IDisposable
     /// <summary>Periodic upkeep at the loop's ticks: drops half-assembled packets that timed out.</summary>
     void EvictExpiredFragments();
 
+    /// <summary>
+    /// True when the transport can send one datagram to an IP multicast group endpoint and receive
+    /// on the ones it joined (UDP with a multicast port); the TCP overlay cannot.
+    /// </summary>
+    bool SupportsMulticast { get; }
+
+    /// <summary>Starts receiving what is sent to a group endpoint (a 224.0.0.0/4 address on the system's multicast port); joins nest.</summary>
+    void JoinMulticast(ulong groupEndpoint);
+
+    /// <summary>Undoes one <see cref="JoinMulticast"/>.</summary>
+    void LeaveMulticast(ulong groupEndpoint);
+
     /// <summary>When the transport next needs <see cref="Flush"/> by itself (a fault-delayed datagram), in <see cref="MonotonicClock"/> microseconds; long.MaxValue: never.</summary>
     long NextHeldDatagramDue { get; }
 }

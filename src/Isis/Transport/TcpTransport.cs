@@ -108,6 +108,15 @@ internal sealed class TcpTransport : IPacketTransport
 
     public long NextHeldDatagramDue => long.MaxValue;
 
+    /// <summary>False: TCP connects pairs of processes; a group over the overlay is reached by one frame per member.</summary>
+    public bool SupportsMulticast => false;
+
+    public void JoinMulticast(ulong groupEndpoint) =>
+        throw new InvalidOperationException("The TCP overlay has no IP multicast: check SupportsMulticast; a group over TCP is reached by unicast.");
+
+    public void LeaveMulticast(ulong groupEndpoint) =>
+        throw new InvalidOperationException("The TCP overlay has no IP multicast: check SupportsMulticast; a group over TCP is reached by unicast.");
+
     /// <summary>Connections opened (or tried) to peers so far.</summary>
     public long Dials => Interlocked.Read(ref _dials);
 

@@ -39,6 +39,9 @@ internal sealed class TransportCounters
     /// <summary>Wake-up datagrams this socket sent itself (<see cref="UdpTransport.Wake"/>) and read back; not counted as received.</summary>
     public long Wakes;
 
+    /// <summary>This process's own multicast datagrams, looped back to it by the kernel and skipped (it delivered them when it sent them).</summary>
+    public long MulticastEchoes;
+
     /// <summary>Receive calls that failed with something other than a timeout.</summary>
     public long ReceiveErrors;
 

@@ -46,6 +46,14 @@ internal sealed class UdpTransport : IPacketTransport
     private volatile bool _disposed;
     private readonly ManualResetEventSlim _disposedSignal = new(false);
 
+    // IP multicast (owner-driven only): a second socket on the system's multicast port, joined to
+    // the group addresses this process's groups use (counted: groups may share an address).
+    private readonly Socket? _multicast;
+    private readonly IPAddress _multicastInterface = IPAddress.Loopback;
+    private readonly Dictionary<ulong, int> _joined = [];
+    private readonly List<Socket> _waitList = new(2);
+    private bool _mainReadable, _multicastReadable;
+
     private sealed class Destination(SocketAddress address, DatagramBatcher batcher) : BatchedDestination(batcher)
     {
         public readonly SocketAddress Address = address;
@@ -98,6 +106,21 @@ internal sealed class UdpTransport : IPacketTransport
         LocalEndpoint = EndpointConversions.FromIPEndPoint(LocalIPEndPoint);
         _ownAddress = EndpointConversions.ToSocketAddress(LocalEndpoint);
 
+        if (_options.MulticastPort > 0)
+        {
+            if (receiveThread) throw new ArgumentException("IP multicast is received by the transport's owner (the event loop), not by a receive thread.", nameof(options));
+            _multicastInterface = _options.MulticastInterface ?? (bindTo.Address.Equals(IPAddress.Any) ? IPAddress.Loopback : bindTo.Address);
+            try
+            {
+                _multicast = OpenMulticastSocket();
+            }
+            catch
+            {
+                _socket.Dispose();
+                throw;
+            }
+        }
+
         if (!receiveThread)
         {
             // The largest possible UDP payload fits, so the kernel never truncates a datagram.
@@ -131,6 +154,103 @@ internal sealed class UdpTransport : IPacketTransport
     /// <summary>The receive buffer size the kernel granted (Linux reports double the bytes usable for data).</summary>
     public int ReceiveBufferSize => _socket.ReceiveBufferSize;
 
+    // ---------------------------------------------------------------- IP multicast
+
+    /// <summary>True when made with a <see cref="UdpTransportOptions.MulticastPort"/>: datagrams to a group endpoint (a 224.0.0.0/4 address on that port) go out once and reach every process that joined it.</summary>
+    public bool SupportsMulticast => _multicast != null;
+
+    /// <summary>The group endpoints joined now (each once, however many groups share it).</summary>
+    public IReadOnlyCollection<ulong> JoinedMulticast => _joined.Keys;
+
+    /// <summary>
+    /// Starts receiving datagrams sent to <paramref name="groupEndpoint"/>. Joins nest: the address
+    /// is left when every join has been matched by a <see cref="LeaveMulticast"/>.
+    /// </summary>
+    public void JoinMulticast(ulong groupEndpoint)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        IPAddress group = CheckGroupEndpoint(groupEndpoint);
+        _joined.TryGetValue(groupEndpoint, out int count);
+        if (count == 0) _multicast!.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.AddMembership, new MulticastOption(group, _multicastInterface));
+        _joined[groupEndpoint] = count + 1;
+    }
+
+    /// <summary>Undoes one <see cref="JoinMulticast"/>; the last one leaves the address.</summary>
+    public void LeaveMulticast(ulong groupEndpoint)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        IPAddress group = CheckGroupEndpoint(groupEndpoint);
+        if (!_joined.TryGetValue(groupEndpoint, out int count)) throw new InvalidOperationException($"{EndpointConversions.ToIPEndPoint(groupEndpoint)} was not joined.");
+        if (count > 1)
+        {
+            _joined[groupEndpoint] = count - 1;
+            return;
+        }
+        _joined.Remove(groupEndpoint);
+        _multicast!.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.DropMembership, new MulticastOption(group, _multicastInterface));
+    }
+
+    private IPAddress CheckGroupEndpoint(ulong groupEndpoint)
+    {
+        if (_multicast == null) throw new InvalidOperationException("This transport was made without a multicast port (UdpTransportOptions.MulticastPort), so it cannot join group addresses.");
+        IPEndPoint ep = EndpointConversions.ToIPEndPoint(groupEndpoint);
+        if (!IsMulticast(ep.Address)) throw new ArgumentException($"{ep.Address} is not an IPv4 multicast address (224.0.0.0/4).", nameof(groupEndpoint));
+        if (ep.Port != _options.MulticastPort) throw new ArgumentException($"Group endpoints use the multicast port {_options.MulticastPort}, not {ep.Port}.", nameof(groupEndpoint));
+        return ep.Address;
+    }
+
+    /// <summary>True for an IPv4 multicast (class D, 224.0.0.0/4) address.</summary>
+    public static bool IsMulticast(IPAddress address)
+    {
+        if (address.AddressFamily != AddressFamily.InterNetwork) return false;
+        Span<byte> bytes = stackalloc byte[4];
+        address.TryWriteBytes(bytes, out _);
+        return (bytes[0] & 0xF0) == 0xE0;
+    }
+
+    /// <summary>
+    /// The socket multicast arrives on: the system's multicast port, bound by every process of the
+    /// host (SO_REUSEADDR; not .NET's ReuseAddress, which also sets SO_REUSEPORT and would spread
+    /// unicast to that port across processes). On Linux, IP_MULTICAST_ALL off: it receives the
+    /// addresses this socket joined, not every address any socket of the host joined. The unicast
+    /// socket sends the multicast (so receivers see the sender's own endpoint as the source), from
+    /// the pinned interface, looped back to the other processes of this host.
+    /// </summary>
+    private Socket OpenMulticastSocket()
+    {
+        _socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, _multicastInterface.GetAddressBytes());
+        _socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastLoopback, true);
+        _socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastTimeToLive, _options.MulticastTimeToLive);
+        var socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        try
+        {
+            if (OperatingSystem.IsLinux())
+            {
+                socket.SetRawSocketOption(1 /* SOL_SOCKET */, 2 /* SO_REUSEADDR */, BitConverter.GetBytes(1));
+                socket.SetRawSocketOption(0 /* IPPROTO_IP */, 49 /* IP_MULTICAST_ALL */, BitConverter.GetBytes(0));
+            }
+            else
+            {
+                socket.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReuseAddress, true);
+            }
+            try
+            {
+                socket.SetSocketOption(SocketOptionLevel.Socket, SocketOptionName.ReceiveBuffer, _options.ReceiveBufferSize);
+            }
+            catch (SocketException)
+            {
+                // Keep the default size, as for the unicast socket.
+            }
+            socket.Bind(new IPEndPoint(IPAddress.Any, _options.MulticastPort));
+            return socket;
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+    }
+
     /// <summary>
     /// Adds a packet for <paramref name="destination"/>; it is copied, so the span may be reused at
     /// once. Sent on the next <see cref="Flush"/>, or earlier if many datagrams pile up.
@@ -158,6 +278,7 @@ internal sealed class UdpTransport : IPacketTransport
         _disposed = true;
         _disposedSignal.Set();
         _socket.Dispose(); // wakes a blocked receive; the poll interval bounds the wait otherwise
+        _multicast?.Dispose();
         bool stopped = _receiveThread == null || Thread.CurrentThread == _receiveThread || _receiveThread.Join(DisposeJoinTimeout);
         _batches.Clear();
         // Only once the receive thread is gone may its reassembler be touched.
@@ -180,7 +301,14 @@ internal sealed class UdpTransport : IPacketTransport
         int micros = timeoutMicros < 0 ? -1 : (int)Math.Min(int.MaxValue - 1000, (timeoutMicros + 999) / 1000 * 1000);
         try
         {
-            return _socket.Poll(micros, SelectMode.SelectRead);
+            if (_multicast == null) return _mainReadable = _socket.Poll(micros, SelectMode.SelectRead);
+            _waitList.Clear();
+            _waitList.Add(_socket);
+            _waitList.Add(_multicast);
+            Socket.Select(_waitList, null, null, micros);
+            _mainReadable = _waitList.Contains(_socket);
+            _multicastReadable = _waitList.Contains(_multicast);
+            return _mainReadable || _multicastReadable;
         }
         catch (SocketException e)
         {
@@ -203,6 +331,17 @@ internal sealed class UdpTransport : IPacketTransport
     /// </summary>
     public int ReceivePending(IPacketVisitor visitor, int maxReads, bool readable)
     {
+        bool mainReadable = readable && (_multicast == null || _mainReadable);
+        bool multicastReadable = readable && _multicastReadable;
+        _mainReadable = _multicastReadable = false;
+        int read = Drain(_socket, visitor, maxReads, mainReadable, multicast: false);
+        if (_multicast != null && read < maxReads) read += Drain(_multicast, visitor, maxReads - read, multicastReadable, multicast: true);
+        return read;
+    }
+
+    /// <summary>Reads up to <paramref name="maxReads"/> waiting datagrams from one socket (the first even if empty when <paramref name="readable"/>).</summary>
+    private int Drain(Socket socket, IPacketVisitor visitor, int maxReads, bool readable, bool multicast)
+    {
         int read = 0;
         while (read < maxReads && !_disposed)
         {
@@ -210,7 +349,7 @@ internal sealed class UdpTransport : IPacketTransport
             {
                 try
                 {
-                    if (_socket.Available == 0) break;
+                    if (socket.Available == 0) break;
                 }
                 catch (Exception e) when (e is SocketException or ObjectDisposedException)
                 {
@@ -220,7 +359,7 @@ internal sealed class UdpTransport : IPacketTransport
             int received;
             try
             {
-                received = _socket.ReceiveFrom(_receiveBuffer, SocketFlags.None, _receiveFrom);
+                received = socket.ReceiveFrom(_receiveBuffer, SocketFlags.None, _receiveFrom);
             }
             catch (SocketException e)
             {
@@ -240,10 +379,18 @@ internal sealed class UdpTransport : IPacketTransport
                 Interlocked.Increment(ref Counters.ForeignDatagrams);
                 continue;
             }
-            if (received == 1 && source == LocalEndpoint && _receiveBuffer[0] == WakeByte)
+            if (source == LocalEndpoint)
             {
-                Interlocked.Increment(ref Counters.Wakes);
-                continue;
+                if (multicast)
+                {
+                    Interlocked.Increment(ref Counters.MulticastEchoes);
+                    continue;
+                }
+                if (received == 1 && _receiveBuffer[0] == WakeByte)
+                {
+                    Interlocked.Increment(ref Counters.Wakes);
+                    continue;
+                }
             }
             Interlocked.Increment(ref Counters.DatagramsReceived);
             Interlocked.Add(ref Counters.BytesReceived, received);

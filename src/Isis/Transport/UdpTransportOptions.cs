@@ -58,6 +58,25 @@ internal sealed record UdpTransportOptions
     /// <remarks>Defaults to 64.</remarks>
     public int EagerSendThreshold { get; init; } = 64;
 
+    /// <summary>
+    /// The port every process of the system receives IP multicast on (each process binds it with
+    /// SO_REUSEADDR beside its own unicast port, and joins the group addresses its groups use); 0:
+    /// no IP multicast. Only for a transport whose owner receives (the event loop).
+    /// </summary>
+    /// <remarks>Defaults to 0.</remarks>
+    public int MulticastPort { get; init; }
+
+    /// <summary>
+    /// The interface address multicast is sent from and received on (IP_MULTICAST_IF and the
+    /// membership's interface). Null: the bound address, or 127.0.0.1 when bound to any address.
+    /// </summary>
+    /// <remarks>Defaults to null. Pin it: without it the kernel picks the default route's interface, and on a single host the datagrams may never come back.</remarks>
+    public System.Net.IPAddress? MulticastInterface { get; init; }
+
+    /// <summary>Hops a multicast datagram may travel (IP_MULTICAST_TTL): 1 keeps it on the local network.</summary>
+    /// <remarks>Defaults to 1.</remarks>
+    public int MulticastTimeToLive { get; init; } = 1;
+
     /// <summary>Fault injection for tests; null (no faults) unless a test turns it on.</summary>
     /// <remarks>Defaults to null.</remarks>
     public TransportFaultOptions? Faults { get; init; }
@@ -81,6 +100,10 @@ internal sealed record UdpTransportOptions
         ArgumentOutOfRangeException.ThrowIfNegativeOrZero(SendBufferSize);
         ArgumentOutOfRangeException.ThrowIfLessThan(ReceivePollInterval, TimeSpan.FromMilliseconds(1));
         ArgumentOutOfRangeException.ThrowIfNegativeOrZero(EagerSendThreshold);
+        ArgumentOutOfRangeException.ThrowIfNegative(MulticastPort);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(MulticastPort, 65_535);
+        ArgumentOutOfRangeException.ThrowIfLessThan(MulticastTimeToLive, 0);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(MulticastTimeToLive, 255);
         ToReassemblyLimits().Validate();
         Faults?.Validate();
     }
