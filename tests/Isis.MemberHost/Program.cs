@@ -12,7 +12,7 @@ using Isis.MemberHost;
 //   dotnet Isis.MemberHost.dll --service-port P [--service-address A] [--replicas A:P,B:P,C:P [--replica-data DIR]]
 //       [--bind B] [--group G]
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
-//       [--service-only] [--transport udp|tcp] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
+//       [--service-only] [--transport udp|tcp] [--multicast-port P [--multicast-range CIDR]] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
 //       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
 //       [--safelog DIR] [--seq-from S] [--embedded [--seeds A:P,B:P,...]] [--joins-late]
 //
@@ -93,6 +93,9 @@ var runtime = new IsisRuntime(new IsisOptions
     HeartbeatInterval = TimeSpan.FromMilliseconds(options.HeartbeatMs),
     SuspicionCount = options.Suspicion,
     Transport = options.Transport,
+    Multicast = options.MulticastPort > 0
+        ? new MulticastOptions { Port = options.MulticastPort, AddressRange = options.MulticastRange, Interface = options.Bind.Equals(System.Net.IPAddress.Any) ? null : options.Bind }
+        : null,
 });
 if (eventLog != null) runtime.CoreEvent += eventLog.OnCoreEvent;
 
@@ -377,6 +380,12 @@ static JsonObject Stats(IsisRuntime runtime)
         json["membershipReplicaTerm"] = s.MembershipReplicaTerm;
         json["membershipReplicaCommitIndex"] = s.MembershipReplicaCommitIndex;
         json["hostsMembershipService"] = runtime.HostsMembershipService;
+        // This process's own multicasts, looped back to it and skipped: more than zero when its Sends went by IP multicast.
+        if (runtime.Loop?.Transport is { } transport)
+        {
+            json["multicastEchoes"] = Interlocked.Read(ref transport.Counters.MulticastEchoes);
+            json["multicastReceived"] = Interlocked.Read(ref transport.Counters.MulticastDatagramsReceived);
+        }
     }
     catch (Exception e)
     {
@@ -423,6 +432,8 @@ namespace Isis.MemberHost
         public string? SafeLog { get; private set; }
         public int SeqFrom { get; private set; }
         public IsisTransport Transport { get; private set; } = IsisTransport.Udp;
+        public int MulticastPort { get; private set; }
+        public string MulticastRange { get; private set; } = "239.192.77.0/24";
 
         public static HostOptions Parse(string[] args)
         {
@@ -458,6 +469,8 @@ namespace Isis.MemberHost
                     case "--slow-replies": o.SlowReplies = true; break;
                     case "--safelog": o.SafeLog = Value(); break;
                     case "--seq-from": o.SeqFrom = Int(); break;
+                    case "--multicast-port": o.MulticastPort = Int(); break;
+                    case "--multicast-range": o.MulticastRange = Value(); break;
                     case "--transport":
                         o.Transport = Value() switch
                         {

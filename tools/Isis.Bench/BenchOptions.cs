@@ -72,7 +72,8 @@ internal sealed record BenchOptions
         "  --out            where to write the results: JSON, CSV if the name ends in .csv, or a self-contained\n" +
         "                   HTML report with plots if it ends in .html (the CSV and JSON are written beside it)\n" +
         "  --warmup         latency round trips not recorded, before the recorded ones (default 2000; quick 100)\n" +
-        "  --transport      udp (default) or tcp: how every process's packets travel (IsisOptions.Transport)\n" +
+        "  --transport      udp (default), multicast (UDP with IsisOptions.Multicast: a group's Sends go to one IP\n" +
+        "                   multicast address on 127.0.0.1) or tcp: how every process's packets travel\n" +
         "  --warmup-seconds the warm-up of each primitive lasts at least this long (default 1; quick 0): the JIT's\n" +
         "                   tiered compilation replaces the hot methods about a second after they start, and\n" +
         "                   rounds measured before that put its pauses in the tail\n" +
@@ -126,8 +127,17 @@ internal sealed record BenchOptions
     public int Rounds { get; init; } = 300;
     /// <summary>With --safe-log DIR every member logs its SafeSends to disk under DIR and fsyncs before acknowledging (SafeSendDurability.Disk).</summary>
     public string? SafeLogDirectory { get; init; }
-    /// <summary>How every process's packets travel (--transport udp|tcp; default udp).</summary>
+    /// <summary>How every process's packets travel (--transport udp|multicast|tcp; default udp).</summary>
     public IsisTransport Transport { get; init; } = IsisTransport.Udp;
+
+    /// <summary>--transport multicast: UDP with IsisOptions.Multicast, groups' data on an IP multicast address.</summary>
+    public bool Multicast { get; init; }
+
+    /// <summary>The multicast port of the run (the coordinator picks a free one and gives it to every member).</summary>
+    public int MulticastPort { get; init; }
+
+    /// <summary>udp, multicast or tcp, as the report names it.</summary>
+    public string TransportName => Multicast ? "multicast" : Transport == IsisTransport.Tcp ? "tcp" : "udp";
 
     // Failure detection of every process in a run (the parent's embedded membership service included).
     // Relaxed by default (see Coordinator.Options): 100 ms x 30 = 3 s; in scale mode 500 ms x 40 = 20 s,
@@ -210,11 +220,13 @@ internal sealed record BenchOptions
                 {
                     Transport = value switch
                     {
-                        "udp" => IsisTransport.Udp,
+                        "udp" or "multicast" => IsisTransport.Udp,
                         "tcp" => IsisTransport.Tcp,
-                        _ => throw new ArgumentException($"--transport must be udp or tcp; it is '{value}'"),
+                        _ => throw new ArgumentException($"--transport must be udp, multicast or tcp; it is '{value}'"),
                     },
+                    Multicast = value == "multicast",
                 },
+                "--multicast-port" => o with { MulticastPort = Int(name, value, 1) },
                 _ => throw new ArgumentException($"unknown option {name}"),
             };
         }
@@ -289,7 +301,8 @@ internal sealed record BenchOptions
         "--heartbeat-ms", Str(HeartbeatMs), "--suspicion", Str(Suspicion),
         .. (ResponseDelayBursts.Length > 0 ? new[] { "--response-delay", string.Join(',', ResponseDelayBursts.Select(Str)) } : []),
         .. (SafeLogDirectory != null ? new[] { "--safe-log", SafeLogDirectory } : []),
-        "--transport", Transport == IsisTransport.Tcp ? "tcp" : "udp",
+        "--transport", TransportName,
+        .. (Multicast ? new[] { "--multicast-port", Str(MulticastPort) } : []),
     ];
 
     /// <summary>The arguments that make a scale-mode member process; it lives until the parent says "quit" or closes its stdin.</summary>

@@ -60,7 +60,7 @@ internal static class Coordinator
         {
             Members = o.Members,
             PayloadBytes = o.Payload,
-            Transport = o.Transport == IsisTransport.Tcp ? "tcp" : "udp",
+            Transport = o.TransportName,
             HeartbeatMs = o.HeartbeatMs,
             Suspicion = o.Suspicion,
             TimeoutSeconds = o.TimeoutSeconds,
@@ -88,7 +88,8 @@ internal static class Coordinator
         var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
         int servicePort = FreeUdpPort();
-        Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1 over {(o.Transport == IsisTransport.Tcp ? "TCP" : "UDP")}, membership service on port {servicePort}; " +
+        if (o.Multicast && o.MulticastPort == 0) o = o with { MulticastPort = FreeUdpPort() }; // every process of the run receives multicast there
+        Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1 over {o.TransportName.ToUpperInvariant()}, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
         Console.WriteLine($"  latency: at least {o.WarmupSeconds} s of warm-up rounds, then {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
@@ -189,6 +190,8 @@ internal static class Coordinator
         HeartbeatInterval = TimeSpan.FromMilliseconds(o.HeartbeatMs),
         SuspicionCount = o.Suspicion,
         Transport = o.Transport,
+        // A small range of our own: the run's groups (one at a time) each get one address.
+        Multicast = o.Multicast ? new MulticastOptions { Port = o.MulticastPort, AddressRange = "239.192.88.0/28" } : null,
     };
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)

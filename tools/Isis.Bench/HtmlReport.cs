@@ -135,7 +135,7 @@ internal static class HtmlReport
 
     private static string SideBySideSection(SideBySideTable t)
     {
-        var html = new StringBuilder($"<h2>Side by side: Isis, JGroups 2.12 ({(t.Transport == "tcp" ? "TCP" : "UDP")}) and the C floor, interleaved</h2>");
+        var html = new StringBuilder($"<h2>Side by side: Isis{(t.Transport == "multicast" ? " (IP multicast)" : "")}, JGroups 2.12 ({(t.Transport == "tcp" ? "TCP" : "UDP")}) and the C floor, interleaved</h2>");
         html.Append(Inv($"<p class=\"note\">{t.Rounds} round(s) of ours, JGroups, the C ping-pong, in that order, 3 members, 100 B; load average {E(t.LoadAverageAtStart)} at start, {E(t.LoadAverageAtEnd)} at end; {t.WallSeconds:F0} s. "))
             .Append("Medians over the rounds, the range in brackets; the ratio is our median over JGroups' (below 1 is faster for latencies, above 1 is faster for rates). ")
             .Append("The plots and tables further down are our last round's.</p>");

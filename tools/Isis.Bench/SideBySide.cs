@@ -18,7 +18,8 @@ internal static class SideBySide
     public const string Usage =
         "Side by side with JGroups and the C floor: dotnet run -c Release --project tools/Isis.Bench -- --side-by-side [--rounds N] [--transport udp|tcp] [--members 3,5,10,20] [--quick] [--keep] [--out report.html]\n" +
         "  N rounds (default 3) of: our harness (3 members, 100 B: send, ordered, query, safe3), JGroups 2.12 UDP (FIFO, SEQUENCER, RpcDispatcher GET_ALL),\n" +
-        "  the C UDP ping-pong. --transport tcp runs ours and JGroups over TCP instead. --members with other sizes than 3 compares Send alone\n" +
+        "  the C UDP ping-pong. --transport tcp runs ours and JGroups over TCP instead; --transport multicast runs ours with IP multicast\n" +
+        "  (JGroups' UDP stack multicasts either way). --members with other sizes than 3 compares Send alone\n" +
         "  (one-way latency and one sender's throughput) at each size. Needs root, java, javac and libjgroups-java for the JGroups part\n" +
         "  (skipped with the reason otherwise).";
 
@@ -30,7 +31,9 @@ internal static class SideBySide
         int rounds = Option(args, "--rounds", 3);
         bool quick = args.Contains("--quick");
         string transport = Text(args, "--transport") ?? "udp";
-        if (transport is not ("udp" or "tcp")) throw new ArgumentException($"--transport must be udp or tcp; it is '{transport}'");
+        if (transport is not ("udp" or "multicast" or "tcp")) throw new ArgumentException($"--transport must be udp, multicast or tcp; it is '{transport}'");
+        // JGroups' UDP stack multicasts already (IP multicast on the namespace's loopback): it is the peer of both our UDP and our multicast.
+        string peerStack = transport == "tcp" ? "tcp" : "udp";
         string? outPath = Text(args, "--out");
         int[] sizes = Text(args, "--members") is { } list
             ? [.. list.Split(',', StringSplitOptions.RemoveEmptyEntries).Select(v => int.Parse(v, CultureInfo.InvariantCulture))]
@@ -44,7 +47,7 @@ internal static class SideBySide
         string loadAtStart = Coordinator.LoadAverage();
         Console.WriteLine($"Isis.Bench side by side over {transport.ToUpperInvariant()}: {rounds} round(s) of ours, JGroups, C floor; {string.Join(",", sizes)} members, {Payload} B{(scaling ? ", Send only" : "")}; load average {loadAtStart}");
 
-        using var jgroups = JGroupsHarness.Prepare(work, quick, transport, sizes);
+        using var jgroups = JGroupsHarness.Prepare(work, quick, peerStack, sizes);
         if (jgroups.SkipReason != null) Console.WriteLine($"  JGroups: skipped ({jgroups.SkipReason})");
         string? floorBinary = CompileFloor(work, out string? floorSkip);
         if (floorSkip != null) Console.WriteLine($"  C floor: skipped ({floorSkip})");
@@ -90,7 +93,7 @@ internal static class SideBySide
             LoadAverageAtEnd = Coordinator.LoadAverage(),
             WallSeconds = wall.Elapsed.TotalSeconds,
             Transport = transport,
-            Rows = scaling ? ScalingRows(ours, theirs, floor, transport, sizes) : Rows(ours, theirs, floor, transport),
+            Rows = scaling ? ScalingRows(ours, theirs, floor, peerStack, sizes) : Rows(ours, theirs, floor, peerStack),
         };
         Print(table);
         BenchReport last = ours[^1];

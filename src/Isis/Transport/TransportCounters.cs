@@ -39,6 +39,9 @@ internal sealed class TransportCounters
     /// <summary>Wake-up datagrams this socket sent itself (<see cref="UdpTransport.Wake"/>) and read back; not counted as received.</summary>
     public long Wakes;
 
+    /// <summary>Datagrams read from the multicast socket (addresses this process's groups joined), counted in <see cref="DatagramsReceived"/> too; echoes not included.</summary>
+    public long MulticastDatagramsReceived;
+
     /// <summary>This process's own multicast datagrams, looped back to it by the kernel and skipped (it delivered them when it sent them).</summary>
     public long MulticastEchoes;
 

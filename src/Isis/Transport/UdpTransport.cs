@@ -393,6 +393,7 @@ internal sealed class UdpTransport : IPacketTransport
                 }
             }
             Interlocked.Increment(ref Counters.DatagramsReceived);
+            if (multicast) Interlocked.Increment(ref Counters.MulticastDatagramsReceived);
             Interlocked.Add(ref Counters.BytesReceived, received);
             int packets = _parser.Parse(source, _receiveBuffer.AsSpan(0, received), MonotonicClock.NowMicros(), visitor);
             if (packets > 0) Interlocked.Add(ref Counters.PacketsReceived, packets);

@@ -239,7 +239,7 @@ public sealed class BenchHarnessSmokeTests
     }
 
     [Fact]
-    public async Task SideBySide_AtSeveralGroupSizes_ComparesSendAtEachSize()
+    public async Task SideBySide_AtSeveralGroupSizes_OverIpMulticast_ComparesSendAtEachSize()
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
             .Single(a => a.Key == "IsisBenchDll").Value!;
@@ -247,7 +247,7 @@ public sealed class BenchHarnessSmokeTests
         try
         {
             string html = Path.Combine(dir, "sizes.html");
-            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--members", "4,5", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--members", "4,5", "--transport", "multicast", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
             Assert.True(exitCode == 0, $"Isis.Bench --side-by-side --members 4,5 exited with {exitCode}:\n{log}");
             string report = File.ReadAllText(html);
             foreach (int n in (int[])[4, 5])
@@ -258,6 +258,8 @@ public sealed class BenchHarnessSmokeTests
                 if (!skipped) Assert.Matches($@"{n} members: Send, one-way delivery p50 \(us\)\s+[0-9.,]+ \([^)]*\)\s+[0-9.,]+ \(", log);
             }
             Assert.DoesNotContain("Query(ALL)", report); // Send alone at each size
+            Assert.Contains("Side by side: Isis (IP multicast), JGroups 2.12 (UDP)", report);
+            Assert.Contains("<td>multicast</td>", report); // our groups ran with IsisOptions.Multicast
         }
         finally
         {

@@ -28,9 +28,13 @@ internal sealed class MultiHostCluster : IDisposable
     /// <param name="group">The group every member joins.</param>
     /// <param name="suspicionCount">Heartbeat periods without news before the service expels a process (see <see cref="MultiProcessCluster"/> for why the tests use 20).</param>
     /// <param name="transport">What every process's packets travel over: "udp" (the default) or "tcp" (the overlay).</param>
-    public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount, string transport = "udp")
+    /// <param name="everyProcess">More arguments for every process, service hosts included (settings that must be the same everywhere, such as multicast).</param>
+    /// <param name="beforeStart">Runs once the network exists, before any process starts (multicast routes, loss rules).</param>
+    public MultiHostCluster(ITestOutputHelper output, int hosts, IReadOnlyList<ServiceHost> services, string group, int suspicionCount, string transport = "udp",
+        IReadOnlyList<string>? everyProcess = null, Action<NamespaceNetwork>? beforeStart = null)
     {
         Transport = transport;
+        _everyProcess = everyProcess ?? [];
         _log = new ElapsedLog(output);
         Services = services;
         Group = group;
@@ -39,6 +43,7 @@ internal sealed class MultiHostCluster : IDisposable
         Log($"network {Network.Id}: {hosts} hosts, {Network.Address(0)}-{Network.Address(hosts - 1)}, transport {transport}");
         try
         {
+            beforeStart?.Invoke(Network);
             StartServiceHosts();
         }
         catch
@@ -58,6 +63,8 @@ internal sealed class MultiHostCluster : IDisposable
 
     /// <summary>"udp" or "tcp": passed to every process as --transport.</summary>
     public string Transport { get; }
+
+    private readonly IReadOnlyList<string> _everyProcess;
 
     /// <summary>The processes hosting the membership service (not members of the group).</summary>
     public IReadOnlyList<MemberProcess> ServiceProcesses => _serviceProcesses;
@@ -79,7 +86,7 @@ internal sealed class MultiHostCluster : IDisposable
             MemberProcess p = MemberProcess.Start($"replica@{s.Host}", Network.ExecPrefix(s.Host),
             [
                 "--service-only", "--bind", address, "--replicas", ReplicaList, "--replica-data", _replicaData.FullName,
-                "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion), "--transport", Transport,
+                "--heartbeat-ms", S(HeartbeatMs), "--suspicion", S(Suspicion), "--transport", Transport, .. _everyProcess,
             ]);
             _serviceProcesses.Add(p);
             Log($"membership replica on host {s.Host} ({address}:{s.Port}), pid {p.Pid}");
@@ -114,6 +121,7 @@ internal sealed class MultiHostCluster : IDisposable
             "--transport", Transport,
             "--opcode-check",
         };
+        args.AddRange(_everyProcess);
         args.AddRange(extra);
         MemberProcess m = MemberProcess.Start($"member{index}@{host}", Network.ExecPrefix(host), args);
         lock (_members) _members.Add(m);

@@ -142,6 +142,35 @@ internal sealed class NamespaceNetwork : IDisposable
         for (int i = 0; i < Count; i++) Ip("-n", SwitchName, "link", "set", SwitchPort(i), "master", "br0");
     }
 
+    /// <summary>Where nft (nftables) is expected; the loss rules need it.</summary>
+    public const string NftPath = "/usr/sbin/nft";
+
+    /// <summary>Null when <see cref="DropIncoming"/> can work; otherwise why not.</summary>
+    public static string? NftUnavailable => File.Exists(NftPath) ? null : $"random loss needs {NftPath} (apt-get install nftables); it is missing.";
+
+    /// <summary>
+    /// Lets IP multicast cross the switch to every host: the bridges flood it (no IGMP snooping, as
+    /// a switch without a querier would), and each host routes 224.0.0.0/4 out of its eth0.
+    /// </summary>
+    public void EnableMulticast()
+    {
+        foreach (string bridge in new[] { "br0", "br1" }) Ip("-n", SwitchName, "link", "set", bridge, "type", "bridge", "mcast_snooping", "0");
+        for (int i = 0; i < Count; i++) Ip("-n", Name(i), "route", "add", "224.0.0.0/4", "dev", "eth0");
+    }
+
+    /// <summary>Host <paramref name="host"/> drops <paramref name="percent"/> % of the UDP datagrams it receives, at random (nft in its namespace).</summary>
+    public void DropIncoming(int host, int percent)
+    {
+        string ns = Name(host);
+        Ip("netns", "exec", ns, NftPath, "add", "table", "inet", "isis_loss");
+        Ip("netns", "exec", ns, NftPath, "add", "chain", "inet", "isis_loss", "input", "{", "type", "filter", "hook", "input", "priority", "0", ";", "}");
+        Ip("netns", "exec", ns, NftPath, "add", "rule", "inet", "isis_loss", "input", "meta", "l4proto", "udp", "numgen", "random", "mod", "100", "<",
+            percent.ToString(System.Globalization.CultureInfo.InvariantCulture), "counter", "drop");
+    }
+
+    /// <summary>What host <paramref name="host"/>'s loss rule dropped so far (nft's counter), as nft prints it.</summary>
+    public string DropCounter(int host) => Ip("netns", "exec", Name(host), NftPath, "list", "chain", "inet", "isis_loss", "input");
+
     /// <summary>Kills every process in the namespaces, then deletes them. Idempotent; a failure is thrown after everything was tried.</summary>
     public void Dispose()
     {

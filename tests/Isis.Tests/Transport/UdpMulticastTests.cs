@@ -73,6 +73,7 @@ public sealed class UdpMulticastTests
         long datagrams = Interlocked.Read(ref sender.Counters.DatagramsSent);
         Assert.InRange(datagrams, 1, Count / 20);
         Assert.Equal(datagrams, Interlocked.Read(ref b.Counters.DatagramsReceived));
+        Assert.Equal(datagrams, Interlocked.Read(ref b.Counters.MulticastDatagramsReceived));
         // The sender's own copy came back through the loopback and was skipped, not parsed.
         Assert.Empty(Pump(sender, 1, TimeSpan.FromMilliseconds(200)));
         Assert.Equal(datagrams, Interlocked.Read(ref sender.Counters.MulticastEchoes));
