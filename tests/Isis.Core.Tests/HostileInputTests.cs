@@ -185,3 +185,28 @@ public class HostileInputTests
         Assert.Equal(0, c[1].FindGroup(TestCluster.G)!.UnstableOwnMessages);
     }
 }
+
+/// <summary>Well-formed packets a process must drop without calling them hostile.</summary>
+public sealed class StaleServicePacketTests
+{
+    [Fact]
+    public void A_service_packet_from_a_replica_outside_the_known_configuration_is_dropped_as_from_a_non_member_not_as_malformed()
+    {
+        var options = new Isis.Core.Node.ProtocolOptions();
+        // The process knows the service at endpoint 100; a lone replica at 200 (a deposed leader,
+        // say) answers its heartbeat.
+        var process = new Isis.Core.Node.ProcessNode(new Isis.Core.Identity.NodeId(1, 1), 100, options, 0);
+        byte[] heartbeat = process.Outbox.Packets.Single(p => p.Destination == 100).Bytes.ToArray();
+        process.Outbox.Clear();
+        var stranger = new Isis.Core.Membership.MembershipReplica(new Isis.Core.Identity.NodeId(200, 1), options, 0);
+        stranger.Outbox.Clear();
+        stranger.Receive(1, heartbeat, 10);
+        byte[][] answers = [.. stranger.Outbox.Packets.Where(p => p.Destination == 1).Select(p => p.Bytes.ToArray())];
+        Assert.NotEmpty(answers);
+
+        foreach (byte[] answer in answers) process.Receive(200, answer, 20);
+
+        Assert.Equal(0, process.Counters.DroppedMalformed);
+        Assert.Equal(answers.Length, process.Counters.DroppedNotMember);
+    }
+}

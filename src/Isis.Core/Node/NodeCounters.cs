@@ -12,7 +12,7 @@ internal sealed class NodeCounters
     public long DroppedNotForMe;         // control packet addressed to another incarnation of this endpoint
     public long DroppedUnknownGroup;     // group this process is not in
     public long DroppedWrongView;        // for a view this member is not in (stale or not yet installed)
-    public long DroppedNotMember;        // sender is not a member of the view it claims, or not its flush coordinator
+    public long DroppedNotMember;        // sender is not a member of the view it claims, not its flush coordinator, or not a replica of the known service configuration
     public long DroppedAfterShutdown;
     public long Duplicates;
     public long NaksSent;

@@ -455,7 +455,10 @@ internal sealed class ProcessNode : IProtocolNode
         }
         if (h.Kind < PacketKind.Data)
         {
-            Counters.DroppedMalformed++; // membership-service packets must come from the service
+            // Well formed, but from a replica outside the service configuration this process knows:
+            // a deposed one (a paused leader that came back after the service moved on), or one
+            // added since. Not hostile input, so not reported as such: counted as from a non-member.
+            Counters.DroppedNotMember++;
             return;
         }
         if (!_groups.TryGetValue(h.Group, out GroupMember? member))
