@@ -57,6 +57,12 @@ public sealed class IsisHostOptions
     /// <summary>How packets travel (<see cref="IsisOptions.Transport"/>): Udp (the default) or Tcp.</summary>
     public IsisTransport Transport { get; set; } = IsisTransport.Udp;
 
+    /// <summary>
+    /// IP multicast for groups' data (<see cref="IsisOptions.Multicast"/>); null (the default, or the
+    /// section absent) sends by unicast. Every process of the system needs the same settings.
+    /// </summary>
+    public IsisHostMulticastOptions? Multicast { get; set; }
+
     /// <summary>Largest UDP datagram built (<see cref="IsisOptions.MaxDatagramSize"/>). Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -89,6 +95,7 @@ public sealed class IsisHostOptions
             MaxUnstableMessages = MaxUnstableMessages,
             MaxDatagramSize = MaxDatagramSize,
             Transport = Transport,
+            Multicast = Multicast?.ToMulticastOptions(),
             MaxMessageSize = MaxMessageSize,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
@@ -108,4 +115,43 @@ public sealed class IsisHostOptions
         IPEndPoint.TryParse(value ?? "", out IPEndPoint? e) && e.AddressFamily == System.Net.Sockets.AddressFamily.InterNetwork && e.Port != 0
             ? e
             : throw new ArgumentException(string.Create(CultureInfo.InvariantCulture, $"Isis:{setting} must list IPv4 addresses with ports such as 10.0.0.1:7345; found '{value}'."));
+}
+
+/// <summary>
+/// IP multicast settings shaped for configuration binding (the "Isis:Multicast" section), for example
+/// <c>"Multicast": { "AddressRange": "239.192.77.0/24", "Port": 7346 }</c>. Each defaults to
+/// <see cref="MulticastOptions"/>' default, which documents it.
+/// </summary>
+public sealed class IsisHostMulticastOptions
+{
+    /// <summary>The IPv4 multicast addresses groups may use, in CIDR form (<see cref="MulticastOptions.AddressRange"/>). Defaults to "239.192.77.0/24".</summary>
+    public string AddressRange { get; set; } = "239.192.77.0/24";
+
+    /// <summary>The port every process receives multicast on (<see cref="MulticastOptions.Port"/>). Defaults to 7346.</summary>
+    public int Port { get; set; } = 7346;
+
+    /// <summary>The IPv4 interface address multicast uses (<see cref="MulticastOptions.Interface"/>); null for the bind address.</summary>
+    public string? Interface { get; set; }
+
+    /// <summary>Most addresses one host's processes join together (<see cref="MulticastOptions.MaxAddressesPerHost"/>). Defaults to 32.</summary>
+    public int MaxAddressesPerHost { get; set; } = 32;
+
+    /// <summary>Smallest group that gets an address (<see cref="MulticastOptions.MinMembers"/>). Defaults to 3.</summary>
+    public int MinMembers { get; set; } = 3;
+
+    /// <summary>Hops a multicast datagram may travel (<see cref="MulticastOptions.TimeToLive"/>). Defaults to 1.</summary>
+    public int TimeToLive { get; set; } = 1;
+
+    internal MulticastOptions ToMulticastOptions() => new()
+    {
+        AddressRange = AddressRange,
+        Port = Port,
+        Interface = Interface is null ? null
+            : IPAddress.TryParse(Interface, out IPAddress? a) && a.AddressFamily == System.Net.Sockets.AddressFamily.InterNetwork
+                ? a
+                : throw new ArgumentException($"Isis:Multicast:Interface must be an IPv4 address such as 10.0.1.17; it is '{Interface}'."),
+        MaxAddressesPerHost = MaxAddressesPerHost,
+        MinMembers = MinMembers,
+        TimeToLive = TimeToLive,
+    };
 }

@@ -128,6 +128,33 @@ public sealed class HostingTests
     }
 
     [Fact]
+    public void The_multicast_section_binds_to_the_runtimes_multicast_options_and_a_bad_value_names_the_setting()
+    {
+        var host = new IsisHostOptions { Multicast = new IsisHostMulticastOptions { AddressRange = "239.192.90.0/28", Port = 7400, Interface = "127.0.0.1", MinMembers = 4 } };
+        IsisOptions options = host.ToIsisOptions(null);
+        Assert.NotNull(options.Multicast);
+        Assert.Equal("239.192.90.0/28", options.Multicast.AddressRange);
+        Assert.Equal(7400, options.Multicast.Port);
+        Assert.Equal(System.Net.IPAddress.Loopback, options.Multicast.Interface);
+        Assert.Equal(4, options.Multicast.MinMembers);
+        Assert.Null(new IsisHostOptions().ToIsisOptions(null).Multicast);
+
+        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?>
+        {
+            ["Isis:Multicast:AddressRange"] = "239.192.91.0/24",
+            ["Isis:Multicast:Port"] = "7401",
+        }).Build();
+        var bound = config.GetSection("Isis").Get<IsisHostOptions>()!;
+        Assert.Equal(7401, bound.ToIsisOptions(null).Multicast!.Port);
+
+        host.Multicast.Interface = "eth0";
+        Assert.Contains("Isis:Multicast:Interface", Assert.Throws<ArgumentException>(() => host.ToIsisOptions(null)).Message);
+        host.Multicast.Interface = null;
+        host.Multicast.AddressRange = "10.1.0.0/16";
+        Assert.Contains("224.0.0.0/4", Assert.Throws<ArgumentException>(() => host.ToIsisOptions(null)).Message);
+    }
+
+    [Fact]
     public void AddIsis_twice_adds_one_runtime_and_one_hosted_lifetime()
     {
         var services = new ServiceCollection();
