@@ -133,8 +133,8 @@ public sealed class IsisHostMulticastOptions
     /// <summary>The IPv4 interface address multicast uses (<see cref="MulticastOptions.Interface"/>); null for the bind address.</summary>
     public string? Interface { get; set; }
 
-    /// <summary>Most addresses one host's processes join together (<see cref="MulticastOptions.MaxAddressesPerHost"/>). Defaults to 32.</summary>
-    public int MaxAddressesPerHost { get; set; } = 32;
+    /// <summary>Most addresses one host's processes join together (<see cref="MulticastOptions.MaxAddressesPerHost"/>). Defaults to 20.</summary>
+    public int MaxAddressesPerHost { get; set; } = 20;
 
     /// <summary>Smallest group that gets an address (<see cref="MulticastOptions.MinMembers"/>). Defaults to 3.</summary>
     public int MinMembers { get; set; } = 3;

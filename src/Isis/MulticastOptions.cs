@@ -29,8 +29,12 @@ public sealed class MulticastOptions
     /// </summary>
     public IPAddress? Interface { get; set; }
 
-    /// <summary>Most distinct addresses the processes of one host join together (network cards filter few in hardware). Defaults to 32.</summary>
-    public int MaxAddressesPerHost { get; set; } = 32;
+    /// <summary>
+    /// Most distinct addresses the processes of one host join together: network cards filter few
+    /// in hardware, and Linux lets one socket join at most net.ipv4.igmp_max_memberships (20 by
+    /// default) addresses. Defaults to 20.
+    /// </summary>
+    public int MaxAddressesPerHost { get; set; } = 20;
 
     /// <summary>Smallest group that gets an address: from three members on, one multicast replaces two or more unicast copies. Defaults to 3.</summary>
     public int MinMembers { get; set; } = 3;

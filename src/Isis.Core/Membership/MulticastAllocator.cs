@@ -18,7 +18,7 @@ namespace Isis.Core.Membership;
 /// well, and every multicast address costs each receiving host some filtering, so the default is 3:
 /// from three members on, one multicast replaces two or more unicast copies.
 /// </param>
-internal sealed record MulticastPlan(uint FirstAddress, int AddressCount, ushort Port, int MaxAddressesPerHost = 32, int MinMembers = 3)
+internal sealed record MulticastPlan(uint FirstAddress, int AddressCount, ushort Port, int MaxAddressesPerHost = 20, int MinMembers = 3)
 {
     /// <summary>The i-th address of the range as a group endpoint.</summary>
     public ulong Endpoint(int i) => EndpointCodec.FromIPv4(FirstAddress + (uint)i, Port);

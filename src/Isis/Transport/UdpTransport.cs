@@ -114,6 +114,13 @@ internal sealed class UdpTransport : IPacketTransport
             {
                 _multicast = OpenMulticastSocket();
             }
+            catch (SocketException e)
+            {
+                _socket.Dispose();
+                throw new ArgumentException(
+                    $"IP multicast could not be set up on interface {_multicastInterface} and port {_options.MulticastPort} ({e.SocketErrorCode}: {e.Message}). " +
+                    "Set the multicast interface (IsisOptions.Multicast.Interface) to an IPv4 address of this machine, and the port to one no other program holds.", nameof(options), e);
+            }
             catch
             {
                 _socket.Dispose();

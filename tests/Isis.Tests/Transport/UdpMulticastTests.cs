@@ -153,6 +153,10 @@ public sealed class UdpMulticastTests
         Assert.Contains("multicast port", Assert.Throws<ArgumentException>(() => t.JoinMulticast(wrongPort)).Message);
         Assert.Throws<ArgumentException>(() => new UdpTransport(AnyLoopbackPort(), (_, _, _) => { }, options)); // a receive thread does not read the multicast socket
 
+        // An interface address this machine does not have: a clear error at start, not a silent unicast fallback.
+        var elsewhere = options with { MulticastInterface = IPAddress.Parse("10.255.255.254") };
+        Assert.Contains("IsisOptions.Multicast.Interface", Assert.Throws<ArgumentException>(() => new UdpTransport(AnyLoopbackPort(), elsewhere)).Message);
+
         using var tcp = new TcpTransport(AnyLoopbackPort());
         Assert.False(tcp.SupportsMulticast);
         Assert.Throws<InvalidOperationException>(() => tcp.JoinMulticast(group));
