@@ -123,6 +123,21 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
         Assert.True(wedged <= Seeds / 4, $"{wedged} of {Seeds} chaos runs ended wedged: more than double faults explain");
     }
 
+    /// <summary>
+    /// Seeds where the leader's configuration shrank to itself alone: that step committed at once
+    /// and allowed the next (adding a learner) at once, which the leader took only at a later tick,
+    /// 45 ms after the deadline it had reported (TimersWithinDeadline). Both fail without the fix.
+    /// </summary>
+    [Theory]
+    [InlineData(135ul)]
+    [InlineData(168ul)]
+    public void A_reconfiguration_step_that_commits_at_once_is_followed_by_the_next_in_the_same_step(ulong seed)
+    {
+        SimulationRun run = SimulationRun.Execute(seed, "host-chaos");
+        output.WriteLine(run.Summary);
+        Assert.DoesNotContain(run.Result.Violations, v => v.Property != "Liveness");
+    }
+
     [Fact]
     public void A_process_lease_that_outlives_the_leader_that_granted_it_is_caught()
     {
