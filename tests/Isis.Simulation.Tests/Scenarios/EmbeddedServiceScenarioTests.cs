@@ -110,17 +110,20 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
         // Every host fault at once with partitions, flapping links, random crashes and leaves: two
         // replica hosts can be cut off or lost together, and then nobody can decide until the heal
         // (or ever, if they crashed). So liveness may fail here; nothing else may, on any seed.
+        // More seeds than the other families: the rarest interleavings live here (seeds 135 and 168
+        // found a deadline defect that seeds 0-59 never showed). About 6 s.
+        const int ChaosSeeds = 200;
         int wedged = 0;
         var failures = new List<string>();
-        for (ulong seed = 0; seed < Seeds; seed++)
+        for (ulong seed = 0; seed < ChaosSeeds; seed++)
         {
             SimulationRun run = SimulationRun.Execute(seed, "host-chaos");
             if (run.Result.Violations.Any(v => v.Property != "Liveness")) failures.Add(run.Report);
             else if (!run.Passed) wedged++;
         }
-        output.WriteLine($"host-chaos: {wedged} of {Seeds} runs ended wedged (a majority of the replicas lost at once)");
+        output.WriteLine($"host-chaos: {wedged} of {ChaosSeeds} runs ended wedged (a majority of the replicas lost at once)");
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
-        Assert.True(wedged <= Seeds / 4, $"{wedged} of {Seeds} chaos runs ended wedged: more than double faults explain");
+        Assert.True(wedged <= ChaosSeeds / 4, $"{wedged} of {ChaosSeeds} chaos runs ended wedged: more than double faults explain");
     }
 
     /// <summary>
