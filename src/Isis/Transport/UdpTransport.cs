@@ -201,18 +201,9 @@ internal sealed class UdpTransport : IPacketTransport
     {
         if (_multicast == null) throw new InvalidOperationException("This transport was made without a multicast port (UdpTransportOptions.MulticastPort), so it cannot join group addresses.");
         IPEndPoint ep = EndpointConversions.ToIPEndPoint(groupEndpoint);
-        if (!IsMulticast(ep.Address)) throw new ArgumentException($"{ep.Address} is not an IPv4 multicast address (224.0.0.0/4).", nameof(groupEndpoint));
+        if (!Core.Identity.EndpointCodec.IsMulticast(groupEndpoint)) throw new ArgumentException($"{ep.Address} is not an IPv4 multicast address (224.0.0.0/4).", nameof(groupEndpoint));
         if (ep.Port != _options.MulticastPort) throw new ArgumentException($"Group endpoints use the multicast port {_options.MulticastPort}, not {ep.Port}.", nameof(groupEndpoint));
         return ep.Address;
-    }
-
-    /// <summary>True for an IPv4 multicast (class D, 224.0.0.0/4) address.</summary>
-    public static bool IsMulticast(IPAddress address)
-    {
-        if (address.AddressFamily != AddressFamily.InterNetwork) return false;
-        Span<byte> bytes = stackalloc byte[4];
-        address.TryWriteBytes(bytes, out _);
-        return (bytes[0] & 0xF0) == 0xE0;
     }
 
     /// <summary>
