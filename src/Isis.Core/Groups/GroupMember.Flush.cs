@@ -1,0 +1,170 @@
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Groups;
+
+/// <summary>Flush: the application's wait for its messages to be stable, and this member's part in a view change's flush.</summary>
+internal sealed partial class GroupMember
+{
+    // Flush: application messages are numbered as they are issued (sent or queued); those sent
+    // and not yet known settled are logged with their view and sequence number.
+    private long _issued;
+    private long _nextFlushPokeAt;
+    private long _sentCount;
+    private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
+    private int _sentLogStart; // entries before it are stable: see TrimSentLog
+    private readonly List<(long Token, long Target, int MinHolders)> _flushWaiters = new();
+
+    // ---------------------------------------------------------------- Flush
+
+    public void RequestFlush(long token, int minHolders, long now)
+    {
+        _flushWaiters.Add((token, _issued, minHolders));
+        CompleteFlushes();
+        if (_flushWaiters.Count == 0 || _wedged || MyRank < 0) return;
+        // Ask every member for its digest now: the Flush then costs one round trip.
+        _nextFlushPokeAt = now + Options.NakInterval;
+        SendDigest(now, askForReplies: true);
+    }
+
+    /// <summary>
+    /// Completes every flush whose messages are all settled: sent, and either held by enough
+    /// members of the current view (digests tell who holds what) or sent in an earlier view,
+    /// whose flush settled them. Holding is a prefix property, so checking the last message of a
+    /// flush suffices.
+    /// </summary>
+    private void CompleteFlushes()
+    {
+        if (_flushWaiters.Count == 0) return;
+        TrimSentLog();
+        bool atOnce = (Options.Mutations & ProtocolMutations.FlushReturnsAtOnce) != 0;
+        for (int i = _flushWaiters.Count - 1; i >= 0; i--)
+        {
+            var (token, target, minHolders) = _flushWaiters[i];
+            if (!atOnce && !FlushSettled(target, minHolders)) continue;
+            _flushWaiters.RemoveAt(i);
+            Publish(new FlushCompleted(Id, token));
+        }
+    }
+
+    /// <summary>
+    /// Forgets the sent messages that are stable here (settled for every Flush). Runs whenever our
+    /// own stream's stability advances, Flush or not, so a sender that never flushes does not
+    /// accumulate an entry per message; the list is compacted only when its settled head is the
+    /// larger half, so trimming costs O(1) per message.
+    /// </summary>
+    private void TrimSentLog()
+    {
+        if (MyRank < 0 || View == null) return;
+        long stable = _streams[MyRank].Stable;
+        while (_sentLogStart < _sentLog.Count && _sentLog[_sentLogStart].View == View.Id && _sentLog[_sentLogStart].Seq <= stable) _sentLogStart++;
+        if (_sentLogStart == _sentLog.Count)
+        {
+            _sentLog.Clear();
+            _sentLogStart = 0;
+        }
+        else if (_sentLogStart > 1024 && _sentLogStart * 2 > _sentLog.Count)
+        {
+            _sentLog.RemoveRange(0, _sentLogStart);
+            _sentLogStart = 0;
+        }
+    }
+
+    private bool FlushSettled(long target, int minHolders)
+    {
+        if (target > _sentCount) return false; // some of its messages still wait to be sent
+        int last = _sentLog.Count - 1;
+        while (last >= _sentLogStart && _sentLog[last].Issue > target) last--;
+        if (last < _sentLogStart) return true;
+        long seq = _sentLog[last].Seq;
+        int members = View!.Members.Length;
+        int need = minHolders <= 0 ? members : Math.Min(minHolders, members);
+        int holders = 1; // this member
+        for (int m = 0; m < _acks.Length; m++)
+        {
+            if (m != MyRank && _acks[m][MyRank] >= seq) holders++;
+        }
+        return holders >= need;
+    }
+
+
+    // ---------------------------------------------------------------- flush participant
+
+    /// <summary>
+    /// A coordinator asks us to wedge and report. From now on this member sends nothing new in
+    /// this view and delivers only what a commit tells it to. The report carries every message we
+    /// hold above stability, so the coordinator can give each survivor what it lacks even if the
+    /// original sender is gone.
+    /// </summary>
+    private void OnWedge(int from, long attempt)
+    {
+        // Only the coordinator the membership service picks (the oldest member not expelled) may
+        // wedge us. Until we hear of an expulsion we refuse its successor; it retransmits.
+        int coordinator = 0;
+        while (coordinator < View!.Members.Length && _node.IsExpelled(View.Members[coordinator])) coordinator++;
+        if (from != coordinator) { _node.Counters.DroppedNotMember++; return; }
+        if (attempt < _reportedAttempt) return; // an older attempt of the same coordinator
+        _wedged = true;
+        _reportedAttempt = attempt;
+        var messages = new List<HeldMessage>();
+        var vector = new long[_streams.Length];
+        for (int r = 0; r < _streams.Length; r++)
+        {
+            SenderStream s = _streams[r];
+            vector[r] = s.Contiguous;
+            for (long seq = s.Stable + 1; seq <= s.Contiguous; seq++) messages.Add(new HeldMessage(r, seq, s.Held[seq]));
+        }
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushReport, Self, Id, View!.Id, attempt)).Longs(vector);
+        HeldMessage.WriteList(w, messages);
+        _node.SendTo(View.Members[from].Endpoint, w.Finish());
+    }
+
+    /// <summary>
+    /// The coordinator's cut: for each sender, deliver exactly up to cut[r]. The commit carries the
+    /// messages we lacked. Every survivor gets the same cut, which is what makes the delivered sets
+    /// of the old view equal (virtual synchrony).
+    /// </summary>
+    private void OnCommit(int from, long attempt, ref WireReader r)
+    {
+        long[] cut = r.Longs();
+        List<HeldMessage> messages = HeldMessage.ReadList(ref r, _streams.Length);
+        if (!r.Ok || cut.Length != _streams.Length) { r.Fail(); return; }
+        if (attempt != _reportedAttempt) return; // stale, or for an attempt we never reported to
+        // Without our lease the service may have expelled us and abandoned this attempt: deliver
+        // nothing. The coordinator retransmits; a member whose lease merely lapsed commits later.
+        if (!_node.LeaseHeld) return;
+        if (attempt != _committedAttempt)
+        {
+            foreach (HeldMessage m in messages)
+            {
+                if (m.Seq <= _streams[m.Rank].Contiguous + MaxAhead) _streams[m.Rank].Add(m.Seq, m.Message);
+            }
+            // A correct coordinator's cut never undoes a delivery and comes with every message up to
+            // it; a commit that does not is corrupt, and is refused before anything is delivered.
+            for (int rank = 0; rank < _streams.Length; rank++)
+            {
+                if (_streams[rank].Delivered > cut[rank] || _streams[rank].Contiguous < cut[rank]) { r.Fail(); return; }
+            }
+            for (int rank = 0; rank < _streams.Length; rank++)
+            {
+                SenderStream s = _streams[rank];
+                while (s.Delivered < cut[rank])
+                {
+                    long seq = ++s.Delivered;
+                    _stabilityDirty = true;
+                    OnStreamDelivered(rank, seq, s.Held[seq]);
+                }
+            }
+            _committedAttempt = attempt;
+        }
+        _node.SendTo(View!.Members[from].Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.CommitAck, Self, Id, View.Id, attempt)).Finish());
+    }
+
+    /// <summary>
+    /// The holdings this member reports for a flush it coordinates: used when the coordinator is also
+    /// a survivor, through the same path as everyone else (it sends itself a Wedge).
+    /// </summary>
+    public int RankCount => _streams.Length;
+}

@@ -1,0 +1,222 @@
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Groups;
+
+/// <summary>Acknowledgement digests, stability and garbage collection, and NAK repair.</summary>
+internal sealed partial class GroupMember
+{
+    private long[] _ownDigest = [];
+    private long[] _digestScratch = [];
+
+    // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
+    // Until m's first digest of the view arrives its row is _noAcks, all zeros and never written:
+    // a view that is replaced before digests flow (joins arriving in a burst) then costs one row,
+    // not members x members longs.
+    private long[][] _acks = [];
+    private long[] _noAcks = [];
+
+    // Per sender r, kept up to date as digests arrive so stability never scans a column of _acks:
+    // _minAck[r], the least sequence of r any other member is known to hold (min over m != MyRank
+    // of _acks[m][r]); _atMinAck[r], how many other members are at it. When the last of them moves
+    // up, the column goes on _staleMins and its minimum is recomputed (one pass over the rows for
+    // every stale column at once) before stability next needs it.
+    private long[] _minAck = [];
+    private int[] _atMinAck = [];
+    private bool[] _minStale = [];
+    private readonly List<int> _staleMins = new();
+
+    // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
+    private bool _naksArmed;
+
+    // Set whenever what stability depends on changes (a delivery, an acknowledgement row); a
+    // collection pass is a fixpoint, so passes in between would change nothing and are skipped.
+    private bool _stabilityDirty;
+    private bool _digestDirty;
+    private long _nextDigestAt;
+    private long _lastDigestSentAt;
+    private int _idleDigestsInARow; // repeats of an unchanged digest since it last changed: each waits twice as long
+
+    private void OnDigest(int from, ref WireReader r, long now)
+    {
+        // Most digests repeat what their sender said before (idle digests): then there is nothing
+        // to check (those values passed when first seen, and our streams only grow within a view),
+        // nothing to raise, no tail loss to notice, and nothing to allocate.
+        if (r.TrySkipLongsEqualTo(_acks[from]))
+        {
+            CollectStableMessages();
+            return;
+        }
+        if (_digestScratch.Length != _streams.Length) _digestScratch = new long[_streams.Length];
+        long[] vector = _digestScratch;
+        r.LongsInto(vector);
+        if (!r.Ok) { r.Fail(); return; }
+        for (int i = 0; i < vector.Length; i++)
+        {
+            if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
+        }
+        long[] row = _acks[from];
+        // The first digest of this member in this view: its vector (fresh, never negative) becomes
+        // the row, and the shared zero row stands for the old values below (it is never written).
+        bool first = ReferenceEquals(row, _noAcks);
+        if (first) _acks[from] = (long[])vector.Clone(); // the scratch is reused by the next digest
+        _stabilityDirty = true;
+        for (int i = 0; i < vector.Length; i++)
+        {
+            if (vector[i] > row[i])
+            {
+                if (from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
+                {
+                    _minStale[i] = true;
+                    _staleMins.Add(i);
+                }
+                if (!first) row[i] = vector[i];
+            }
+            SenderStream s = _streams[i];
+            if (vector[i] > s.KnownMax)
+            {
+                // Someone holds messages we have never seen: a tail loss. NAK after a short delay.
+                s.KnownMax = vector[i];
+                if (s.NextNakAt == 0)
+                {
+                    s.NextNakAt = now + Options.NakInterval;
+                    s.ContiguousAtLastNakCheck = s.Contiguous;
+                    _naksArmed = true;
+                }
+            }
+        }
+        CollectStableMessages();
+    }
+
+    /// <summary>
+    /// Garbage-collects, per sender, what every member of the view holds (and we delivered): the
+    /// prefix up to the least of our own holdings and every other member's acknowledgement.
+    /// </summary>
+    /// <remarks>
+    /// Called on every digest, so it must not cost members x members: it runs only when a delivery
+    /// or an acknowledgement changed since the last pass, reads the per-sender minimum kept by
+    /// <see cref="OnDigest"/> (recomputing only the columns whose minimum moved), and skips a
+    /// stream holding no delivered message above stability.
+    /// </remarks>
+    private void CollectStableMessages()
+    {
+        if (!_stabilityDirty) return;
+        _stabilityDirty = false;
+        if (_staleMins.Count > 0) RecomputeStaleMins();
+        for (int r = 0; r < _streams.Length; r++)
+        {
+            SenderStream s = _streams[r];
+            if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
+            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]), _node.Outbox);
+        }
+        TrimSentLog();
+    }
+
+    /// <summary>Recomputes the minimum of every stale column in one pass over the other members' rows.</summary>
+    private void RecomputeStaleMins()
+    {
+        foreach (int c in _staleMins)
+        {
+            _minAck[c] = long.MaxValue;
+            _atMinAck[c] = 0;
+        }
+        for (int m = 0; m < _acks.Length; m++)
+        {
+            if (m == MyRank) continue;
+            long[] row = _acks[m];
+            foreach (int c in _staleMins)
+            {
+                long v = row[c];
+                if (v < _minAck[c]) { _minAck[c] = v; _atMinAck[c] = 1; }
+                else if (v == _minAck[c]) _atMinAck[c]++;
+            }
+        }
+        foreach (int c in _staleMins) _minStale[c] = false;
+        _staleMins.Clear();
+    }
+
+    private void OnNak(int from, ref WireReader r)
+    {
+        int origin = r.I32();
+        long first = r.I64();
+        long last = r.I64();
+        if (!r.Ok || origin < 0 || origin >= _streams.Length || first <= 0 || last < first) { r.Fail(); return; }
+        SenderStream s = _streams[origin];
+        // Only what we can hold is worth looking up; this also keeps the loop bound far from overflow.
+        last = Math.Min(last, Math.Max(s.Contiguous, s.KnownMax));
+        if (first > last) return;
+        last = Math.Min(last, first + Options.MaxNakRange - 1);
+        for (long seq = first; seq <= last; seq++)
+        {
+            if (s.Held.TryGetValue(seq, out StreamMessage message))
+            {
+                _node.SendTo(View!.Members[from].Endpoint, DataPacket(origin, seq, message));
+            }
+        }
+    }
+
+
+    /// <summary>
+    /// An unchanged digest is sent again only to repair a lost one, and every member sends one to
+    /// every other: the period is stretched with the group's size (one period per 8 members) and
+    /// doubles with each repeat, up to 32 periods, so a quiet group goes nearly silent (a group of
+    /// 100 idle members: each receives about 3 digests a second, not 80) while a lost digest is
+    /// still repaired within one period, two, four, and so on. Any change starts over at one.
+    /// </summary>
+    private long IdleDigestInterval =>
+        (Options.IdleDigestInterval * Math.Max(1, (View?.Members.Length ?? 0) / 8)) << Math.Min(_idleDigestsInARow, MaxIdleDigestDoublings);
+
+    private const int MaxIdleDigestDoublings = 5;
+
+    private void SendIdleDigest(long now)
+    {
+        int repeats = _idleDigestsInARow;
+        SendDigest(now);
+        _idleDigestsInARow = repeats + 1;
+    }
+
+    /// <param name="now">The current time.</param>
+    /// <param name="askForReplies">A Flush is waiting: every member answers at once with its own digest
+    /// (instead of at its next digest round), so Flush costs a round trip, not a digest period.</param>
+    /// <param name="only">Send to this member only (an answer to such a request).</param>
+    private void SendDigest(long now, bool askForReplies = false, NodeId? only = null)
+    {
+        _digestDirty = false;
+        _lastDigestSentAt = now;
+        _idleDigestsInARow = 0;
+        // Our own row is rewritten in place: a digest per step must not cost an allocation.
+        if (_ownDigest.Length != _streams.Length) _ownDigest = new long[_streams.Length];
+        long[] vector = _ownDigest;
+        for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
+        _acks[MyRank] = vector;
+        ReadOnlyMemory<byte> packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish(_node.Outbox);
+        foreach (NodeId member in View.Members)
+        {
+            if (member != Self && (only == null || member == only)) _node.SendTo(member.Endpoint, packet);
+        }
+        CollectStableMessages();
+    }
+
+    /// <summary>
+    /// Asks for a missing range: alternately from the original sender and from the member whose
+    /// digest says it holds the most of that stream, so a slow or dying sender does not stall repair.
+    /// </summary>
+    private void SendNak(int rank, SenderStream s)
+    {
+        int target = rank;
+        if (s.NakRound++ % 2 == 1)
+        {
+            for (int m = 0; m < _acks.Length; m++)
+            {
+                if (m != MyRank && _acks[m][rank] > _acks[target][rank]) target = m;
+            }
+        }
+        long first = s.Contiguous + 1;
+        long last = Math.Min(s.KnownMax, s.Contiguous + Options.MaxNakRange);
+        _node.Counters.NaksSent++;
+        _node.SendTo(View!.Members[target].Endpoint,
+            _node.Writer.Begin(new PacketHeader(PacketKind.Nak, Self, Id, View.Id, 0)).I32(rank).I64(first).I64(last).Finish());
+    }
+}
