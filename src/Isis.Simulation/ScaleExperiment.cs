@@ -29,8 +29,18 @@ internal sealed record ScaleOptions
     /// </summary>
     public long StartWindow { get; init; } = 100_000;
 
-    /// <summary>Sends each member multicasts once the group is formed. Defaults to 2.</summary>
+    /// <summary>Sends each sending member multicasts once the group is formed. Defaults to 2.</summary>
     public int SendsPerMember { get; init; } = 2;
+
+    /// <summary>
+    /// How many members send (the oldest ones, by rank); 0, the default: every member. A fixed
+    /// number keeps the workload the same at every group size, so what grows with the group is the
+    /// protocol's own cost.
+    /// </summary>
+    public int Senders { get; init; }
+
+    /// <summary>Chance that any one packet (data, control, heartbeat) is lost, from the first start on. Defaults to 0.</summary>
+    public double LossRate { get; init; }
 
     /// <summary>One-way packet delay, drawn uniformly per packet from this range (microseconds). Nothing is lost.</summary>
     public long MinDelay { get; init; } = 50;
@@ -42,6 +52,9 @@ internal sealed record ScaleOptions
 
     /// <summary>Most virtual time any one phase may take before the experiment gives up. Defaults to 60 s.</summary>
     public long PhaseDeadline { get; init; } = 60_000_000;
+
+    /// <summary>The number of members that send.</summary>
+    public int SendingMembers => Senders <= 0 ? Members : Math.Min(Senders, Members);
 
     /// <summary>The protocol's options: the defaults of a real deployment (heartbeat 100 ms, 5 suspicions) unless changed.</summary>
     public ProtocolOptions Protocol { get; init; } = new();
@@ -121,6 +134,15 @@ internal sealed record ScaleResult
 
     public IReadOnlyList<ScalePhase> Phases { get; init; } = [];
 
+    /// <summary>Packets per member from the sends until every message is stable: sent plus arrived, the mean over all members.</summary>
+    public double MessagesPacketsPerMember { get; init; }
+
+    /// <summary>The same, the most any member that sent nothing had.</summary>
+    public long MessagesPacketsMaxReceiver { get; init; }
+
+    /// <summary>The same, the most any sending member had (with unicast its data fan-out grows with the group).</summary>
+    public long MessagesPacketsMaxSender { get; init; }
+
     public long Packets { get; init; }
 
     public long Bytes { get; init; }
@@ -146,14 +168,17 @@ internal sealed record ScaleResult
             int n = o.Members;
             var sb = new StringBuilder();
             sb.AppendLine(CultureInfo.InvariantCulture,
-                $"scale: {n} members, seed {o.Seed}, {o.Replicas} membership replica(s), starts spread over {Ms(o.StartWindow)} of virtual time, delay {o.MinDelay}-{o.MaxDelay} us, no loss, heartbeat {Ms(o.Protocol.HeartbeatInterval)} x {o.Protocol.SuspicionCount} suspicions");
+                $"scale: {n} members, seed {o.Seed}, {o.Replicas} membership replica(s), starts spread over {Ms(o.StartWindow)} of virtual time, delay {o.MinDelay}-{o.MaxDelay} us, {(o.LossRate > 0 ? (o.LossRate * 100).ToString("F0", CultureInfo.InvariantCulture) + " % loss" : "no loss")}, heartbeat {Ms(o.Protocol.HeartbeatInterval)} x {o.Protocol.SuspicionCount} suspicions, " +
+                $"{(n >= o.Protocol.GossipFromMembers ? $"large-group rules (gossip to {o.Protocol.GossipFanout}, stability tree of fan-out {o.Protocol.StabilityTreeFanout})" : "digests to every member")}{(o.Protocol.Multicast != null ? ", data by IP multicast" : "")}");
             if (o.Replicas > 1) sb.AppendLine(CultureInfo.InvariantCulture, $"  service leader elected at      {Ms(LeaderElectedAt)} (processes start after it)");
             sb.AppendLine(CultureInfo.InvariantCulture,
                 $"  group formed                   {Ms(FormationTime)} after the first start ({Ms(FormationAfterLastStart)} after the last); {FormedViewId} view changes, view sizes {string.Join(" -> ", ViewSizes)}");
             sb.AppendLine(CultureInfo.InvariantCulture,
                 $"  memory per member              {Num(BytesPerMember)} bytes once formed, {Num(BytesPerMemberSteady)} bytes once the messages are stable (digests from everyone), {Num(BytesPerMemberAtEnd)} bytes at the end{(o.CheckHistory ? " (includes the recorded history)" : "")}");
             sb.AppendLine(CultureInfo.InvariantCulture,
-                $"  {n} x {o.SendsPerMember} Sends delivered everywhere {Ms(DeliveryTime)} after they were sent ({Num(Deliveries)} deliveries); all stable after {Ms(StabilityTime)}");
+                $"  {o.SendingMembers} x {o.SendsPerMember} Sends delivered everywhere {Ms(DeliveryTime)} after they were sent ({Num(Deliveries)} deliveries); all stable after {Ms(StabilityTime)}");
+            sb.AppendLine(CultureInfo.InvariantCulture,
+                $"  packets per member until stable {Num(MessagesPacketsPerMember)} on average (sent + arrived), at most {Num(MessagesPacketsMaxReceiver)} at a member that sent nothing, at most {Num(MessagesPacketsMaxSender)} at a sender");
             sb.AppendLine(CultureInfo.InvariantCulture,
                 $"  killed rank {KilledRank}: expelled after {Ms(DetectionTime)}; survivors installed the view without it after min {Ms(KillToViewMin)} / median {Ms(KillToViewMedian)} / max {Ms(KillToViewMax)} (last one {Ms(ExpelToLastView)} after the expulsion; {KillViewChanges} view change(s))");
             sb.AppendLine(CultureInfo.InvariantCulture,
@@ -180,6 +205,9 @@ internal sealed record ScaleResult
             ["deliveryUs"] = DeliveryTime, ["stabilityUs"] = StabilityTime, ["detectionUs"] = DetectionTime,
             ["killToViewMinUs"] = KillToViewMin, ["killToViewMedianUs"] = KillToViewMedian, ["killToViewMaxUs"] = KillToViewMax,
             ["expelToLastViewUs"] = ExpelToLastView, ["packets"] = Packets, ["packetsPerMember"] = (double)Packets / Options.Members,
+            ["senders"] = Options.SendingMembers, ["sendsPerSender"] = Options.SendsPerMember, ["lossRate"] = Options.LossRate,
+            ["gossipFromMembers"] = Options.Protocol.GossipFromMembers, ["multicast"] = Options.Protocol.Multicast != null,
+            ["messagesPacketsPerMember"] = Math.Round(MessagesPacketsPerMember, 1), ["messagesPacketsMaxReceiver"] = MessagesPacketsMaxReceiver, ["messagesPacketsMaxSender"] = MessagesPacketsMaxSender,
             ["bytes"] = Bytes, ["wallSeconds"] = Math.Round(WallSeconds, 2),
             ["phases"] = Phases.Select(p => new Dictionary<string, object>
             {
@@ -229,7 +257,7 @@ internal static class ScaleExperiment
         var scenario = new Scenario
         {
             Name = "scale", Processes = n, Replicas = o.Replicas, MessagesPerProcess = 0, Protocol = o.Protocol,
-            Faults = new NetworkFaults { MinDelay = o.MinDelay, MaxDelay = o.MaxDelay },
+            Faults = new NetworkFaults { MinDelay = o.MinDelay, MaxDelay = o.MaxDelay, LossRate = o.LossRate },
         };
         var sim = new Simulator(o.Seed, scenario, recordHistory: o.CheckHistory);
         if (o.CheckHistory) sim.History.RecordHeal(0); // the network is perfect from the start: liveness applies
@@ -342,11 +370,18 @@ internal static class ScaleExperiment
         if (wrongDeliveries > 0) failures.Add($"{wrongDeliveries} deliveries before anyone sent");
         wrongDeliveries = 0;
 
-        // 3. Every member sends; all must be delivered everywhere, once each.
+        // 3. The senders send; all must be delivered everywhere, once each.
         phase = Phase.Sending;
         long sentAt = sim.Now;
+        int senders = o.SendingMembers;
+        GroupView sendingView = sim.NodeOf(0)!.FindGroup(group)!.View!;
+        var isSender = new bool[n];
+        for (int rank = 0; rank < senders; rank++) isSender[(int)sendingView.Members[rank].Endpoint - 1] = true;
+        var trafficAtSend = new long[n];
+        for (int i = 0; i < n; i++) trafficAtSend[i] = Traffic(sim, i);
         for (int i = 0; i < n; i++)
         {
+            if (!isSender[i]) continue;
             for (int k = 1; k <= o.SendsPerMember; k++)
             {
                 var p = new byte[16];
@@ -355,7 +390,7 @@ internal static class ScaleExperiment
                 sim.SendFrom(i, p);
             }
         }
-        long expected = (long)n * n * o.SendsPerMember;
+        long expected = (long)n * senders * o.SendsPerMember;
         if (!sim.RunUntil(sentAt + o.PhaseDeadline, () => deliveries >= expected))
         {
             failures.Add($"only {deliveries} of {expected} deliveries within {o.PhaseDeadline / 1000} ms");
@@ -363,7 +398,7 @@ internal static class ScaleExperiment
         long deliveredAt = sim.Now;
         for (int i = 0; i < n; i++)
         {
-            if (delivered[i] != n * o.SendsPerMember) failures.Add($"member {i + 1} delivered {delivered[i]} messages, not {n * o.SendsPerMember}");
+            if (delivered[i] != senders * o.SendsPerMember) failures.Add($"member {i + 1} delivered {delivered[i]} messages, not {senders * o.SendsPerMember}");
         }
         // Stability: poll once per millisecond of virtual time (polling changes nothing in the run).
         // Nobody sends any more, so a member whose own messages are stable stays so: poll the rest.
@@ -378,6 +413,14 @@ internal static class ScaleExperiment
         PollStability();
         if (!sim.RunUntil(sentAt + o.PhaseDeadline, () => allStable)) failures.Add("messages never became stable");
         long stableAt = sim.Now;
+        long trafficSum = 0, maxReceiver = 0, maxSender = 0;
+        for (int i = 0; i < n; i++)
+        {
+            long packets = Traffic(sim, i) - trafficAtSend[i];
+            trafficSum += packets;
+            if (isSender[i]) maxSender = Math.Max(maxSender, packets);
+            else maxReceiver = Math.Max(maxReceiver, packets);
+        }
         EndPhase("messages");
         bytesSteady = (Heap() - baseline) / n;
         EndPhase("memory");
@@ -426,6 +469,9 @@ internal static class ScaleExperiment
             DeliveryTime = deliveredAt - sentAt,
             Deliveries = deliveries,
             StabilityTime = stableAt - sentAt,
+            MessagesPacketsPerMember = (double)trafficSum / n,
+            MessagesPacketsMaxReceiver = maxReceiver,
+            MessagesPacketsMaxSender = maxSender,
             KilledRank = killedRank,
             DetectionTime = expelledAt < 0 ? 0 : expelledAt - killedAt,
             KillToViewMin = times.Count > 0 ? times[0] : 0,
@@ -437,6 +483,9 @@ internal static class ScaleExperiment
             History = o.CheckHistory ? sim.History : null,
         };
     }
+
+    /// <summary>Packets process <paramref name="index"/> has sent and received so far.</summary>
+    private static long Traffic(Simulator sim, int index) => sim.Network.SentFrom((ulong)index + 1) + sim.Network.ArrivedAt((ulong)index + 1);
 
     /// <summary>The managed heap after a full, compacting collection.</summary>
     private static long Heap()

@@ -148,6 +148,18 @@ internal sealed record Scenario
     /// </summary>
     public static readonly string[] MulticastFamilies = ["multicast", "multicast-chaos"];
 
+    /// <summary>
+    /// The families whose groups repair and detect stability the large-group way (gossiped digests
+    /// to two random members a round, stability up and down a binary tree), at the sizes a seed can
+    /// afford: the large-group rules start at 4 members here instead of 16, so views of 3 or fewer
+    /// members (after crashes and leaves) use the small-group rules and views switch between the two.
+    /// Kept out of <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] GossipFamilies = ["gossip", "gossip-chaos"];
+
+    /// <summary>The protocol options of the gossip families: the large-group rules from 4 members, 2 gossip targets, a binary tree.</summary>
+    internal static readonly ProtocolOptions GossipProtocol = new() { GossipFromMembers = 4, GossipFanout = 2, StabilityTreeFanout = 2 };
+
     /// <summary>The multicast range the multicast families use: four addresses from 239.192.77.0, port 7346.</summary>
     internal static readonly Core.Membership.MulticastPlan SimulatedMulticast = new(0xEFC0_4D00, 4, 7346);
 
@@ -255,12 +267,23 @@ internal sealed record Scenario
                 OrderedFraction = 0.3, Protocol = new ProtocolOptions { Multicast = SimulatedMulticast },
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "gossip" => new Scenario
+            {
+                Name = family, Processes = 5 + r.Next(8), Crashes = true, LeaveAndRejoin = true, Protocol = GossipProtocol,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "gossip-chaos" => new Scenario
+            {
+                Name = family, Processes = 5 + r.Next(8), Crashes = true, CoordinatorCrashes = true, RoleCrashes = true, Partitions = true, Pauses = true,
+                LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
             "host-quorum-loss" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}", nameof(family)),
         };
     }
 }

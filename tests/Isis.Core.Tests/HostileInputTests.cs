@@ -65,6 +65,8 @@ public class HostileInputTests
         yield return (PacketKind.FlushReport, p1, W(PacketKind.FlushReport, p1, g, 99).Longs([0, 0]).I32(0).Finish());
         yield return (PacketKind.FlushCommit, p1, W(PacketKind.FlushCommit, p1, g, 99).Longs([0, 0]).I32(0).Finish());
         yield return (PacketKind.CommitAck, p1, W(PacketKind.CommitAck, p1, g, 99).Finish());
+        yield return (PacketKind.StabilityReport, p1, W(PacketKind.StabilityReport, p1, g).Longs([0, 0]).Finish());
+        yield return (PacketKind.StabilityUpdate, p1, W(PacketKind.StabilityUpdate, p1, g, 1).Longs([0, 0]).Finish());
     }
 
     [Fact]

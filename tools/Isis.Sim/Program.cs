@@ -8,7 +8,8 @@ using Isis.Simulation;
 //   dotnet run --project tools/Isis.Sim -- run --seeds 0..299
 //   dotnet run --project tools/Isis.Sim -- replay --seed 42 --scenario chaos [--log run.jsonl]
 //   dotnet run -c Release --project tools/Isis.Sim -- scale --members 1000 [--seed S] [--replicas 1|3]
-//       [--window-ms 100] [--sends 2] [--delay-us 50-200] [--check [--log run.jsonl]] [--json FILE]
+//       [--window-ms 100] [--sends 2] [--senders S] [--delay-us 50-200] [--loss 0.1] [--suspicion K] [--digests all|gossip]
+//       [--multicast] [--check [--log run.jsonl]] [--json FILE]
 // --mutation NAME runs a deliberately broken protocol variant (see ProtocolMutations), to watch the checker catch it.
 // scale: N processes with the default protocol options join one group on a perfect network (50-200 us
 // delays), every member sends, one member is killed; it prints the formation time and view changes,
@@ -24,15 +25,20 @@ internal static class SimCommand
         {
             Console.WriteLine("usage: Isis.Sim run [--seeds A..B] [--scenario FAMILY] [--mutation NAME]");
             Console.WriteLine("       Isis.Sim replay --seed N [--scenario FAMILY] [--mutation NAME] [--log FILE.jsonl]");
-            Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--delay-us MIN-MAX] [--check [--log FILE.jsonl]] [--json FILE]");
+            Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--senders S] [--delay-us MIN-MAX]");
+            Console.WriteLine("                      [--loss P] [--suspicion K] [--digests all|gossip] [--multicast] [--check [--log FILE.jsonl]] [--json FILE]");
             Console.WriteLine("         N members (default 1000) join one group over MS ms of virtual time (default 100; 0 = all at once), each");
             Console.WriteLine("         sends K Sends (default 2), one is killed; prints the figures in virtual time. Packets take MIN-MAX us");
-            Console.WriteLine("         (default 50-200, uniform per packet; nothing is lost). --check records the");
+            Console.WriteLine("         (default 50-200, uniform per packet; --loss P loses each packet with chance P). --senders S: only the S oldest");
+            Console.WriteLine("         members send. --digests all: every digest to every member at any size (default: gossip from 16 members).");
+            Console.WriteLine("         --multicast: data by simulated IP multicast. --suspicion K: expel after K silent heartbeats. --check records the");
             Console.WriteLine("         history and runs the checker (memory-hungry for large N), --log writes it; --json appends the figures as one JSON line.");
             Console.WriteLine("families: " + string.Join(", ", Scenario.Families));
             Console.WriteLine("  also, not in the default mix: host-partition (the leader's host cut off from everyone for a while), host-chaos (every host fault with partitions and crashes: two replica hosts can go at once,");
             Console.WriteLine("  and the group then waits, so only Liveness may fail), host-quorum-loss (a majority of the replica hosts crashed at once:");
             Console.WriteLine("  the group must wedge and never split, so Liveness fails by design)");
+            Console.WriteLine("  multicast, multicast-chaos (data by IP multicast, repairs by unicast), gossip, gossip-chaos (the large-group rules from 4 members:");
+            Console.WriteLine("  digests gossiped to 2 random members a round, stability through a binary tree)");
             Console.WriteLine("mutations: " + string.Join(", ", Enum.GetNames<ProtocolMutations>().Where(n => n != nameof(ProtocolMutations.None))));
             return args.Length == 0 ? 2 : 0;
         }
@@ -87,6 +93,8 @@ internal static class SimCommand
                     Replicas = int.Parse(Option("--replicas") ?? "1"),
                     StartWindow = long.Parse(Option("--window-ms") ?? "100") * 1000,
                     SendsPerMember = int.Parse(Option("--sends") ?? "2"),
+                    Senders = int.Parse(Option("--senders") ?? "0"),
+                    LossRate = double.Parse(Option("--loss") ?? "0", System.Globalization.CultureInfo.InvariantCulture),
                     CheckHistory = args.Contains("--check"),
                 };
                 if (Option("--delay-us") is { } delay)
@@ -94,7 +102,20 @@ internal static class SimCommand
                     string[] range = delay.Split('-');
                     options = options with { MinDelay = long.Parse(range[0]), MaxDelay = long.Parse(range[^1]) };
                 }
-                options = options with { Protocol = Adjust(new Scenario()).Protocol };
+                ProtocolOptions protocol = Adjust(new Scenario()).Protocol;
+                // --digests all: every digest to every member at any size (the small-group rules everywhere, for comparison).
+                if (Option("--digests") is { } digests)
+                {
+                    protocol = digests switch
+                    {
+                        "all" => protocol with { GossipFromMembers = int.MaxValue },
+                        "gossip" => protocol,
+                        _ => throw new ArgumentException("--digests all|gossip"),
+                    };
+                }
+                if (args.Contains("--multicast")) protocol = protocol with { Multicast = Scenario.SimulatedMulticast };
+                if (Option("--suspicion") is { } suspicion) protocol = protocol with { SuspicionCount = int.Parse(suspicion), IsolationTimeout = 2 * int.Parse(suspicion) * protocol.HeartbeatInterval };
+                options = options with { Protocol = protocol };
                 ScaleResult result = ScaleExperiment.Run(options, Console.WriteLine);
                 Console.WriteLine(result.Summary);
                 string json = result.JsonLine();

@@ -79,6 +79,7 @@ internal sealed partial class GroupMember
         while (last >= _sentLogStart && _sentLog[last].Issue > target) last--;
         if (last < _sentLogStart) return true;
         long seq = _sentLog[last].Seq;
+        if (_streams[MyRank].Stable >= seq) return true; // every member holds it
         int members = View!.Members.Length;
         int need = minHolders <= 0 ? members : Math.Min(minHolders, members);
         int holders = 1; // this member

@@ -11,6 +11,14 @@ internal sealed partial class GroupMember
     private long[] _ownDigest = [];
     private long[] _digestScratch = [];
 
+    // A large group (at least ProtocolOptions.GossipFromMembers members): digests go to a few random
+    // members a round instead of to all (gossip), and stability comes from this tree instead of from
+    // every member's digest. Null in a small group.
+    private StabilityTree? _tree;
+    private Common.DeterministicRandom? _gossipRandom;
+    private int[] _gossipTargets = [];
+    private long[] _plausible = [];
+
     // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
     // Until m's first digest of the view arrives its row is _noAcks, all zeros and never written:
     // a view that is replaced before digests flow (joins arriving in a burst) then costs one row,
@@ -67,7 +75,7 @@ internal sealed partial class GroupMember
         {
             if (vector[i] > row[i])
             {
-                if (from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
+                if (_tree == null && from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
                 {
                     _minStale[i] = true;
                     _staleMins.Add(i);
@@ -92,7 +100,8 @@ internal sealed partial class GroupMember
 
     /// <summary>
     /// Garbage-collects, per sender, what every member of the view holds (and we delivered): the
-    /// prefix up to the least of our own holdings and every other member's acknowledgement.
+    /// prefix up to the least of our own holdings and every other member's acknowledgement (in a
+    /// large group, the stable prefix the <see cref="StabilityTree"/> brought down).
     /// </summary>
     /// <remarks>
     /// Called on every digest, so it must not cost members x members: it runs only when a delivery
@@ -105,11 +114,12 @@ internal sealed partial class GroupMember
         if (!_stabilityDirty) return;
         _stabilityDirty = false;
         if (_staleMins.Count > 0) RecomputeStaleMins();
+        long[] stable = _tree?.Stable ?? _minAck;
         for (int r = 0; r < _streams.Length; r++)
         {
             SenderStream s = _streams[r];
             if (s.Stable >= s.Delivered) continue; // CollectGarbage could free nothing
-            s.CollectGarbage(Math.Min(s.Contiguous, _minAck[r]), _node.Outbox);
+            s.CollectGarbage(Math.Min(s.Contiguous, stable[r]), _node.Outbox);
         }
         TrimSentLog();
     }
@@ -163,10 +173,11 @@ internal sealed partial class GroupMember
     /// every other: the period is stretched with the group's size (one period per 8 members) and
     /// doubles with each repeat, up to 32 periods, so a quiet group goes nearly silent (a group of
     /// 100 idle members: each receives about 3 digests a second, not 80) while a lost digest is
-    /// still repaired within one period, two, four, and so on. Any change starts over at one.
+    /// still repaired within one period, two, four, and so on. Any change starts over at one. A
+    /// large group's gossip goes to a few members a round whatever the group's size: not stretched.
     /// </summary>
     private long IdleDigestInterval =>
-        (Options.IdleDigestInterval * Math.Max(1, (View?.Members.Length ?? 0) / 8)) << Math.Min(_idleDigestsInARow, MaxIdleDigestDoublings);
+        (Options.IdleDigestInterval * (_tree != null ? 1 : Math.Max(1, (View?.Members.Length ?? 0) / 8))) << Math.Min(_idleDigestsInARow, MaxIdleDigestDoublings);
 
     private const int MaxIdleDigestDoublings = 5;
 
@@ -192,11 +203,87 @@ internal sealed partial class GroupMember
         for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
         _acks[MyRank] = vector;
         ReadOnlyMemory<byte> packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish(_node.Outbox);
-        foreach (NodeId member in View.Members)
+        if (_tree != null && only == null && !askForReplies)
         {
-            if (member != Self && (only == null || member == only)) _node.SendTo(member.Endpoint, packet);
+            // Gossip: a round's digest goes to a few members chosen at random.
+            foreach (int target in ChooseGossipTargets()) _node.SendTo(View.Members[target].Endpoint, packet);
+        }
+        else
+        {
+            foreach (NodeId member in View.Members)
+            {
+                if (member != Self && (only == null || member == only)) _node.SendTo(member.Endpoint, packet);
+            }
         }
         CollectStableMessages();
+    }
+
+    /// <summary>
+    /// <see cref="ProtocolOptions.GossipFanout"/> distinct ranks other than ours, drawn uniformly
+    /// (all of them when the view has no more): over a few rounds every member hears from many,
+    /// so a member that lacks a message learns of it and pulls it (bimodal multicast's gossip).
+    /// </summary>
+    private ReadOnlySpan<int> ChooseGossipTargets()
+    {
+        int others = View!.Members.Length - 1;
+        int k = Math.Min(Math.Max(1, Options.GossipFanout), others);
+        if (_gossipTargets.Length < k) _gossipTargets = new int[k];
+        // Seeded by this incarnation and group, as the membership replicas seed their elections.
+        _gossipRandom ??= new Common.DeterministicRandom(Self.Endpoint * 1_000_003UL ^ Self.Incarnation ^ Id.Value);
+        int chosen = 0;
+        while (chosen < k)
+        {
+            // Draw among the others (skipping our own rank) until k distinct ones: k is far below the
+            // group's size here, so repeats are rare.
+            int rank = _gossipRandom.Next(others);
+            if (rank >= MyRank) rank++;
+            if (Array.IndexOf(_gossipTargets, rank, 0, chosen) < 0) _gossipTargets[chosen++] = rank;
+        }
+        return _gossipTargets.AsSpan(0, k);
+    }
+
+    /// <summary>Per sender rank, the longest prefix this member holds.</summary>
+    internal void OwnHoldings(Span<long> into)
+    {
+        for (int i = 0; i < into.Length; i++) into[i] = _streams[i].Contiguous;
+    }
+
+    /// <summary>Our holdings grew: the next digest round has news, and so has the stability tree.</summary>
+    private void HoldingsChanged()
+    {
+        _digestDirty = true;
+        _tree?.HoldingsChanged();
+    }
+
+    /// <summary>A stability tree packet: a child's report or the parent's stable vector.</summary>
+    private void OnTreePacket(in PacketHeader h, int from, ref WireReader r)
+    {
+        if (_tree == null)
+        {
+            // Only a member of a large group sends these; one that counts the view differently
+            // (other options) gets its packets counted here, not taken as hostile.
+            _node.Counters.DroppedNotForMe++;
+            return;
+        }
+        if (h.Kind == PacketKind.StabilityReport)
+        {
+            if (!_tree.OnReport(from, h.Number, ref r, PlausibleHoldings())) r.Fail();
+            return;
+        }
+        if (!_tree.OnUpdate(from, h.Number, ref r, out bool stable)) { r.Fail(); return; }
+        if (stable)
+        {
+            _stabilityDirty = true;
+            CollectStableMessages();
+        }
+    }
+
+    /// <summary>Per sender rank, the highest sequence number any member may plausibly hold (flow control keeps senders far closer).</summary>
+    private ReadOnlySpan<long> PlausibleHoldings()
+    {
+        if (_plausible.Length != _streams.Length) _plausible = new long[_streams.Length];
+        for (int i = 0; i < _streams.Length; i++) _plausible[i] = _streams[i].Contiguous + MaxAhead;
+        return _plausible;
     }
 
     /// <summary>

@@ -230,6 +230,7 @@ internal sealed partial class GroupMember
         _lastDigestSentAt = now;
         _idleDigestsInARow = 0;
         _nextDigestAt = now + Options.DigestInterval;
+        _tree = view.Members.Length >= Options.GossipFromMembers ? new StabilityTree(_node, this, view, rank, Options.StabilityTreeFanout, now) : null;
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
         Publish(new ViewInstalled(Id, view));
@@ -317,7 +318,7 @@ internal sealed partial class GroupMember
                 if (member != Self) _node.SendTo(member.Endpoint, packet);
             }
         }
-        _digestDirty = true;
+        HoldingsChanged();
     }
 
     private ReadOnlyMemory<byte> DataPacket(int originRank, long seq, StreamMessage message) =>
@@ -359,6 +360,7 @@ internal sealed partial class GroupMember
                 if (r.Ok && h.Number == 1 && !_wedged) SendDigest(now, only: h.Sender); // a Flush is waiting on us
                 break;
             case PacketKind.Nak: OnNak(from, ref r); break;
+            case PacketKind.StabilityReport or PacketKind.StabilityUpdate: OnTreePacket(h, from, ref r); break;
             case PacketKind.Wedge:
                 if (r.Complete) OnWedge(from, h.Number); else r.Fail();
                 break;
@@ -398,7 +400,7 @@ internal sealed partial class GroupMember
         if (seq <= s.Contiguous || s.Held.ContainsKey(seq)) { _node.Counters.Duplicates++; return; }
         StreamMessage message = Keep(kind, payload, phi);
         s.Add(seq, message);
-        _digestDirty = true;
+        HoldingsChanged();
         if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1 && kind == MessageKind.Send)
         {
             // Deliberate bug: deliver whatever arrives.
@@ -600,6 +602,11 @@ internal sealed partial class GroupMember
             if (_digestDirty) SendDigest(now);
             else if (now - _lastDigestSentAt >= IdleDigestInterval) SendIdleDigest(now);
         }
+        if (!_wedged && _tree != null && _tree.Tick(now))
+        {
+            _stabilityDirty = true;
+            CollectStableMessages();
+        }
 
         if (!_naksArmed) return;
         bool armed = false;
@@ -644,6 +651,7 @@ internal sealed partial class GroupMember
             if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0) d = Math.Min(d, _nextFlushPokeAt);
             if (_outgoingReplies.Count > 0) d = Math.Min(d, _nextReplyRetryAt);
             if (!_wedged) d = Math.Min(d, _digestDirty ? _nextDigestAt : Math.Max(_nextDigestAt, _lastDigestSentAt + IdleDigestInterval));
+            if (!_wedged && _tree != null) d = Math.Min(d, _tree.NextDeadline);
             if ((Options.Mutations & ProtocolMutations.DeadlineOmitsNaks) != 0) return d;
             if (!_naksArmed) return d;
             for (int rank = 0; rank < _streams.Length; rank++)
@@ -711,6 +719,7 @@ internal sealed partial class GroupMember
     public string Describe() =>
         $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()} streams " +
         string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
+        (_tree != null ? " " + _tree.Describe() : "") +
         " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>

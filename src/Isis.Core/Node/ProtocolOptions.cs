@@ -53,6 +53,22 @@ internal sealed record ProtocolOptions
     /// <summary>How often a digest goes out even when nothing changed, to repair lost digests. Defaults to 100 ms.</summary>
     public long IdleDigestInterval { get; init; } = 100_000;
 
+    /// <summary>
+    /// Groups with at least this many members repair and detect stability the large-group way:
+    /// each digest round goes to <see cref="GossipFanout"/> members chosen at random instead of to
+    /// every member, and stability comes up and down a tree of fan-out
+    /// <see cref="StabilityTreeFanout"/>, so a member's traffic per round no longer grows with the
+    /// group. Smaller groups send every digest to every member: cheap there, and stability is one
+    /// hop away. Defaults to 16. The same at every process (it decides which packets members expect).
+    /// </summary>
+    public int GossipFromMembers { get; init; } = 16;
+
+    /// <summary>In a large group, how many members, chosen at random, each digest round goes to. Defaults to 3.</summary>
+    public int GossipFanout { get; init; } = 3;
+
+    /// <summary>In a large group, children per member in the stability tree. Defaults to 8 (a tree five ranks deep holds 4,681 members).</summary>
+    public int StabilityTreeFanout { get; init; } = 8;
+
     /// <summary>How long a gap may stay open before it is NAKed, and between NAKs. Defaults to 10 ms.</summary>
     public long NakInterval { get; init; } = 10_000;
 
@@ -137,4 +153,10 @@ internal enum ProtocolMutations
     /// the deadline repairs a lost message late (or, in a quiet group, not until the next digest).
     /// </summary>
     DeadlineOmitsNaks = 1024,
+
+    /// <summary>
+    /// In a large group's stability tree, a member reports its own holdings only, leaving out its
+    /// subtree's: the root then declares stable what members below may lack, and they garbage-collect it.
+    /// </summary>
+    StabilityIgnoresSubtree = 2048,
 }

@@ -51,4 +51,8 @@ internal enum PacketKind : byte
     Discover = 35,          // new process -> well-known port, seed or replica: which replicas run the service?
     HostRetiring = 36,      // process -> leading replica: this process is about to exit; move its replica first
     HostRetired = 37,       // leading replica -> process: no replica is hosted there any more; it may exit
+
+    // Member <-> member, within one view of a large group: its stability tree (see StabilityTree).
+    StabilityReport = 38,   // child -> parent; Number = stable version the child holds; body: its subtree's holdings per sender
+    StabilityUpdate = 39,   // parent -> child; Number = stable version; body: the stable prefix per sender
 }

@@ -89,9 +89,19 @@ internal sealed class SimulatedNetwork
         if (_multicastReceivers.TryGetValue(address, out SortedSet<ulong>? receivers)) receivers.Remove(endpoint);
     }
 
+    private readonly Dictionary<ulong, long> _sentFrom = new();
+    private readonly Dictionary<ulong, long> _arrivedAt = new();
+
+    /// <summary>Packets <paramref name="endpoint"/> handed to the network (a multicast send counts once).</summary>
+    public long SentFrom(ulong endpoint) => _sentFrom.GetValueOrDefault(endpoint);
+
+    /// <summary>Packets that arrived at <paramref name="endpoint"/> (after loss, duplicates included).</summary>
+    public long ArrivedAt(ulong endpoint) => _arrivedAt.GetValueOrDefault(endpoint);
+
     public void Send(ulong from, ulong to, byte[] bytes, long now)
     {
         Sent++;
+        _sentFrom[from] = _sentFrom.GetValueOrDefault(from) + 1;
         BytesSent += bytes.Length;
         if (Core.Identity.EndpointCodec.IsMulticast(to))
         {
@@ -142,6 +152,7 @@ internal sealed class SimulatedNetwork
             _inFlight.Dequeue();
             // A partition that started while the packet was in flight still cuts it.
             if (_cut.Contains((envelope.From, envelope.To))) { Partitioned++; return TryTakeDue(now, out envelope); }
+            _arrivedAt[envelope.To] = _arrivedAt.GetValueOrDefault(envelope.To) + 1;
             return true;
         }
         envelope = default;

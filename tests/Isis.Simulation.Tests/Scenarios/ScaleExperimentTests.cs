@@ -56,6 +56,37 @@ public sealed class ScaleExperimentTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void Under_10_percent_loss_a_members_cost_stays_flat_from_20_to_200_members_and_every_message_arrives()
+    {
+        // The same workload at both sizes (10 senders x 10 Sends), every packet lost with chance 0.1;
+        // heartbeats are lost too, so failure detection waits 20 periods (no member is expelled for
+        // five lost heartbeats in a row). Cost: packets sent plus arrived per member, from the sends
+        // until every message is stable.
+        static ScaleOptions Options(int members, int gossipFrom) => new()
+        {
+            Members = members, Seed = 4, Senders = 10, SendsPerMember = 10, LossRate = 0.10,
+            Protocol = new Isis.Core.Node.ProtocolOptions { SuspicionCount = 20, IsolationTimeout = 4_000_000, GossipFromMembers = gossipFrom },
+        };
+        ScaleResult small = ScaleExperiment.Run(Options(20, 16));
+        ScaleResult large = ScaleExperiment.Run(Options(200, 16));
+        ScaleResult allToAll = ScaleExperiment.Run(Options(200, int.MaxValue));
+        foreach (ScaleResult r in new[] { small, large, allToAll })
+        {
+            output.WriteLine(r.Summary);
+            Assert.True(r.Passed, r.Summary);
+            // Every member delivered all 100 messages, each once (the experiment checks each member).
+            Assert.Equal((long)r.Options.Members * 100, r.Deliveries);
+        }
+        Assert.True(large.MessagesPacketsPerMember <= small.MessagesPacketsPerMember * 1.4,
+            $"mean per member: {small.MessagesPacketsPerMember:F0} at 20 members, {large.MessagesPacketsPerMember:F0} at 200");
+        Assert.True(large.MessagesPacketsMaxReceiver <= small.MessagesPacketsMaxReceiver * 2.5,
+            $"most at a member that sent nothing: {small.MessagesPacketsMaxReceiver} at 20 members, {large.MessagesPacketsMaxReceiver} at 200");
+        // Digests to every member, the small-group rule, cost each member far more at 200 members.
+        Assert.True(allToAll.MessagesPacketsPerMember >= 2 * large.MessagesPacketsPerMember,
+            $"mean per member at 200: {allToAll.MessagesPacketsPerMember:F0} with digests to all, {large.MessagesPacketsPerMember:F0} with gossip");
+    }
+
+    [Fact]
     public void The_same_seed_measures_the_same_figures()
     {
         static string Figures(ScaleResult r) =>
