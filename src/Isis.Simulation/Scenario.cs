@@ -150,12 +150,13 @@ internal sealed record Scenario
 
     /// <summary>
     /// The families whose groups repair and detect stability the large-group way (gossiped digests
-    /// to two random members a round, stability up and down a binary tree), at the sizes a seed can
+    /// to two random members a round, stability up and down a binary tree; in the relay families
+    /// data also travels along the tree, as over the TCP overlay), at the sizes a seed can
     /// afford: the large-group rules start at 4 members here instead of 16, so views of 3 or fewer
     /// members (after crashes and leaves) use the small-group rules and views switch between the two.
     /// Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
-    public static readonly string[] GossipFamilies = ["gossip", "gossip-chaos"];
+    public static readonly string[] GossipFamilies = ["gossip", "gossip-chaos", "relay", "relay-chaos"];
 
     /// <summary>The protocol options of the gossip families: the large-group rules from 4 members, 2 gossip targets, a binary tree.</summary>
     internal static readonly ProtocolOptions GossipProtocol = new() { GossipFromMembers = 4, GossipFanout = 2, StabilityTreeFanout = 2 };
@@ -276,6 +277,17 @@ internal sealed record Scenario
             {
                 Name = family, Processes = 5 + r.Next(8), Crashes = true, CoordinatorCrashes = true, RoleCrashes = true, Partitions = true, Pauses = true,
                 LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "relay" => new Scenario
+            {
+                Name = family, Processes = 5 + r.Next(8), Crashes = true, LeaveAndRejoin = true, Protocol = GossipProtocol with { RelayThroughTree = true },
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "relay-chaos" => new Scenario
+            {
+                Name = family, Processes = 5 + r.Next(8), Crashes = true, CoordinatorCrashes = true, RoleCrashes = true, Partitions = true, Pauses = true,
+                LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol with { RelayThroughTree = true },
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
             "host-quorum-loss" => new Scenario

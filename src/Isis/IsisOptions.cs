@@ -154,6 +154,12 @@ public sealed class IsisOptions
     /// <summary>How long a hosted membership replica holds join- and leave-only view changes to batch them (tests only; the protocol default when null).</summary>
     internal TimeSpan? MembershipBatchWindow { get; set; }
 
+    /// <summary>The group size from which the large-group rules apply (tests only; the protocol default, 16, when null). The same at every process.</summary>
+    internal int? LargeGroupFromMembers { get; set; }
+
+    /// <summary>Children per member in a large group's stability tree (tests only; the protocol default, 8, when null). The same at every process.</summary>
+    internal int? StabilityTreeFanout { get; set; }
+
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
@@ -239,6 +245,11 @@ public sealed class IsisOptions
             MembershipBatchWindow = MembershipBatchWindow is { } window ? (long)window.TotalMicroseconds : defaults.MembershipBatchWindow,
             ServiceReplicaTarget = EmbeddedService ? EmbeddedServiceReplicas : 0,
             Multicast = Multicast?.ToPlan(),
+            // Over TCP a large group's data follows the stability tree, so that a process keeps a
+            // connection to its tree neighbours rather than to every member (a full mesh).
+            RelayThroughTree = Transport == IsisTransport.Tcp,
+            GossipFromMembers = LargeGroupFromMembers ?? defaults.GossipFromMembers,
+            StabilityTreeFanout = StabilityTreeFanout ?? defaults.StabilityTreeFanout,
         };
     }
 }

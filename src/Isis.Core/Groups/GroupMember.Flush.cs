@@ -24,6 +24,9 @@ internal sealed partial class GroupMember
         _flushWaiters.Add((token, _issued, minHolders));
         CompleteFlushes();
         if (_flushWaiters.Count == 0 || _wedged || MyRank < 0) return;
+        // Relaying, this member talks to its tree neighbours only: the Flush waits for the tree to
+        // declare its messages stable (a Flush(k) too: stable means held by every member).
+        if (Relaying) return;
         // Ask every member for its digest now: the Flush then costs one round trip.
         _nextFlushPokeAt = now + Options.NakInterval;
         SendDigest(now, askForReplies: true);

@@ -225,7 +225,9 @@ internal sealed partial class GroupMember
     /// </summary>
     private ReadOnlySpan<int> ChooseGossipTargets()
     {
-        int others = View!.Members.Length - 1;
+        // Relaying, gossip stays between tree neighbours, as the data does.
+        ReadOnlySpan<int> neighbours = Relaying ? _tree!.Neighbours : default;
+        int others = Relaying ? neighbours.Length : View!.Members.Length - 1;
         int k = Math.Min(Math.Max(1, Options.GossipFanout), others);
         if (_gossipTargets.Length < k) _gossipTargets = new int[k];
         // Seeded by this incarnation and group, as the membership replicas seed their elections.
@@ -236,7 +238,8 @@ internal sealed partial class GroupMember
             // Draw among the others (skipping our own rank) until k distinct ones: k is far below the
             // group's size here, so repeats are rare.
             int rank = _gossipRandom.Next(others);
-            if (rank >= MyRank) rank++;
+            if (Relaying) rank = neighbours[rank];
+            else if (rank >= MyRank) rank++;
             if (Array.IndexOf(_gossipTargets, rank, 0, chosen) < 0) _gossipTargets[chosen++] = rank;
         }
         return _gossipTargets.AsSpan(0, k);
@@ -289,11 +292,25 @@ internal sealed partial class GroupMember
     /// <summary>
     /// Asks for a missing range: alternately from the original sender and from the member whose
     /// digest says it holds the most of that stream, so a slow or dying sender does not stall repair.
+    /// Relaying along the tree, from neighbours only: the next hop towards the sender, and the
+    /// neighbour known to hold the most.
     /// </summary>
     private void SendNak(int rank, SenderStream s)
     {
         int target = rank;
-        if (s.NakRound++ % 2 == 1)
+        if (Relaying)
+        {
+            // Alternately from the next hop towards the sender and from the neighbour known to hold the most.
+            target = _tree!.NextHopTowards(rank);
+            if (s.NakRound++ % 2 == 1)
+            {
+                foreach (int n in _tree.Neighbours)
+                {
+                    if (_acks[n][rank] > _acks[target][rank]) target = n;
+                }
+            }
+        }
+        else if (s.NakRound++ % 2 == 1)
         {
             for (int m = 0; m < _acks.Length; m++)
             {

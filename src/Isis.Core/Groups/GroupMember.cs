@@ -311,6 +311,11 @@ internal sealed partial class GroupMember
             // repair comes by unicast.
             _node.SendTo(view.Multicast, packet);
         }
+        else if (Relaying)
+        {
+            // A large group over a connection-based transport: to our tree neighbours, who pass it on.
+            foreach (int neighbour in _tree!.Neighbours) _node.SendTo(view.Members[neighbour].Endpoint, packet);
+        }
         else
         {
             foreach (NodeId member in view.Members)
@@ -319,6 +324,28 @@ internal sealed partial class GroupMember
             }
         }
         HoldingsChanged();
+    }
+
+    /// <summary>
+    /// Data goes along the stability tree instead of to every member (<see cref="ProtocolOptions.RelayThroughTree"/>,
+    /// in a large group whose data goes by unicast): the same at every member of a view.
+    /// </summary>
+    private bool Relaying => _tree != null && Options.RelayThroughTree && View!.Multicast == 0;
+
+    /// <summary>
+    /// A message this member stored for the first time goes on to its tree neighbours other than the
+    /// one it came from and its original sender. The tree has no cycles, so without loss every member
+    /// receives each message once; what a link loses, the NAKs repair hop by hop, and a repair is passed
+    /// on the same way.
+    /// </summary>
+    private void Relay(int from, int origin, long seq, StreamMessage message)
+    {
+        int label = (Options.Mutations & ProtocolMutations.RelayForwardsAsOwn) != 0 ? MyRank : origin; // the mutation: a deliberate bug
+        ReadOnlyMemory<byte> packet = DataPacket(label, seq, message);
+        foreach (int neighbour in _tree!.Neighbours)
+        {
+            if (neighbour != from && neighbour != origin) _node.SendTo(View!.Members[neighbour].Endpoint, packet);
+        }
     }
 
     private ReadOnlyMemory<byte> DataPacket(int originRank, long seq, StreamMessage message) =>
@@ -401,6 +428,7 @@ internal sealed partial class GroupMember
         StreamMessage message = Keep(kind, payload, phi);
         s.Add(seq, message);
         HoldingsChanged();
+        if (Relaying) Relay(from, origin, seq, message);
         if ((Options.Mutations & ProtocolMutations.DeliverOutOfOrder) != 0 && !_wedged && seq > s.Delivered + 1 && kind == MessageKind.Send)
         {
             // Deliberate bug: deliver whatever arrives.
@@ -583,7 +611,7 @@ internal sealed partial class GroupMember
         _queries.Tick(now);
         // While a Flush waits, ask every member for its digest at once, and again each NAK interval
         // (a reply may be lost, or may have raced ahead of our last data).
-        if (_flushWaiters.Count > 0 && now >= _nextFlushPokeAt && !_wedged && MyRank >= 0)
+        if (_flushWaiters.Count > 0 && now >= _nextFlushPokeAt && !_wedged && MyRank >= 0 && !Relaying)
         {
             _nextFlushPokeAt = now + Options.NakInterval;
             SendDigest(now, askForReplies: true);
@@ -648,7 +676,7 @@ internal sealed partial class GroupMember
             if (Coordinator != null) d = Math.Min(d, Coordinator.NextDeadline);
             if (History != null) d = Math.Min(d, History.NextDeadline);
             d = Math.Min(d, _queries.NextDeadline);
-            if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0) d = Math.Min(d, _nextFlushPokeAt);
+            if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0 && !Relaying) d = Math.Min(d, _nextFlushPokeAt);
             if (_outgoingReplies.Count > 0) d = Math.Min(d, _nextReplyRetryAt);
             if (!_wedged) d = Math.Min(d, _digestDirty ? _nextDigestAt : Math.Max(_nextDigestAt, _lastDigestSentAt + IdleDigestInterval));
             if (!_wedged && _tree != null) d = Math.Min(d, _tree.NextDeadline);

@@ -50,6 +50,7 @@ internal sealed class StabilityTree
     private readonly Identity.GroupId _group;
     private readonly int _rank;
     private readonly int _firstChild;
+    private readonly int[] _neighbours;
     private readonly long[]?[] _children; // per child: its latest aggregate; null until its first report
     private readonly long[] _aggregate;
     private readonly long[] _reported;
@@ -83,11 +84,33 @@ internal sealed class StabilityTree
         _reported = new long[n];
         _scratch = new long[n];
         Stable = new long[n];
+        var neighbours = new List<int>(_children.Length + 1);
+        if (rank > 0) neighbours.Add((rank - 1) / Fanout);
+        for (int c = 0; c < _children.Length; c++) neighbours.Add(_firstChild + c);
+        _neighbours = [.. neighbours];
         _lastRoundAt = now - node.Options.DigestInterval;
         _ignoreChildren = (node.Options.Mutations & ProtocolMutations.StabilityIgnoresSubtree) != 0;
     }
 
     public int Fanout { get; }
+
+    /// <summary>This member's neighbours in the tree, by rank: its parent (unless it is the root), then its children.</summary>
+    public ReadOnlySpan<int> Neighbours => _neighbours;
+
+    /// <summary>
+    /// The neighbour on the tree's path from this member to <paramref name="rank"/>: the child whose
+    /// subtree holds it, or else the parent; -1 for this member's own rank.
+    /// </summary>
+    public int NextHopTowards(int rank)
+    {
+        if (rank == _rank) return -1;
+        // Descendants have larger ranks: climb from the rank until the next step up would be us.
+        for (int x = rank; x > _rank; x = (x - 1) / Fanout)
+        {
+            if ((x - 1) / Fanout == _rank) return x;
+        }
+        return Parent;
+    }
 
     /// <summary>Per sender rank, the prefix every member of the view is known to hold.</summary>
     public long[] Stable { get; }

@@ -63,6 +63,15 @@ internal sealed record ProtocolOptions
     /// </summary>
     public int GossipFromMembers { get; init; } = 16;
 
+    /// <summary>
+    /// In a large group whose data goes by unicast, send it along the stability tree instead of to
+    /// every member: the sender sends to its tree neighbours, each member forwards what it receives
+    /// first to its other neighbours, and gossip and NAKs stay between neighbours. A process then
+    /// talks to a handful of members per group instead of all, which is what a connection-based
+    /// transport needs: the runtime turns this on for the TCP overlay. Defaults to false.
+    /// </summary>
+    public bool RelayThroughTree { get; init; }
+
     /// <summary>In a large group, how many members, chosen at random, each digest round goes to. Defaults to 3.</summary>
     public int GossipFanout { get; init; } = 3;
 
@@ -159,4 +168,10 @@ internal enum ProtocolMutations
     /// subtree's: the root then declares stable what members below may lack, and they garbage-collect it.
     /// </summary>
     StabilityIgnoresSubtree = 2048,
+
+    /// <summary>
+    /// A member relaying a message along the tree labels it with its own rank instead of the
+    /// original sender's: its neighbours file it in the wrong sender's stream.
+    /// </summary>
+    RelayForwardsAsOwn = 4096,
 }

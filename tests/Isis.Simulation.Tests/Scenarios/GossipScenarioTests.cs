@@ -5,7 +5,8 @@ namespace Isis.Simulation.Tests.Scenarios;
 
 /// <summary>
 /// Groups under the large-group rules (digests gossiped to a few random members, stability through
-/// the tree), through the simulator at sizes a seed can afford: the rules start at 4 members here.
+/// the tree; in the relay families data relayed along the tree too), through the simulator at sizes
+/// a seed can afford: the rules start at 4 members here.
 /// Every run must pass the checker; the mutation test below shows that the tree decides stability there.
 /// </summary>
 public sealed class GossipScenarioTests(ITestOutputHelper output)
@@ -40,5 +41,16 @@ public sealed class GossipScenarioTests(ITestOutputHelper output)
         int caught = runs.Count(r => !r.Passed);
         output.WriteLine($"caught in {caught} of {runs.Count} seeds");
         Assert.True(caught >= runs.Count / 2, $"caught in only {caught} of {runs.Count} seeds");
+    }
+
+    [Fact]
+    public void A_relay_that_labels_what_it_passes_on_as_its_own_is_caught()
+    {
+        // Data along the tree (as over the TCP overlay), but a member passing a message on files it
+        // under its own rank: its neighbours deliver it as the relay's message, in the wrong stream.
+        var runs = Enumerable.Range(0, 10)
+            .Select(seed => SimulationRun.Execute((ulong)seed, "relay", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.RelayForwardsAsOwn } }))
+            .ToList();
+        Assert.All(runs, r => Assert.False(r.Passed, r.Summary));
     }
 }
