@@ -91,6 +91,8 @@ internal sealed record BenchOptions
         "                   before acknowledging (measure with --primitive safe3); the harness deletes what it wrote\n" +
         "  --suspicion      silent heartbeat periods before the membership service expels a process (default 30 below\n" +
         "                   20 members, else 40; scale 40)\n" +
+        "  --large-group-from N  groups of N members or more use the large-group rules (gossiped digests, the\n" +
+        "                   stability tree, data along the tree over TCP); default: the protocol's, 16\n" +
         "\n" +
         "Scale mode: N member processes join one group, every member Sends, one member is SIGKILLed:\n" +
         "  Isis.Bench --scale [--members N] [--sends K] [--payload BYTES] [--idle-seconds S] [--timeout SECONDS]\n" +
@@ -142,6 +144,9 @@ internal sealed record BenchOptions
     // Failure detection of every process in a run (the parent's embedded membership service included).
     // Relaxed by default (see Coordinator.Options): 100 ms x 30 = 3 s; in scale mode 500 ms x 40 = 20 s,
     // because 100 members overload 2 cores even when idle (docs/performance.md, "Scale").
+    /// <summary>--large-group-from N: the group size from which the large-group rules apply (gossip, the stability tree, relaying over TCP); the protocol's default (16) when absent.</summary>
+    public int? LargeGroupFrom { get; init; }
+
     public int? HeartbeatGiven { get; init; }
     public int? SuspicionGiven { get; init; }
     // From 20 members on, the benchmark's group alone saturates 2 cores during blasts (and the idle group
@@ -213,6 +218,7 @@ internal sealed record BenchOptions
                 "--parent-pid" => o with { ParentPid = Int(name, value, 1) },
                 "--heartbeat-ms" => o with { HeartbeatGiven = Int(name, value, 5) },
                 "--suspicion" => o with { SuspicionGiven = Int(name, value, 3) },
+                "--large-group-from" => o with { LargeGroupFrom = Int(name, value, 2) },
                 "--sends" => o with { Sends = Int(name, value, 1) },
                 "--idle-seconds" => o with { IdleSeconds = Int(name, value, 1) },
                 "--safe-log" => o with { SafeLogDirectory = Path.GetFullPath(value) },
@@ -303,6 +309,7 @@ internal sealed record BenchOptions
         .. (SafeLogDirectory != null ? new[] { "--safe-log", SafeLogDirectory } : []),
         "--transport", TransportName,
         .. (Multicast ? new[] { "--multicast-port", Str(MulticastPort) } : []),
+        .. (LargeGroupFrom is { } from ? new[] { "--large-group-from", Str(from) } : []),
     ];
 
     /// <summary>The arguments that make a scale-mode member process; it lives until the parent says "quit" or closes its stdin.</summary>
@@ -311,6 +318,7 @@ internal sealed record BenchOptions
         "scale-member", "--scale", "--index", Str(index), "--service-port", Str(servicePort), "--members", Str(Members),
         "--sends", Str(Sends), "--payload", Str(Payload), "--timeout", Str(hardLimitSeconds),
         "--heartbeat-ms", Str(HeartbeatMs), "--suspicion", Str(Suspicion),
+        .. (LargeGroupFrom is { } from ? new[] { "--large-group-from", Str(from) } : []),
     ];
 
     private static string Str(int v) => v.ToString(CultureInfo.InvariantCulture);

@@ -192,6 +192,7 @@ internal static class Coordinator
         Transport = o.Transport,
         // A small range of our own: the run's groups (one at a time) each get one address.
         Multicast = o.Multicast ? new MulticastOptions { Port = o.MulticastPort, AddressRange = "239.192.88.0/28" } : null,
+        LargeGroupFromMembers = o.LargeGroupFrom,
     };
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)
