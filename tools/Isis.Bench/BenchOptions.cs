@@ -144,7 +144,7 @@ internal sealed record BenchOptions
     // Failure detection of every process in a run (the parent's embedded membership service included).
     // Relaxed by default (see Coordinator.Options): 100 ms x 30 = 3 s; in scale mode 500 ms x 40 = 20 s,
     // because 100 members overload 2 cores even when idle (docs/performance.md, "Scale").
-    /// <summary>--large-group-from N: the group size from which the large-group rules apply (gossip, the stability tree, relaying over TCP); the protocol's default (16) when absent.</summary>
+    /// <summary>--large-group-from N: the group size from which the large-group rules apply (gossip, the stability tree, relaying over TCP); the protocol's default (10) when absent.</summary>
     public int? LargeGroupFrom { get; init; }
 
     public int? HeartbeatGiven { get; init; }

@@ -30,7 +30,7 @@ internal static class SimCommand
             Console.WriteLine("         N members (default 1000) join one group over MS ms of virtual time (default 100; 0 = all at once), each");
             Console.WriteLine("         sends K Sends (default 2), one is killed; prints the figures in virtual time. Packets take MIN-MAX us");
             Console.WriteLine("         (default 50-200, uniform per packet; --loss P loses each packet with chance P). --senders S: only the S oldest");
-            Console.WriteLine("         members send. --digests all: every digest to every member at any size (default: gossip from 16 members).");
+            Console.WriteLine("         members send. --digests all: every digest to every member at any size (default: gossip from 10 members).");
             Console.WriteLine("         --multicast: data by simulated IP multicast. --suspicion K: expel after K silent heartbeats. --check records the");
             Console.WriteLine("         history and runs the checker (memory-hungry for large N), --log writes it; --json appends the figures as one JSON line.");
             Console.WriteLine("families: " + string.Join(", ", Scenario.Families));

@@ -59,9 +59,12 @@ internal sealed record ProtocolOptions
     /// every member, and stability comes up and down a tree of fan-out
     /// <see cref="StabilityTreeFanout"/>, so a member's traffic per round no longer grows with the
     /// group. Smaller groups send every digest to every member: cheap there, and stability is one
-    /// hop away. Defaults to 16. The same at every process (it decides which packets members expect).
+    /// hop away. Defaults to 10: measured on loopback, 5-member groups deliver faster with the
+    /// small-group rules, 10-member groups as fast either way over UDP and twice as fast with the
+    /// tree over TCP (docs/performance.md, "Where the large-group rules start"). The same at every
+    /// process (it decides which packets members expect).
     /// </summary>
-    public int GossipFromMembers { get; init; } = 16;
+    public int GossipFromMembers { get; init; } = 10;
 
     /// <summary>
     /// In a large group whose data goes by unicast, send it along the stability tree instead of to

@@ -4,7 +4,7 @@ using Isis.Transport;
 namespace Isis.Tests.Runtime;
 
 /// <summary>
-/// A group past the size where the large-group rules start (16 members by default: digests
+/// A group past the size where the large-group rules start (10 members by default: digests
 /// gossiped to a few random members, stability through the tree of the view), on real runtimes
 /// over loopback UDP, with two members losing a fifth of what they send.
 /// </summary>
