@@ -1,5 +1,3 @@
-using Isis.Core.Common;
-using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
 

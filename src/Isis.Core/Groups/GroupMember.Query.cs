@@ -1,6 +1,4 @@
-using Isis.Core.Common;
 using Isis.Core.Identity;
-using Isis.Core.Node;
 using Isis.Core.Wire;
 
 namespace Isis.Core.Groups;

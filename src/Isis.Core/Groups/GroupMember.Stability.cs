@@ -5,7 +5,7 @@ using Isis.Core.Wire;
 
 namespace Isis.Core.Groups;
 
-/// <summary>Acknowledgement digests, stability and garbage collection, and NAK repair.</summary>
+/// <summary>Acknowledgement digests (to every member, or gossiped in a large group), stability and garbage collection, and NAK repair.</summary>
 internal sealed partial class GroupMember
 {
     private long[] _ownDigest = [];
@@ -15,7 +15,7 @@ internal sealed partial class GroupMember
     // members a round instead of to all (gossip), and stability comes from this tree instead of from
     // every member's digest. Null in a small group.
     private StabilityTree? _tree;
-    private Common.DeterministicRandom? _gossipRandom;
+    private DeterministicRandom? _gossipRandom;
     private int[] _gossipTargets = [];
     private long[] _plausible = [];
 
@@ -231,7 +231,7 @@ internal sealed partial class GroupMember
         int k = Math.Min(Math.Max(1, Options.GossipFanout), others);
         if (_gossipTargets.Length < k) _gossipTargets = new int[k];
         // Seeded by this incarnation and group, as the membership replicas seed their elections.
-        _gossipRandom ??= new Common.DeterministicRandom(Self.Endpoint * 1_000_003UL ^ Self.Incarnation ^ Id.Value);
+        _gossipRandom ??= new DeterministicRandom(Self.Endpoint * 1_000_003UL ^ Self.Incarnation ^ Id.Value);
         int chosen = 0;
         while (chosen < k)
         {

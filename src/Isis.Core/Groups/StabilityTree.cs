@@ -92,6 +92,7 @@ internal sealed class StabilityTree
         _ignoreChildren = (node.Options.Mutations & ProtocolMutations.StabilityIgnoresSubtree) != 0;
     }
 
+    /// <summary>Children per member.</summary>
     public int Fanout { get; }
 
     /// <summary>This member's neighbours in the tree, by rank: its parent (unless it is the root), then its children.</summary>
@@ -238,12 +239,13 @@ internal sealed class StabilityTree
         {
             if (values[i] < 0 || values[i] > plausible[i]) return false;
         }
+        // A first report (even of zeros) or a larger one may change our aggregate; a repeat cannot.
+        if (_children[c] == null) _dirty = true;
         long[] row = _children[c] ??= new long[values.Length];
         for (int i = 0; i < values.Length; i++)
         {
-            if (values[i] > row[i]) row[i] = values[i];
+            if (values[i] > row[i]) { row[i] = values[i]; _dirty = true; }
         }
-        _dirty = true; // a first report (even of zeros) or a larger one may change our aggregate
         // The child has not heard of the latest stable vector: its update was lost (or is on its way).
         if (knownVersion < Version) SendUpdate(from);
         return true;
