@@ -226,8 +226,9 @@ internal sealed partial class GroupMember
     private ReadOnlySpan<int> ChooseGossipTargets()
     {
         // Relaying, gossip stays between tree neighbours, as the data does.
-        ReadOnlySpan<int> neighbours = Relaying ? _tree!.Neighbours : default;
-        int others = Relaying ? neighbours.Length : View!.Members.Length - 1;
+        bool relaying = Relaying;
+        ReadOnlySpan<int> neighbours = relaying ? _tree!.Neighbours : default;
+        int others = relaying ? neighbours.Length : View!.Members.Length - 1;
         int k = Math.Min(Math.Max(1, Options.GossipFanout), others);
         if (_gossipTargets.Length < k) _gossipTargets = new int[k];
         // Seeded by this incarnation and group, as the membership replicas seed their elections.
@@ -238,7 +239,7 @@ internal sealed partial class GroupMember
             // Draw among the others (skipping our own rank) until k distinct ones: k is far below the
             // group's size here, so repeats are rare.
             int rank = _gossipRandom.Next(others);
-            if (Relaying) rank = neighbours[rank];
+            if (relaying) rank = neighbours[rank];
             else if (rank >= MyRank) rank++;
             if (Array.IndexOf(_gossipTargets, rank, 0, chosen) < 0) _gossipTargets[chosen++] = rank;
         }
