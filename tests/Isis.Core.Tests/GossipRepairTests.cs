@@ -107,6 +107,31 @@ public class GossipRepairTests
     }
 
     [Fact]
+    public void An_interior_member_repeating_its_report_after_an_update_still_reports_its_subtree()
+    {
+        // Rank 4 (a child of rank 1) never gets rank 6's message, repairs included; rank 5 (under
+        // rank 2) never gets rank 7's, so the root's stable vector stays behind rank 1's report and
+        // rank 1 keeps repeating it. Then rank 8's message becomes stable everywhere, so rank 1
+        // receives a stable vector from the root between two repeats. The repeats must still carry
+        // rank 4's holdings: a report of rank 1's own would let the root declare stable (and every
+        // member collect) a message rank 4 lacks.
+        TestCluster c = Formed();
+        GroupView view = c.CurrentView(0)!;
+        int Node(int rank) => (int)view.Members[rank].Endpoint - 1;
+        c.DropWhere(e => e.Kind == PacketKind.Data && e.To == view.Members[4].Endpoint && e.DataOrigin == 6);
+        c.DropWhere(e => e.Kind == PacketKind.Data && e.To == view.Members[5].Endpoint && e.DataOrigin == 7);
+        c.Send(Node(6), "rank-4-never-gets-this");
+        c.Send(Node(7), "rank-5-never-gets-this");
+        c.RunFor(150_000);
+        c.Send(Node(8), "everyone-holds-this");
+        c.RunUntil(() => Member(c, Node(8)).UnstableOwnMessages == 0, limit: 2_000_000);
+        c.RunFor(300_000); // several repeats of every report, well inside failure detection
+        Assert.DoesNotContain(c.Delivered(Node(4)), d => d.EndsWith("rank-4-never-gets-this", StringComparison.Ordinal));
+        Assert.Equal(1, Member(c, Node(6)).UnstableOwnMessages);
+        Assert.Equal(1, Member(c, Node(7)).UnstableOwnMessages);
+    }
+
+    [Fact]
     public void Tree_packets_from_the_wrong_member_or_beyond_what_we_hold_are_dropped_and_counted()
     {
         TestCluster c = Formed();

@@ -55,6 +55,7 @@ internal sealed class StabilityTree
     private readonly long[] _aggregate;
     private readonly long[] _reported;
     private readonly long[] _scratch; // a received vector, before it is checked
+    private readonly long[] _own;     // this member's own holdings, to check a stable vector against (never the aggregate: a repeated report sends that)
     private readonly bool _ignoreChildren;
     private bool _reportedOnce;
     private bool _dirty = true;
@@ -83,6 +84,7 @@ internal sealed class StabilityTree
         _aggregate = new long[n];
         _reported = new long[n];
         _scratch = new long[n];
+        _own = new long[n];
         Stable = new long[n];
         var neighbours = new List<int>(_children.Length + 1);
         if (rank > 0) neighbours.Add((rank - 1) / Fanout);
@@ -264,10 +266,10 @@ internal sealed class StabilityTree
         r.LongsInto(values);
         if (!r.Ok || !r.Complete || version <= 0) return false;
         // Every member's holdings are part of the minimum, so a stable prefix beyond our own is corrupt.
-        _member.OwnHoldings(_aggregate);
+        _member.OwnHoldings(_own);
         for (int i = 0; i < values.Length; i++)
         {
-            if (values[i] < 0 || values[i] > _aggregate[i]) return false;
+            if (values[i] < 0 || values[i] > _own[i]) return false;
         }
         if (version <= Version)
         {
