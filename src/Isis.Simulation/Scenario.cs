@@ -95,6 +95,16 @@ internal sealed record Scenario
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
+    /// <summary>
+    /// State transfer: checkpoint bytes a maker sends ahead of a joiner's acknowledgement. Small (two
+    /// chunks of the simulated application), so that the window and its go-back-N repair work in
+    /// every run; it overrides <see cref="Protocol"/>'s.
+    /// </summary>
+    public int StateWindowBytes { get; init; } = 1024;
+
+    /// <summary>State transfer: chance that the member asked for a checkpoint crashes within 30 ms, while it streams it.</summary>
+    public double CrashMakerChance { get; init; }
+
     /// <summary>Fraction of the workload's messages sent with OrderedSend. Defaults to 0.35.</summary>
     public double OrderedFraction { get; init; } = 0.35;
 
@@ -157,6 +167,15 @@ internal sealed record Scenario
     /// Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
     public static readonly string[] GossipFamilies = ["gossip", "gossip-chaos", "relay", "relay-chaos"];
+
+    /// <summary>
+    /// State transfer families: processes crash and restart (so they join again under traffic),
+    /// the member making a checkpoint often crashes while it streams (so the transfer restarts at a
+    /// later cut, or the state is lost and starts empty), with loss and reordering throughout. Every
+    /// family transfers state, since every restart is a join; these aim at the transfer itself.
+    /// Kept out of <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] StateTransferFamilies = ["state-transfer", "state-transfer-chaos"];
 
     /// <summary>The protocol options of the gossip families: the large-group rules from 4 members, 2 gossip targets, a binary tree.</summary>
     internal static readonly ProtocolOptions GossipProtocol = new() { GossipFromMembers = 4, GossipFanout = 2, StabilityTreeFanout = 2 };
@@ -279,6 +298,17 @@ internal sealed record Scenario
                 LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "state-transfer" => new Scenario
+            {
+                Name = family, Processes = 4 + r.Next(4), Crashes = true, CrashMakerChance = 0.3, StateWindowBytes = 512,
+                Faults = new NetworkFaults { LossRate = loss / 2, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "state-transfer-chaos" => new Scenario
+            {
+                Name = family, Processes = 4 + r.Next(4), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                CrashMakerChance = 0.5, StateWindowBytes = 512,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
             "relay" => new Scenario
             {
                 Name = family, Processes = 5 + r.Next(8), Crashes = true, LeaveAndRejoin = true, Protocol = GossipProtocol with { RelayThroughTree = true },
@@ -295,7 +325,7 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}", nameof(family)),
         };
     }
 }

@@ -76,6 +76,7 @@ internal sealed class SimulationRun
         {
             var sb = new StringBuilder(Summary).AppendLine();
             foreach (Violation v in Result.Violations.Take(50)) sb.Append("  ").AppendLine(v.ToString());
+            if (!Passed) sb.AppendLine("live members at the end:").AppendLine(Simulator.DescribeMembers());
             return sb.ToString();
         }
     }

@@ -21,7 +21,7 @@ namespace Isis.Simulation;
 /// incarnations and rejoin. The heal phase must end with every live member in one view having
 /// delivered everything sent in it; the checker's liveness property verifies that.
 /// </remarks>
-internal sealed class Simulator
+internal sealed partial class Simulator
 {
     public const string GroupName = "sim";
     // Processes listen on endpoints 1..N and the membership replicas above them: on 1000, 1001, ...
@@ -71,7 +71,8 @@ internal sealed class Simulator
         _firstReplicaEndpoint = 1000;
         while (_firstReplicaEndpoint <= (ulong)scenario.Processes) _firstReplicaEndpoint *= 10;
         _directoryEndpoint = _firstReplicaEndpoint - 1;
-        _protocol = scenario.EmbeddedService ? scenario.Protocol with { ServiceReplicaTarget = scenario.ReplicaTarget } : scenario.Protocol;
+        _protocol = (scenario.EmbeddedService ? scenario.Protocol with { ServiceReplicaTarget = scenario.ReplicaTarget } : scenario.Protocol)
+            with { StateWindowBytes = scenario.StateWindowBytes };
         int configured = scenario.EmbeddedService ? 0 : scenario.Replicas;
         _serviceEndpoints = Enumerable.Range(0, configured).Select(i => _firstReplicaEndpoint + (ulong)i).ToArray();
         _replicas = new SimReplica[configured];
@@ -156,6 +157,9 @@ internal sealed class Simulator
         public bool RestartPlanned;
 
         public bool Alive => Node != null && !Node.IsShutDown;
+
+        /// <summary>The simulated application's state in the group (see Simulator.Application.cs); empty for a new incarnation.</summary>
+        public readonly ApplicationState App = new();
     }
 
     /// <summary>A membership replica: its durable records survive its crashes, as a disk would.</summary>
@@ -367,6 +371,7 @@ internal sealed class Simulator
     private void Start(SimProcess p)
     {
         p.Incarnation++;
+        p.App.Reset();
         p.Paused = false;
         p.Backlog.Clear();
         p.Sent = 0;
@@ -452,7 +457,7 @@ internal sealed class Simulator
         foreach (NodeEvent e in o.Events)
         {
             // The driver joins a view's multicast address as it installs the view (see the runtime's MulticastMemberships).
-            if (e is ViewInstalled v) _network.SetMulticast(node.Endpoint, v.Group.Value, v.View.Multicast);
+            if (e is MulticastAddressChanged m) _network.SetMulticast(node.Endpoint, m.Group.Value, m.Address);
             else if (e is GroupLeft l) _network.SetMulticast(node.Endpoint, l.Group.Value, 0);
         }
         foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes.ToArray(), _now);
@@ -497,6 +502,7 @@ internal sealed class Simulator
         if (RecordsHistory) History.RecordCoreEvent(_now, process, e);
         Observer?.Invoke(process, e);
         // What the simulated application does with some events.
+        OnApplicationEvent(process, e);
         switch (e)
         {
             case MessageDelivered d when d.Kind.IsQuery():

@@ -326,6 +326,21 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case GroupLeft l:
                 if (_groups.TryGetValue(l.Group, out g)) g.OnLeft(l.Terminated, l.FinalViewId);
                 break;
+            case StateRequested r:
+                if (_groups.TryGetValue(r.Group, out g)) g.OnStateRequested(r);
+                break;
+            case StateChunkReceived c:
+                if (_groups.TryGetValue(c.Group, out g)) g.OnStateChunk(c.Chunk);
+                break;
+            case StateReceived r:
+                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReceived();
+                break;
+            case StateTransferAborted a:
+                if (_groups.TryGetValue(a.Group, out g)) g.OnStateAborted(a.Reason);
+                break;
+            case StateReset r:
+                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId);
+                break;
             case FlushCompleted f:
                 if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);
                 break;
@@ -416,6 +431,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         Log.RuntimeProblem(Logger, text);
     }
 
+    /// <summary>For groups: what the operator must know (see <see cref="ReportProblem"/>).</summary>
+    internal void ReportRuntimeProblem(string text) => ReportProblem(text);
+
+    /// <summary>Checkpoint bytes a maker may have in flight before SendChkpt waits (the protocol's state-transfer window).</summary>
+    internal long StateWindowBytes { get; } = new Core.Node.ProtocolOptions().StateWindowBytes;
+
     void IEventSink.OnServiceEvent(NodeEvent e, long at)
     {
         EventLoop loop = _loop!;
@@ -431,7 +452,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     void IEventSink.AfterBatch()
     {
         EventLoop loop = _loop!;
-        foreach (Group g in _groupSnapshot) g.PublishWindow(loop.Node.FindGroup(g.Id));
+        foreach (Group g in _groupSnapshot)
+        {
+            GroupMember? member = loop.Node.FindGroup(g.Id);
+            g.PublishWindow(member);
+            g.PublishStateBacklog(member?.StateBacklogBytes ?? 0);
+        }
     }
 
     private void OnShutDownByProtocol(string reason)

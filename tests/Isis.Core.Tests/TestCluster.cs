@@ -207,7 +207,14 @@ internal sealed class TestCluster
         foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue(new Envelope(node.Endpoint, p.Destination, p.Bytes.ToArray()));
         List<NodeEvent> log = node == Oracle ? OracleEvents : Events[(int)node.Endpoint - 1];
         log.AddRange(node.Outbox.Events);
+        StateRequested[] asked = node.Outbox.Events.OfType<StateRequested>().ToArray();
         node.Outbox.Clear();
+        // The application has no checkpoint handlers: its checkpoint is empty.
+        foreach (StateRequested r in asked)
+        {
+            ((ProcessNode)node).SendStateChunk(r.Group, r.CutViewId, [], last: true, Now);
+            Collect(node);
+        }
     }
 
     // ---------------------------------------------------------------- queries

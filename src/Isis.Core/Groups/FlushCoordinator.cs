@@ -17,7 +17,8 @@ namespace Isis.Core.Groups;
 /// are a prefix of what it holds, so the cut never undoes a delivery; and the reports together
 /// hold every message up to the cut, because no survivor garbage-collects a message before all
 /// members hold it.</item>
-/// <item>Commit: each survivor receives the cut with exactly the messages it lacks, delivers up to
+/// <item>Commit: each survivor receives the cut with exactly the messages it lacks (and the list of
+/// survivors still waiting for a state transfer, the same for all), delivers up to
 /// the cut, and acknowledges. Only then does the coordinator tell the membership service, which
 /// installs the next view; so no member installs the next view before every survivor's old-view
 /// deliveries are final.</item>
@@ -31,7 +32,7 @@ internal sealed class FlushCoordinator
 {
     private readonly ProcessNode _node;
     private readonly GroupMember _member;
-    private readonly Dictionary<NodeId, (long[] Vector, List<HeldMessage> Messages)> _reports = new();
+    private readonly Dictionary<NodeId, (long[] Vector, List<HeldMessage> Messages, NodeId? WaitingFor)> _reports = new();
     private readonly HashSet<NodeId> _committed = new();
     private Dictionary<NodeId, byte[]>? _commitPackets;
     private long _nextRetryAt;
@@ -61,9 +62,10 @@ internal sealed class FlushCoordinator
     {
         long[] vector = r.Longs();
         List<HeldMessage> messages = HeldMessage.ReadList(ref r, _member.RankCount);
-        if (!r.Ok || vector.Length != _member.RankCount) { r.Fail(); return; }
+        NodeId? waitingFor = GroupMember.ReadStateStatus(ref r);
+        if (!r.Complete || vector.Length != _member.RankCount) { r.Fail(); return; }
         if (attempt != Attempt || _commitPackets != null || Array.IndexOf(Survivors, from) < 0) return;
-        _reports[from] = (vector, messages);
+        _reports[from] = (vector, messages, waitingFor);
         if (_reports.Count == Survivors.Length) Commit();
     }
 
@@ -74,7 +76,7 @@ internal sealed class FlushCoordinator
         var union = new Dictionary<(int Rank, long Seq), StreamMessage>();
         var floor = new long[ranks];
         Array.Fill(floor, long.MaxValue);
-        foreach (var (vector, messages) in _reports.Values)
+        foreach (var (vector, messages, _) in _reports.Values)
         {
             for (int r = 0; r < ranks; r++)
             {
@@ -94,6 +96,9 @@ internal sealed class FlushCoordinator
             }
         }
 
+        // Survivors still waiting for a checkpoint, and from whom: every survivor gets the same list,
+        // so all agree on who holds the state at the next view's cut (GroupMember.StateTransfer).
+        var waiting = _reports.Where(e => e.Value.WaitingFor != null).Select(e => (Survivor: e.Key, Maker: e.Value.WaitingFor!.Value)).ToList();
         bool skipExchange = (_node.Options.Mutations & ProtocolMutations.SkipFlushExchange) != 0;
         _commitPackets = new Dictionary<NodeId, byte[]>();
         foreach (NodeId survivor in Survivors)
@@ -110,6 +115,8 @@ internal sealed class FlushCoordinator
             }
             PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushCommit, _node.Self, _member.Id, ViewId, Attempt)).Longs(memberCut);
             HeldMessage.WriteList(w, missing);
+            w.I32(waiting.Count);
+            foreach (var (waiter, maker) in waiting) w.Node(waiter).Node(maker);
             _commitPackets[survivor] = w.Finish();
         }
         foreach (var (survivor, packet) in _commitPackets) _node.SendTo(survivor.Endpoint, packet);

@@ -1,3 +1,4 @@
+using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
 
@@ -120,6 +121,7 @@ internal sealed partial class GroupMember
         }
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushReport, Self, Id, View!.Id, attempt)).Longs(vector);
         HeldMessage.WriteList(w, messages);
+        WriteStateStatus(w);
         _node.SendTo(View.Members[from].Endpoint, w.Finish());
     }
 
@@ -132,7 +134,9 @@ internal sealed partial class GroupMember
     {
         long[] cut = r.Longs();
         List<HeldMessage> messages = HeldMessage.ReadList(ref r, _streams.Length);
-        if (!r.Ok || cut.Length != _streams.Length) { r.Fail(); return; }
+        var waiting = new Dictionary<NodeId, NodeId>();
+        for (int i = 0, n = r.Count(2 * 12); i < n && r.Ok; i++) waiting[r.Node()] = r.Node();
+        if (!r.Complete || cut.Length != _streams.Length) { r.Fail(); return; }
         if (attempt != _reportedAttempt) return; // stale, or for an attempt we never reported to
         // Without our lease the service may have expelled us and abandoned this attempt: deliver
         // nothing. The coordinator retransmits; a member whose lease merely lapsed commits later.
@@ -160,6 +164,7 @@ internal sealed partial class GroupMember
                 }
             }
             _committedAttempt = attempt;
+            _waitingAtCut = waiting; // who still waits for a checkpoint, and from whom: the next view's state transfer starts from it
         }
         _node.SendTo(View!.Members[from].Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.CommitAck, Self, Id, View.Id, attempt)).Finish());
     }

@@ -127,6 +127,11 @@ internal sealed partial class GroupMember
         if (State == MemberState.Left) return;
         State = MemberState.Leaving;
         _pendingSends.Clear();
+        SendLeaveRequest(now);
+    }
+
+    private void SendLeaveRequest(long now)
+    {
         _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.LeaveRequest, Self, Id, View?.Id ?? 0, 0)).Finish());
         _nextRequestAt = now + Options.RetryInterval;
     }
@@ -147,6 +152,7 @@ internal sealed partial class GroupMember
     public void OnLeaveDone(int viewId)
     {
         bool terminated = State != MemberState.Leaving;
+
         // Unasked, it means the group was terminated: trust it only for a view after ours (an old
         // answer to an earlier leave of this group must not end the current membership).
         if (terminated && (State != MemberState.Active || View == null || viewId <= View.Id)) return;
@@ -196,6 +202,8 @@ internal sealed partial class GroupMember
         }
 
         if (View != null) DeliverUnorderedAtViewEnd();
+        bool firstView = View == null;
+        if (firstView || View!.Multicast != view.Multicast) _node.Emit(new MulticastAddressChanged(Id, view.Multicast));
 
         // Our SafeSends that the old view could not deliver go out again, first, in this one.
         var resend = _ownSafe.OrderBy(e => e.Key).Select(e => e.Value).ToList();
@@ -231,9 +239,11 @@ internal sealed partial class GroupMember
         _idleDigestsInARow = 0;
         _nextDigestAt = now + Options.DigestInterval;
         _tree = view.Members.Length >= Options.GossipFromMembers ? new StabilityTree(_node, this, view, rank, Options.StabilityTreeFanout, now) : null;
+        NodeId[] stateFor = OnViewForStateTransfer(view, firstView);
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
         Publish(new ViewInstalled(Id, view));
+        if (stateFor.Length > 0) StartMakingState(view, stateFor, now);
         _queries.OnViewInstalled(view);
         foreach (var key in _outgoingReplies.Keys.Where(k => !view.Contains(k.Requester)).ToList()) _outgoingReplies.Remove(key);
         AckInstall(view.Id);
@@ -250,7 +260,7 @@ internal sealed partial class GroupMember
 
     private void SendPending()
     {
-        while (State == MemberState.Active && !_wedged && _node.LeaseHeld && HistoryCurrent && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
+        while (State == MemberState.Active && !_wedged && _node.LeaseHeld && Current && _pendingSends.Count > 0) SendNow(_pendingSends.Dequeue());
     }
 
     /// <summary>The membership lease is back: deliver what waited and send what queued.</summary>
@@ -262,6 +272,7 @@ internal sealed partial class GroupMember
             OnInstallView(waiting, now);
         }
         if (View == null || State == MemberState.Left) return;
+        LoadStateOnLeaseRenewed();
         for (int rank = 0; rank < _streams.Length; rank++) DeliverReady(rank);
         DeliverOrdered();
         SendPending();
@@ -284,7 +295,7 @@ internal sealed partial class GroupMember
             return;
         }
         if (!kind.IsSafe()) _issued++; // SafeSend is durable on delivery; Flush covers the cheap primitives
-        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && HistoryCurrent && _pendingSends.Count == 0) SendNow(message);
+        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && Current && _pendingSends.Count == 0) SendNow(message);
         else _pendingSends.Enqueue(message);
     }
 
@@ -365,6 +376,11 @@ internal sealed partial class GroupMember
         if (h.Kind is PacketKind.Reply or PacketKind.ReplyAck)
         {
             OnReplyTraffic(h, body);
+            return;
+        }
+        if (h.Kind is PacketKind.StateChunk or PacketKind.StateAck)
+        {
+            OnStatePacket(h, body, now);
             return;
         }
         if (State is MemberState.Joining or MemberState.Left || View == null || h.View != View.Id)
@@ -541,19 +557,19 @@ internal sealed partial class GroupMember
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
     private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
     {
-        if (HistoryCurrent)
+        if (Current)
         {
             _node.Outbox.Delivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd);
         }
         else
         {
-            // Held until this member holds the history; the stream may recycle its payload meanwhile.
+            // Held until this member holds the history and its state; the stream may recycle its payload meanwhile.
             var held = new MessageDelivered();
             held.Set(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload.ToArray(), atViewEnd);
             _held.Add(held);
         }
         if (rank == MyRank) _ownSafe.Remove(seq);
-        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View);
+        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View!);
     }
 
     /// <summary>
@@ -579,6 +595,7 @@ internal sealed partial class GroupMember
     /// </summary>
     public void EndOfStep()
     {
+        AcknowledgeState();
         CompleteFlushes();
         if (State != MemberState.Active || _wedged || !_node.LeaseHeld) return;
         SendPending();
@@ -602,12 +619,13 @@ internal sealed partial class GroupMember
     public void Tick(long now)
     {
         if (State == MemberState.Joining && now >= _nextRequestAt) RequestJoin(now);
-        if (State == MemberState.Leaving && now >= _nextRequestAt) RequestLeave(now);
+        if (State == MemberState.Leaving && now >= _nextRequestAt) SendLeaveRequest(now);
         if (_terminating && State == MemberState.Active && now >= _nextRequestAt) RequestTerminate(now);
         if (View == null || State == MemberState.Left) return;
 
         Coordinator?.Tick(now);
         History?.Tick(now);
+        if (_outgoingStates.Count > 0) TickStateTransfers(now);
         _queries.Tick(now);
         // While a Flush waits, ask every member for its digest at once, and again each NAK interval
         // (a reply may be lost, or may have raced ahead of our last data).
@@ -675,6 +693,7 @@ internal sealed partial class GroupMember
             if (View == null || State == MemberState.Left) return d;
             if (Coordinator != null) d = Math.Min(d, Coordinator.NextDeadline);
             if (History != null) d = Math.Min(d, History.NextDeadline);
+            if (_outgoingStates.Count > 0) d = Math.Min(d, StateTransferDeadline());
             d = Math.Min(d, _queries.NextDeadline);
             if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0 && !Relaying) d = Math.Min(d, _nextFlushPokeAt);
             if (_outgoingReplies.Count > 0) d = Math.Min(d, _nextReplyRetryAt);
@@ -695,11 +714,12 @@ internal sealed partial class GroupMember
 
     /// <summary>
     /// Hands an event to the application, or, while this member does not hold the group's history
-    /// yet (disk durability), holds it back in order (unless <paramref name="immediately"/>).
+    /// yet (disk durability) or its state (a joiner waiting for its checkpoint), holds it back in
+    /// order (unless <paramref name="immediately"/>).
     /// </summary>
     internal void Publish(NodeEvent e, bool immediately = false)
     {
-        if (immediately || HistoryCurrent) _node.Emit(e);
+        if (immediately || Current) _node.Emit(e);
         else _held.Add(e);
     }
 
@@ -748,6 +768,8 @@ internal sealed partial class GroupMember
         $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()} streams " +
         string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
         (_tree != null ? " " + _tree.Describe() : "") +
+        (_incomingState is { } st ? $" awaiting state of v{st.Cut} from {(st.Maker.IsNone ? "its maker" : st.Maker)} ({st.Received} chunks)" : "") +
+        (_outgoingStates.Count > 0 ? " making state for " + string.Join(",", _outgoingStates.Values.Select(o => $"v{o.Cut}:{o.Count}{(o.Ended ? "/end" : "")}[{string.Join(" ", o.Receivers.Select(r => $"{r.Key}:{r.Value.Acked}/{r.Value.SentThrough}"))}]")) : "") +
         " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>

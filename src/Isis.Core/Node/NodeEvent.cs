@@ -83,6 +83,48 @@ internal sealed record HistoryNotice(GroupId Group, HistoryNoticeKind Kind, stri
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
 internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
 
+/// <summary>
+/// The view's IP multicast address for this member's group changed (0: unicast): the driver joins
+/// it at once. Never held back, unlike <see cref="ViewInstalled"/>, which a joiner's application sees
+/// only once it has its state: the member receives the view's traffic meanwhile.
+/// </summary>
+internal sealed record MulticastAddressChanged(GroupId Group, ulong Address) : NodeEvent;
+
+/// <summary>
+/// State transfer, at the member that makes the checkpoint: the application's state now is the
+/// state at the cut <paramref name="CutViewId"/> (every message of earlier views delivered, none of
+/// this one). The driver asks the application for its checkpoint now, before anything after this
+/// event, and hands it to <see cref="ProcessNode.SendStateChunk"/> in chunks, the last one marked.
+/// </summary>
+internal sealed record StateRequested(GroupId Group, int CutViewId, NodeId[] Joiners) : NodeEvent;
+
+/// <summary>
+/// State transfer, at a joiner: the next chunk of the checkpoint made at cut <paramref name="CutViewId"/>,
+/// in the maker's order. The driver keeps the chunks until <see cref="StateReceived"/> (a transfer may
+/// still be abandoned, <see cref="StateTransferAborted"/>), then loads them before anything after it.
+/// </summary>
+internal sealed record StateChunkReceived(GroupId Group, int CutViewId, byte[] Chunk) : NodeEvent;
+
+/// <summary>
+/// State transfer, at a joiner: the whole checkpoint has arrived. The application loads it now;
+/// the view it joined and that view's messages follow.
+/// </summary>
+internal sealed record StateReceived(GroupId Group, int CutViewId, long Chunks) : NodeEvent;
+
+/// <summary>
+/// State transfer, at a member waiting for its checkpoint: the transfer of cut <paramref name="CutViewId"/>
+/// cannot finish (its maker left, or never started before a view change). The chunks received so far
+/// are void; a checkpoint made at a later view's cut replaces it (or <see cref="StateReset"/> follows).
+/// </summary>
+internal sealed record StateTransferAborted(GroupId Group, int CutViewId, string Reason) : NodeEvent;
+
+/// <summary>
+/// State transfer: every member that held the group's state left before this member's checkpoint
+/// arrived. The group's state is gone; this member starts from an empty state at view
+/// <paramref name="CutViewId"/>, and makes the checkpoint for the others that wait.
+/// </summary>
+internal sealed record StateReset(GroupId Group, int CutViewId) : NodeEvent;
+
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
 internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 

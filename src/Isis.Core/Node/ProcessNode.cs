@@ -209,6 +209,20 @@ internal sealed class ProcessNode : IProtocolNode
         Drain();
     }
 
+    /// <summary>
+    /// State transfer: the application's next chunk of the checkpoint it makes for the joiners of
+    /// view <paramref name="cutViewId"/> (asked by <see cref="StateRequested"/>); <paramref name="last"/>
+    /// ends it. Ignored once that transfer is over. The driver waits while
+    /// <see cref="GroupMember.StateBacklogBytes"/> exceeds <see cref="ProtocolOptions.StateWindowBytes"/>.
+    /// </summary>
+    public void SendStateChunk(GroupId id, int cutViewId, ReadOnlySpan<byte> chunk, bool last, long now)
+    {
+        _now = Outbox.StepTime = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
+        member.AddStateChunk(cutViewId, chunk, last, now);
+        Drain();
+    }
+
     /// <summary>Asks the membership service to expel <paramref name="node"/> (a query found it too slow).</summary>
     internal void Suspect(NodeId node) =>
         SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, 0)).Node(node).Finish());

@@ -87,6 +87,14 @@ internal sealed record ProtocolOptions
     /// <summary>Retransmission period for control traffic (flush steps, view installs, join and leave). Defaults to 50 ms.</summary>
     public long RetryInterval { get; init; } = 50_000;
 
+    /// <summary>
+    /// State transfer: checkpoint bytes a maker sends a joiner ahead of its acknowledgement. The
+    /// maker also holds at most about this much of a checkpoint it has not sent yet (the driver
+    /// waits on <see cref="Groups.GroupMember.StateBacklogBytes"/>), so a checkpoint of any size
+    /// costs the maker a bounded amount of memory. Defaults to 4 MiB.
+    /// </summary>
+    public int StateWindowBytes { get; init; } = 4 << 20;
+
     /// <summary>Most messages one NAK asks for. Defaults to 512.</summary>
     public int MaxNakRange { get; init; } = 512;
 
@@ -177,4 +185,10 @@ internal enum ProtocolMutations
     /// original sender's: its neighbours file it in the wrong sender's stream.
     /// </summary>
     RelayForwardsAsOwn = 4096,
+
+    /// <summary>
+    /// A joiner takes part at once, with whatever state it has, instead of waiting for the
+    /// checkpoint of the view it joined: it delivers that view's messages on an empty state.
+    /// </summary>
+    JoinerSkipsState = 8192,
 }

@@ -55,4 +55,8 @@ internal enum PacketKind : byte
     // Member <-> member, within one view of a large group: its stability tree (see StabilityTree).
     StabilityReport = 38,   // child -> parent; Number = stable version the child holds; body: its subtree's holdings per sender
     StabilityUpdate = 39,   // parent -> child; Number = stable version; body: the stable prefix per sender
+
+    // Member <-> joiner, across views: the state transfer of the checkpoint made at a join's cut (see GroupMember.StateTransfer).
+    StateChunk = 40,        // maker -> joiner; View = the cut (the view the joiner joined in); Number = chunk number (1, 2, ...); body: last flag, the chunk
+    StateAck = 41,          // joiner -> maker; View = the cut; Number = chunks received in order
 }

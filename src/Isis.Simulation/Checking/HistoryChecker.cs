@@ -37,6 +37,7 @@ internal static partial class HistoryChecker
         SenderDeliversOwn(events, sink);
         FirewallAfterExpulsion(events, sink);
         NoDeliveryAfterExpulsion(events, sink);
+        StateTransfer(events, sink);
         Liveness(events, sink);
         TimersWithinDeadline(events, sink);
         return sink.ToResult(events.Length);

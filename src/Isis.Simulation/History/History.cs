@@ -149,6 +149,18 @@ internal sealed class History
         }
     }
 
+    /// <summary>Records the state <paramref name="process"/>'s application put in the checkpoint for the joiners of view <paramref name="cut"/>.</summary>
+    public void RecordStateMade(long time, NodeId process, GroupId group, int cut, StateDigest state) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.StateMade) { Group = group, ViewId = cut, LogIndex = state.Count, PayloadHash = state.Hash });
+
+    /// <summary>Records the state <paramref name="process"/>'s application loaded from the checkpoint made at the cut <paramref name="cut"/>.</summary>
+    public void RecordStateLoaded(long time, NodeId process, GroupId group, int cut, StateDigest state) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.StateLoaded) { Group = group, ViewId = cut, LogIndex = state.Count, PayloadHash = state.Hash });
+
+    /// <summary>Records that <paramref name="process"/> starts <paramref name="group"/>'s state empty at view <paramref name="cut"/>: no member held it any more.</summary>
+    public void RecordStateReset(long time, NodeId process, GroupId group, int cut) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.StateReset) { Group = group, ViewId = cut });
+
     /// <summary>Records that <paramref name="process"/> replayed entry <paramref name="index"/> of the group's SafeSend history.</summary>
     public void RecordReplay(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Replay)

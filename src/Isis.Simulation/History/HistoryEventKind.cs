@@ -66,6 +66,25 @@ internal enum HistoryEventKind
     Replay,
 
     /// <summary>
+    /// State transfer: Process's application made the checkpoint of Group for the joiners of view
+    /// ViewId (the cut): its state then was LogIndex messages with the order-free hash PayloadHash
+    /// (a <see cref="StateDigest"/>).
+    /// </summary>
+    StateMade,
+
+    /// <summary>
+    /// State transfer: Process, a joiner of Group, loaded the checkpoint made at the cut ViewId: the
+    /// state it read from the chunks is LogIndex messages with hash PayloadHash.
+    /// </summary>
+    StateLoaded,
+
+    /// <summary>
+    /// State transfer: every member that held Group's state left before Process's checkpoint arrived;
+    /// Process starts from an empty state at view ViewId (and makes the checkpoint for the others).
+    /// </summary>
+    StateReset,
+
+    /// <summary>
     /// Simulator only: a tick of Process at Time, before the deadline it had reported (LogIndex),
     /// produced Description. A runtime sleeping until that deadline would have fired the timer late.
     /// </summary>

@@ -363,7 +363,7 @@ internal sealed class EventLoop : IDisposable
         for (int i = 0; i < outbox.Events.Count; i++)
         {
             NodeEvent e = outbox.Events[i];
-            if (e is ViewInstalled v) _multicast.OnView(v.Group, v.View.Multicast);
+            if (e is MulticastAddressChanged m) _multicast.OnView(m.Group, m.Address);
             else if (e is GroupLeft l) _multicast.OnLeft(l.Group);
             _sink.OnNodeEvent(e, outbox.EventTimes[i]);
         }

@@ -1,0 +1,138 @@
+using System.Buffers.Binary;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+
+namespace Isis.Simulation;
+
+/// <summary>
+/// The simulated application's replicated state and its checkpoints (state transfer): what a real
+/// application does in its MakeChkpt and LoadChkpt handlers, reduced to what the checker can judge.
+/// </summary>
+/// <remarks>
+/// The state is the list of messages the application applied in the group. A checkpoint is that
+/// list, written as message ids in chunks of <see cref="IdsPerChunk"/>, made at the cut (a copy, as an
+/// application's snapshot would be) and handed to the core later, a chunk at a time, while the
+/// core's backlog allows. The joiner rebuilds the list from the chunks alone, so a chunk lost,
+/// repeated or reordered on the way shows up as a state that differs from its maker's.
+/// </remarks>
+internal sealed partial class Simulator
+{
+    /// <summary>Message ids per checkpoint chunk: small, so that even short runs send several chunks and fill the window.</summary>
+    private const int IdsPerChunk = 16;
+
+    private const int IdBytes = 32;
+
+    /// <summary>The simulated application's part of a process: its state in the group and the checkpoint chunks it is receiving.</summary>
+    internal sealed class ApplicationState
+    {
+        public List<MessageId> Applied { get; private set; } = new();
+
+        public List<byte[]> IncomingChunks { get; } = new();
+
+        public void Reset()
+        {
+            Applied = new List<MessageId>();
+            IncomingChunks.Clear();
+        }
+
+        public void Load(List<MessageId> state) => Applied = state;
+    }
+
+    private void OnApplicationEvent(NodeId process, NodeEvent e)
+    {
+        SimProcess? p = ProcessOf(process);
+        if (p == null) return;
+        switch (e)
+        {
+            case MessageDelivered d when d.Group == _group:
+                p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
+                break;
+            case GroupLeft l when l.Group == _group:
+                p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
+                break;
+            case StateRequested r when r.Group == _group:
+                MakeCheckpoint(p, r);
+                break;
+            case StateChunkReceived c when c.Group == _group:
+                p.App.IncomingChunks.Add(c.Chunk);
+                break;
+            case StateTransferAborted a when a.Group == _group:
+                p.App.IncomingChunks.Clear();
+                break;
+            case StateReceived r when r.Group == _group:
+                LoadCheckpoint(p, r);
+                break;
+            case StateReset r when r.Group == _group:
+                p.App.Reset();
+                if (RecordsHistory) History.RecordStateReset(_now, process, r.Group, r.CutViewId);
+                break;
+        }
+    }
+
+    private void MakeCheckpoint(SimProcess p, StateRequested request)
+    {
+        MessageId[] snapshot = [.. p.App.Applied];
+        var digest = StateDigest.Empty;
+        foreach (MessageId m in snapshot) digest = digest.With(m);
+        if (RecordsHistory) History.RecordStateMade(_now, p.Node!.Self, request.Group, request.CutViewId, digest);
+        var chunks = new List<byte[]>();
+        for (int start = 0; start < snapshot.Length || chunks.Count == 0; start += IdsPerChunk)
+        {
+            int n = Math.Min(IdsPerChunk, snapshot.Length - start);
+            var chunk = new byte[n * IdBytes];
+            for (int i = 0; i < n; i++) WriteId(chunk.AsSpan(i * IdBytes), snapshot[start + i]);
+            chunks.Add(chunk);
+        }
+        // A real maker's handler runs on its delivery thread a little later than the protocol asked.
+        ProcessNode node = p.Node!;
+        if (!_healed && _random.Chance(Scenario.CrashMakerChance)) At(_now + _random.NextInRange(0, 30_000), () => Crash(p));
+        At(_now + _random.NextInRange(0, 5_000), () => SendCheckpointChunks(p, node, request.CutViewId, chunks, 0));
+    }
+
+    /// <summary>Hands the core chunks while its backlog is under the window, as the runtime's SendChkpt waits; then tries again a millisecond later.</summary>
+    private void SendCheckpointChunks(SimProcess p, ProcessNode node, int cut, List<byte[]> chunks, int next)
+    {
+        if (p.Node != node || node.IsShutDown) return;
+        while (next < chunks.Count && (node.FindGroup(_group)?.StateBacklogBytes ?? 0) < _protocol.StateWindowBytes)
+        {
+            node.SendStateChunk(_group, cut, chunks[next], last: next == chunks.Count - 1, _now);
+            next++;
+            Flush(p);
+            if (p.Node != node || node.IsShutDown) return;
+        }
+        if (next < chunks.Count) At(_now + 1_000, () => SendCheckpointChunks(p, node, cut, chunks, next));
+    }
+
+    private void LoadCheckpoint(SimProcess p, StateReceived received)
+    {
+        var state = new List<MessageId>();
+        var digest = StateDigest.Empty;
+        foreach (byte[] chunk in p.App.IncomingChunks)
+        {
+            for (int at = 0; at + IdBytes <= chunk.Length; at += IdBytes)
+            {
+                MessageId m = ReadId(chunk.AsSpan(at));
+                state.Add(m);
+                digest = digest.With(m);
+            }
+        }
+        p.App.IncomingChunks.Clear();
+        p.App.Load(state);
+        if (RecordsHistory) History.RecordStateLoaded(_now, p.Node!.Self, received.Group, received.CutViewId, digest);
+    }
+
+    private static void WriteId(Span<byte> into, MessageId m)
+    {
+        BinaryPrimitives.WriteUInt64LittleEndian(into, m.Sender.Endpoint);
+        BinaryPrimitives.WriteUInt32LittleEndian(into[8..], m.Sender.Incarnation);
+        BinaryPrimitives.WriteInt32LittleEndian(into[12..], m.ViewId);
+        BinaryPrimitives.WriteInt64LittleEndian(into[16..], m.Seq);
+        BinaryPrimitives.WriteUInt64LittleEndian(into[24..], m.Group.Value);
+    }
+
+    private static MessageId ReadId(ReadOnlySpan<byte> from) =>
+        new(new NodeId(BinaryPrimitives.ReadUInt64LittleEndian(from), BinaryPrimitives.ReadUInt32LittleEndian(from[8..])),
+            new GroupId(BinaryPrimitives.ReadUInt64LittleEndian(from[24..])),
+            BinaryPrimitives.ReadInt32LittleEndian(from[12..]),
+            BinaryPrimitives.ReadInt64LittleEndian(from[16..]));
+}

@@ -1,0 +1,216 @@
+using Isis.Core.Node;
+using Isis.Diagnostics;
+using Isis.Dispatch;
+using Isis.Runtime;
+
+namespace Isis;
+
+/// <summary>
+/// Makes this member's checkpoint of the group's state for members that join: call
+/// <see cref="Group.SendChkpt"/> for each part of the state and <see cref="Group.EndOfChkpt"/> after the last.
+/// </summary>
+/// <param name="view">The view the joiners joined; the state to send is the state now, before any message of this view.</param>
+public delegate void ChkptMaker(View view);
+
+/// <summary>State transfer (Isis2's checkpoints): what a member sends a joiner, and how the joiner loads it.</summary>
+/// <remarks>
+/// <para>When processes join a group that has members, one member (the oldest that holds the state)
+/// runs the <see cref="MakeChkpt"/> handlers on its delivery thread, at the point between the last
+/// message of the previous view and the first of the new one: the state it sends is the state every
+/// member has at that cut. Each <see cref="SendChkpt"/> is one part; the joiner's
+/// <see cref="LoadChkpt"/> handlers receive the parts in order, picked by their argument types like
+/// message handlers. Only then does the joiner see its first view (and <see cref="Join"/> return), and
+/// then that view's messages, so its state equals the others' from the start.</para>
+/// <para>Parts stream with flow control: <see cref="SendChkpt"/> blocks while about 4 MiB are in flight,
+/// so a state of any size costs the maker a bounded amount of memory and never stalls the group (the
+/// others go on delivering; this member's handlers resume once the checkpoint is made). The joiner
+/// keeps the parts (in a temporary file beyond 16 MiB) until the last arrives: if the maker fails
+/// midway, another member makes a new checkpoint and the parts received so far are dropped.</para>
+/// </remarks>
+public sealed partial class Group
+{
+    /// <summary>The request code checkpoint parts are encoded with; LoadChkpt's handlers are picked by argument types alone.</summary>
+    private const int CheckpointCode = 0;
+
+    private readonly HandlerTable _loaders = new();
+    private ChkptMaker? _makers;
+    private CheckpointSpool? _spool; // the delivery thread's, while a checkpoint arrives
+    private int _makingCut = -1;     // the delivery thread's: the cut whose checkpoint the MakeChkpt handlers are making, or -1
+    private bool _makingEnded;
+    private long _stateBacklog;      // checkpoint bytes the protocol holds unacknowledged (published after each batch)
+    private long _stateBytesPosted;  // checkpoint bytes handed to the event loop and not yet to the protocol
+    private readonly ManualResetEventSlim _stateWindowOpen = new(true);
+
+    /// <summary>
+    /// The handlers that make this member's checkpoint for joiners: <c>g.MakeChkpt += (ChkptMaker)(v => { g.SendChkpt(...); g.EndOfChkpt(); })</c>.
+    /// They run one after another on the delivery thread; <see cref="EndOfChkpt"/> is implied when the last returns.
+    /// A maker that throws makes this member leave the group (its checkpoint is incomplete); the joiners then get one from another member.
+    /// </summary>
+    public ChkptMaker? MakeChkpt
+    {
+        get => Volatile.Read(ref _makers);
+        set => Volatile.Write(ref _makers, value);
+    }
+
+    /// <summary>
+    /// The handlers that load a checkpoint's parts at a joiner: <c>g.LoadChkpt += (Action&lt;string, int&gt;)((k, v) => state[k] = v)</c>.
+    /// Any delegate type works; each part goes to the handlers whose parameter types match its arguments.
+    /// </summary>
+    public HandlerList LoadChkpt
+    {
+        get => new(_loaders, CheckpointCode);
+        set
+        {
+            ArgumentNullException.ThrowIfNull(value);
+            if (!ReferenceEquals(value.Table, _loaders))
+            {
+                throw new InvalidOperationException("LoadChkpt can only be extended with += or reduced with -=; register the delegate with g.LoadChkpt += handler.");
+            }
+        }
+    }
+
+    /// <summary>Sends one part of the checkpoint to the joiners; only from a <see cref="MakeChkpt"/> handler.</summary>
+    /// <param name="args">The part: arguments a <see cref="LoadChkpt"/> handler takes.</param>
+    /// <exception cref="InvalidOperationException">Called outside a MakeChkpt handler, or after <see cref="EndOfChkpt"/>.</exception>
+    /// <exception cref="IsisException">The part is larger than <see cref="IsisOptions.MaxMessageSize"/>.</exception>
+    /// <remarks>Blocks while about 4 MiB of the checkpoint are in flight (flow control).</remarks>
+    public void SendChkpt(params object?[] args)
+    {
+        int cut = CheckMaking(nameof(SendChkpt));
+        byte[] part = EncodeToArray(CheckpointCode, args);
+        if (part.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(part.Length, _runtime.Options.MaxMessageSize);
+        PostStateChunk(cut, part, last: false);
+        WaitForStateWindow();
+    }
+
+    /// <summary>Ends the checkpoint (implied when the MakeChkpt handlers return); only from a <see cref="MakeChkpt"/> handler.</summary>
+    /// <exception cref="InvalidOperationException">Called outside a MakeChkpt handler, or twice.</exception>
+    public void EndOfChkpt()
+    {
+        int cut = CheckMaking(nameof(EndOfChkpt));
+        _makingEnded = true;
+        PostStateChunk(cut, [], last: true);
+    }
+
+    private int CheckMaking(string operation)
+    {
+        if (_delivery?.IsCurrentThread != true || _makingCut < 0)
+        {
+            throw new InvalidOperationException($"{operation} sends a part of this member's checkpoint, so it works only inside a MakeChkpt handler of group '{Name}' " +
+                                                "(register one with g.MakeChkpt += (ChkptMaker)(view => ...)); the runtime calls it when processes join.");
+        }
+        if (_makingEnded) throw new InvalidOperationException($"{operation} after EndOfChkpt in group '{Name}': the checkpoint is already complete.");
+        return _makingCut;
+    }
+
+    private void PostStateChunk(int cut, byte[] part, bool last)
+    {
+        if (!_runtime.IsRunning) return;
+        EventLoop loop = _runtime.RunningLoop();
+        Interlocked.Add(ref _stateBytesPosted, part.Length);
+        loop.Post(() =>
+        {
+            loop.Node.SendStateChunk(Id, cut, part, last, loop.Now);
+            Interlocked.Add(ref _stateBytesPosted, -part.Length);
+        });
+    }
+
+    /// <summary>Waits while the checkpoint bytes in flight fill the protocol's window (or until the group or runtime is gone: the transfer is over then).</summary>
+    private void WaitForStateWindow()
+    {
+        long window = _runtime.StateWindowBytes;
+        while (Interlocked.Read(ref _stateBacklog) + Interlocked.Read(ref _stateBytesPosted) >= window && _runtime.IsRunning && _state is GroupState.Joined or GroupState.Joining)
+        {
+            _stateWindowOpen.Reset();
+            if (Interlocked.Read(ref _stateBacklog) + Interlocked.Read(ref _stateBytesPosted) < window) break;
+            _stateWindowOpen.Wait(TimeSpan.FromMilliseconds(50));
+        }
+    }
+
+    /// <summary>Event loop: publishes the checkpoint bytes the protocol holds; wakes a waiting maker.</summary>
+    internal void PublishStateBacklog(long bytes)
+    {
+        Interlocked.Exchange(ref _stateBacklog, bytes);
+        if (bytes < _runtime.StateWindowBytes) _stateWindowOpen.Set();
+    }
+
+    // ---------------------------------------------------------------- events (event loop thread; the work runs on the delivery thread, in order)
+
+    internal void OnStateRequested(StateRequested request) => _delivery?.Enqueue(() => MakeCheckpoint(request.CutViewId));
+
+    internal void OnStateChunk(byte[] chunk) => _delivery?.Enqueue(() => (_spool ??= new CheckpointSpool()).Add(chunk));
+
+    internal void OnStateAborted(string reason) => _delivery?.Enqueue(() =>
+    {
+        _spool?.Dispose();
+        _spool = null;
+        Log.StateTransferRestarted(_runtime.Logger, Name, reason);
+    });
+
+    internal void OnStateReceived() => _delivery?.Enqueue(LoadCheckpoint);
+
+    internal void OnStateReset(int viewId) => _delivery?.Enqueue(() =>
+    {
+        _spool?.Dispose();
+        _spool = null;
+        _runtime.ReportRuntimeProblem($"group '{Name}': every member that held the group's state left before this member's checkpoint arrived; the group's state is lost and starts empty at view {viewId}");
+    });
+
+    private void MakeCheckpoint(int cut)
+    {
+        View view = _view ?? throw new InvalidOperationException("a checkpoint is requested only after a view");
+        _makingCut = cut;
+        _makingEnded = false;
+        try
+        {
+            ChkptMaker? makers = MakeChkpt;
+            if (makers != null)
+            {
+                foreach (ChkptMaker maker in makers.GetInvocationList().Cast<ChkptMaker>()) maker(view);
+            }
+            if (!_makingEnded) EndOfChkpt();
+        }
+        catch (Exception e)
+        {
+            // A partial checkpoint would give the joiners a state nobody has: leave instead, so
+            // another member makes theirs.
+            _runtime.CountHandlerException();
+            Log.HandlerThrew(_runtime.Logger, e, Name, "a MakeChkpt handler threw, so this member's checkpoint is incomplete; it leaves the group and another member makes the joiners' checkpoint");
+            if (_runtime.IsRunning)
+            {
+                try { _ = LeaveAsync(); }
+                catch (IsisException) { /* already leaving or shut down */ }
+            }
+        }
+        finally
+        {
+            _makingCut = -1;
+        }
+    }
+
+    private void LoadCheckpoint()
+    {
+        CheckpointSpool? spool = _spool;
+        _spool = null;
+        if (spool == null) return; // an empty checkpoint: nothing to load
+        using (spool)
+        {
+            foreach (ReadOnlyMemory<byte> part in spool.Parts())
+            {
+                DispatchResult result = _loaders.Dispatch(part);
+                switch (result.Outcome)
+                {
+                    case DispatchOutcome.Invoked:
+                        break;
+                    case DispatchOutcome.HandlerThrew:
+                        OnHandlerException(result.Exception!);
+                        break;
+                    default:
+                        _runtime.CountMismatch();
+                        Log.CheckpointPartUnmatched(_runtime.Logger, Name, result.Message ?? result.Outcome.ToString());
+                        break;
+                }
+            }
+        }
+    }
+}
