@@ -341,7 +341,7 @@ internal sealed class EventLoop : IDisposable
     /// <summary>Sends what the nodes produced and hands their events on, then clears their outboxes.</summary>
     public void Drain()
     {
-        _service.Flush(_sink);
+        _service.SendPackets();
         // The contract's order: durable first, then packets, then the application.
         if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
         foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
@@ -353,20 +353,39 @@ internal sealed class EventLoop : IDisposable
     }
 
     /// <summary>
-    /// Hands the process node's events to the sink, each with the time of the step that produced it;
-    /// a view or a leave first moves the process's multicast memberships, so the socket receives on
-    /// a view's address from the moment the view is installed.
+    /// Hands the process node's events and its membership replica's to the sink, each with the time
+    /// of the step that produced it, merged in the order of those times (the replica's first at
+    /// equal times), then clears the replica's outbox; a view or a leave first moves the process's
+    /// multicast memberships, so the socket receives on a view's address from the moment the view
+    /// is installed.
     /// </summary>
+    /// <remarks>
+    /// Time order, not the replica's events first: an iteration's steps can lie far apart. A
+    /// process stopped (SIGSTOP) in the middle of an iteration holds the events of the steps it
+    /// took before (Sends its lease allowed), and once continued feeds the replica what queued
+    /// meanwhile, in the same iteration (the new leader's append, the decisions applied from it).
+    /// Handed over replica first, the earlier Sends would reach the event log after the later
+    /// decisions, and a log whose times never go back stamps them with the later time: after the
+    /// service expelled the process, which the history checker reports as Sends after an expulsion
+    /// (FirewallAfterExpulsion), although the core took them inside its lease.
+    /// </remarks>
     private void DeliverEvents()
     {
         Outbox outbox = Node.Outbox;
+        Outbox? replica = _service.Outbox;
+        int r = 0;
         for (int i = 0; i < outbox.Events.Count; i++)
         {
+            long at = outbox.EventTimes[i];
+            for (; replica != null && r < replica.Events.Count && replica.EventTimes[r] <= at; r++) _sink.OnServiceEvent(replica.Events[r], replica.EventTimes[r]);
             NodeEvent e = outbox.Events[i];
             if (e is MulticastAddressChanged m) _multicast.OnView(m.Group, m.Address);
             else if (e is GroupLeft l) _multicast.OnLeft(l.Group);
-            _sink.OnNodeEvent(e, outbox.EventTimes[i]);
+            _sink.OnNodeEvent(e, at);
         }
+        if (replica == null) return;
+        for (; r < replica.Events.Count; r++) _sink.OnServiceEvent(replica.Events[r], replica.EventTimes[r]);
+        replica.Clear();
     }
 
     /// <summary>

@@ -222,20 +222,27 @@ internal sealed class ServiceHost : IDisposable
         _wellKnownPort = TryBind(_options, _options.WellKnownEndPoint, _toProcess, _transportOptions);
     }
 
-    /// <summary>The replica's step, in the driver contract's order: its log records durable, then its packets, then its events.</summary>
-    public void Flush(IEventSink sink)
+    /// <summary>
+    /// The replica's step, in the driver contract's order: its log records durable, then its
+    /// packets. Its events wait in <see cref="Outbox"/>: the event loop hands them over together
+    /// with the process's, in the order of their step times, and then clears it.
+    /// </summary>
+    public void SendPackets()
     {
         if (Replica is not { } replica || _replicaTransport == null) return;
         if (replica.Outbox.ReplicaRecords.Count > 0 && _replicaLog != null)
         {
             foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
             _replicaLog.Sync(); // before any vote or acknowledgement leaves
+            replica.Outbox.ReplicaRecords.Clear();
         }
         foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
         _replicaTransport.Flush();
-        for (int i = 0; i < replica.Outbox.Events.Count; i++) sink.OnServiceEvent(replica.Outbox.Events[i], replica.Outbox.EventTimes[i]);
-        replica.Outbox.Clear();
+        replica.Outbox.Packets.Clear();
     }
+
+    /// <summary>The replica's outbox (its events of the batch, once <see cref="SendPackets"/> sent its packets); null without a replica.</summary>
+    public Outbox? Outbox => Replica?.Outbox;
 
     /// <summary>
     /// After the process's step (embedded service): records a configuration the process learned
