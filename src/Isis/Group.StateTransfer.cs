@@ -69,6 +69,49 @@ public sealed partial class Group
         }
     }
 
+    /// <summary>
+    /// Typed, asynchronous state transfer, for code that keeps its state in objects: <paramref name="make"/>
+    /// streams this member's state as parts of type <typeparamref name="TPart"/> (a primitive, a collection,
+    /// or a MessagePack type), and <paramref name="load"/> applies each part at a joiner, in order,
+    /// before its first view. The same mechanism as <see cref="MakeChkpt"/> and <see cref="LoadChkpt"/>
+    /// (it adds one handler to each): <paramref name="make"/> is enumerated at the join's cut, on the
+    /// delivery thread, with flow control between parts.
+    /// </summary>
+    /// <typeparam name="TPart">What one part of the state is.</typeparam>
+    /// <param name="make">Yields the state now (before any message of <c>view</c>), part by part.</param>
+    /// <param name="load">Applies one part at a joiner.</param>
+    /// <example>
+    /// <code>
+    /// g.UseCheckpoint&lt;KeyValuePair&lt;string, int&gt;[]&gt;(view => Batches(stock, 1000), batch => { foreach (var (k, v) in batch) stock[k] = v; return ValueTask.CompletedTask; });
+    /// </code>
+    /// </example>
+    public void UseCheckpoint<TPart>(Func<View, IAsyncEnumerable<TPart>> make, Func<TPart, ValueTask> load)
+    {
+        ArgumentNullException.ThrowIfNull(make);
+        ArgumentNullException.ThrowIfNull(load);
+        MakeChkpt += view =>
+        {
+            IAsyncEnumerator<TPart> parts = make(view).GetAsyncEnumerator();
+            try
+            {
+                // The delivery thread waits: nothing after the cut may run before the state is taken.
+                while (Wait(parts.MoveNextAsync())) SendChkpt(parts.Current);
+            }
+            finally
+            {
+                Wait(parts.DisposeAsync());
+            }
+        };
+        LoadChkpt += (Action<TPart>)(part => Wait(load(part)));
+    }
+
+    private static T Wait<T>(ValueTask<T> task) => task.IsCompletedSuccessfully ? task.Result : task.AsTask().GetAwaiter().GetResult();
+
+    private static void Wait(ValueTask task)
+    {
+        if (!task.IsCompletedSuccessfully) task.AsTask().GetAwaiter().GetResult();
+    }
+
     /// <summary>Sends one part of the checkpoint to the joiners; only from a <see cref="MakeChkpt"/> handler.</summary>
     /// <param name="args">The part: arguments a <see cref="LoadChkpt"/> handler takes.</param>
     /// <exception cref="InvalidOperationException">Called outside a MakeChkpt handler, or after <see cref="EndOfChkpt"/>.</exception>

@@ -93,6 +93,39 @@ public sealed class StateTransferTests
     }
 
     [Fact]
+    public async Task The_typed_async_form_streams_MessagePack_parts_and_loads_them_before_the_first_view()
+    {
+        using var runtimes = new TestRuntimes();
+        var prices = new Dictionary<string, decimal> { ["ACME"] = 12.5m, ["INIT"] = 3.25m, ["ZETA"] = 100m };
+        var first = new Group(runtimes.Start(), "quotes");
+        first.UseCheckpoint<Isis.Tests.Serialization.Quote>(_ => Quotes(prices), _ => ValueTask.CompletedTask);
+        await first.JoinAsync();
+
+        var loaded = new List<Isis.Tests.Serialization.Quote>();
+        var joiner = new Group(runtimes.Start(), "quotes");
+        int viewsBeforeLoad = -1, views = 0;
+        joiner.ViewHandlers += (ViewHandler)(_ => views++);
+        joiner.UseCheckpoint<Isis.Tests.Serialization.Quote>(_ => Quotes([]), async q =>
+        {
+            if (viewsBeforeLoad < 0) viewsBeforeLoad = views;
+            await Task.Yield(); // a loader that really awaits
+            loaded.Add(q);
+        });
+        await joiner.JoinAsync();
+        Assert.Equal(0, viewsBeforeLoad);
+        Assert.Equal(prices.OrderBy(p => p.Key).Select(p => (p.Key, p.Value)), loaded.Select(q => (q.Symbol, q.Price)));
+
+        static async IAsyncEnumerable<Isis.Tests.Serialization.Quote> Quotes(Dictionary<string, decimal> from)
+        {
+            foreach (var (symbol, price) in from.OrderBy(p => p.Key))
+            {
+                await Task.Yield(); // a maker that really awaits (reading a store, say)
+                yield return new Isis.Tests.Serialization.Quote(symbol, price);
+            }
+        }
+    }
+
+    [Fact]
     public void A_group_without_checkpoint_handlers_still_admits_joiners()
     {
         using var runtimes = new TestRuntimes();
