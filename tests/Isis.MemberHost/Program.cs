@@ -18,6 +18,10 @@ using Isis.MemberHost;
 //
 // --joins-late: this member joins a group whose members have sent already, so its first delivery
 // from each sender may carry any seq (FIFO is checked from there on).
+// --state: the member keeps a replicated state and transfers it to joiners (ReplicatedState.cs): the
+// messages it applied plus a blob that "fill N" grows by N MiB; "state" prints its digest
+// ({"event":"state","pairs":..,"blobBytes":..,"sha256":..}); "stateMade" and "stateLoaded" lines
+// report each checkpoint; "joined" reports how long Join took.
 // With --embedded the membership service is the zero-configuration default: embedded in the
 // member processes and moving between them; P is then the machine's well-known port (a private
 // one per test) and --host-service, --service-only and --replicas do not apply; --seeds lists the
@@ -151,6 +155,7 @@ if (options.SafeLog != null)
 {
     group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog);
 }
+ReplicatedState? state = options.State ? new ReplicatedState(group, output) : null;
 var bigEnough = new ManualResetEventSlim(false);
 group.ViewHandlers += (ViewHandler)(v =>
 {
@@ -168,6 +173,7 @@ int crashing = 0;
 group.Handlers[1] += (Action<int, int>)((sender, seq) =>
 {
     tracker.OnDeliver(sender, seq);
+    state?.Apply(sender, seq);
     long count = order.Add(sender, seq);
     if (options.ExpectDeliveries > 0 && tracker.Total == options.ExpectDeliveries) tracker.EmitDone(output);
     if (count == Interlocked.Read(ref crashAt)) Crash();
@@ -189,7 +195,9 @@ var sender = new Thread(() =>
     try
     {
         eventLog?.RecordJoinRequested(runtime.Address.Node, GroupId.FromName(options.Group));
+        var joinClock = System.Diagnostics.Stopwatch.StartNew();
         group.Join();
+        output.Write(new JsonObject { ["event"] = "joined", ["ms"] = joinClock.Elapsed.TotalMilliseconds });
         if (!bigEnough.Wait(TimeSpan.FromSeconds(60)))
         {
             output.Write(new JsonObject { ["event"] = "error", ["message"] = $"the view never reached {options.ExpectMembers} members" });
@@ -333,6 +341,12 @@ while ((line = Console.In.ReadLine()) != null)
         case "crash":
             Crash();
             break;
+        case "fill" when state != null && words.Length == 2 && int.TryParse(words[1], CultureInfo.InvariantCulture, out int mebibytes) && mebibytes > 0:
+            _ = Task.Run(() => state.Fill(mebibytes));
+            break;
+        case "state" when state != null:
+            output.Write(state.Describe());
+            break;
         case "crash-at" when words.Length == 2 && long.TryParse(words[1], CultureInfo.InvariantCulture, out long at) && at > 0:
             Interlocked.Exchange(ref crashAt, at);
             if (order.Count >= at) Crash();
@@ -420,6 +434,7 @@ namespace Isis.MemberHost
         public bool HostService { get; private set; }
         public bool Embedded { get; private set; }
         public bool JoinsLate { get; private set; }
+        public bool State { get; private set; }
         public List<System.Net.IPEndPoint> Seeds { get; private set; } = new();
         public string? EventLog { get; private set; }
         public int HeartbeatMs { get; private set; } = 100;
@@ -481,6 +496,7 @@ namespace Isis.MemberHost
                         break;
                     case "--embedded": o.Embedded = true; break;
                     case "--joins-late": o.JoinsLate = true; break;
+                    case "--state": o.State = true; break;
                     case "--seeds": o.Seeds = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
