@@ -16,13 +16,19 @@ using Isis;
 // delivers it, so the answer to the PUT never reports an update a crash could undo); reads are
 // served from the instance's own copy, in microseconds. Settings come from the "Isis" section of
 // the configuration (appsettings.json, or --Isis:Key=value on the command line). A new instance
-// starts with an empty inventory until state transfer exists (a later issue).
+// starts from the others' inventory: when it joins, the oldest instance sends it its copy (state
+// transfer), which it loads before it serves anything.
 const int SetCount = 1;
 
 var builder = WebApplication.CreateBuilder(args);
 var stock = new ConcurrentDictionary<string, int>();
 builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
-    .AddGroup("inventory", (_, group) => group.Handlers[SetCount] += (Action<string, int>)((item, count) => stock[item] = count));
+    .AddGroup("inventory", (_, group) =>
+    {
+        group.Handlers[SetCount] += (Action<string, int>)((item, count) => stock[item] = count);
+        group.MakeChkpt += (ChkptMaker)(_ => { foreach (var (item, count) in stock) group.SendChkpt(item, count); });
+        group.LoadChkpt += (Action<string, int>)((item, count) => stock[item] = count);
+    });
 builder.Services.AddHealthChecks().AddIsis();
 
 var app = builder.Build();

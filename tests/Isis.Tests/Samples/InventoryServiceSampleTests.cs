@@ -11,7 +11,8 @@ namespace Isis.Tests.Samples;
 /// <summary>
 /// The ASP.NET sample as its users run it: three instances as real processes on this machine, driven
 /// over HTTP. A write to one is read at the others; the first instance (it founded the membership
-/// service) is killed with SIGKILL, and the other two go on and answer the same state.
+/// service) is killed with SIGKILL, and the other two go on and answer the same state; a fourth
+/// instance started afterwards answers it too (it got it by state transfer).
 /// </summary>
 [Collection(MultiProcessCollection.Name)]
 public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
@@ -70,7 +71,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
     }
 
     [Fact]
-    public async Task Three_instances_share_the_inventory_and_two_go_on_when_the_first_is_killed()
+    public async Task Three_instances_share_the_inventory_two_go_on_when_the_first_is_killed_and_a_new_one_starts_from_their_state()
     {
         string dll = typeof(InventoryServiceSampleTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "InventoryServiceDll").Value!;
         Assert.True(File.Exists(dll), $"{dll} is built with the solution");
@@ -83,7 +84,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
             {
                 var instance = new Instance(dll, TcpPort(), isisPort);
                 instances.Add(instance);
-                // Each joins before the next starts (no state transfer yet: all three exist before the writes).
+                // Each joins before the next starts.
                 await Eventually(async () => await http.GetStringAsync(instance.Url + "/health") == "Healthy" ? "ok" : null, $"instance {i} is healthy");
             }
 
@@ -105,6 +106,12 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
             var state = JsonSerializer.Deserialize<Dictionary<string, int>>(states[0])!;
             Assert.Equal(new Dictionary<string, int> { ["apples"] = 12, ["pears"] = 3 }, state);
             Assert.All(instances.Skip(1), i => Assert.DoesNotContain("Stopping the application", i.Log));
+
+            // A new instance serves the inventory written before it existed, from its own copy.
+            var late = new Instance(dll, TcpPort(), isisPort);
+            instances.Add(late);
+            await Eventually(async () => await http.GetStringAsync(late.Url + "/health") == "Healthy" ? "ok" : null, "the late instance is healthy");
+            Assert.Equal(states[0], await http.GetStringAsync(late.Url + "/items"));
         }
         catch
         {
