@@ -62,11 +62,13 @@ public class HostileInputTests
         yield return (PacketKind.Digest, p1, W(PacketKind.Digest, p1, g).Longs([0, 0]).Finish());
         yield return (PacketKind.Nak, p1, W(PacketKind.Nak, p1, g).I32(0).I64(1).I64(2).Finish());
         yield return (PacketKind.Wedge, p1, W(PacketKind.Wedge, p1, g, -1).Finish());
-        yield return (PacketKind.FlushReport, p1, W(PacketKind.FlushReport, p1, g, 99).Longs([0, 0]).I32(0).Finish());
-        yield return (PacketKind.FlushCommit, p1, W(PacketKind.FlushCommit, p1, g, 99).Longs([0, 0]).I32(0).Finish());
+        yield return (PacketKind.FlushReport, p1, W(PacketKind.FlushReport, p1, g, 99).Longs([0, 0]).I32(0).U8(0).Finish());
+        yield return (PacketKind.FlushCommit, p1, W(PacketKind.FlushCommit, p1, g, 99).Longs([0, 0]).I32(0).I32(0).Finish());
         yield return (PacketKind.CommitAck, p1, W(PacketKind.CommitAck, p1, g, 99).Finish());
         yield return (PacketKind.StabilityReport, p1, W(PacketKind.StabilityReport, p1, g).Longs([0, 0]).Finish());
         yield return (PacketKind.StabilityUpdate, p1, W(PacketKind.StabilityUpdate, p1, g, 1).Longs([0, 0]).Finish());
+        yield return (PacketKind.StateChunk, p1, W(PacketKind.StateChunk, p1, g, 1).U8(1).Tail("x"u8).Finish());
+        yield return (PacketKind.StateAck, p1, W(PacketKind.StateAck, p1, g, 1).Finish());
     }
 
     [Fact]

@@ -209,13 +209,19 @@ internal sealed class TestCluster
         log.AddRange(node.Outbox.Events);
         StateRequested[] asked = node.Outbox.Events.OfType<StateRequested>().ToArray();
         node.Outbox.Clear();
-        // The application has no checkpoint handlers: its checkpoint is empty.
+        // The application's checkpoint, all of it at once (empty unless a test sets Checkpoint).
         foreach (StateRequested r in asked)
         {
-            ((ProcessNode)node).SendStateChunk(r.Group, r.CutViewId, [], last: true, Now);
+            var maker = (ProcessNode)node;
+            byte[][] chunks = Checkpoint?.Invoke(Nodes.IndexOf(maker), r) ?? [];
+            for (int k = 0; k < chunks.Length; k++) maker.SendStateChunk(r.Group, r.CutViewId, chunks[k], last: k == chunks.Length - 1, Now);
+            if (chunks.Length == 0) maker.SendStateChunk(r.Group, r.CutViewId, [], last: true, Now);
             Collect(node);
         }
     }
+
+    /// <summary>What the application of process i puts in a checkpoint it is asked for (null: nothing, an empty checkpoint).</summary>
+    public Func<int, StateRequested, byte[][]>? Checkpoint { get; set; }
 
     // ---------------------------------------------------------------- queries
 
