@@ -142,7 +142,12 @@ public sealed partial class Group
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _delivery = new DeliveryThread(Name, DispatchPending, _runtime.Buffers);
         }
-        loop.Post(() => loop.Node.Join(Name, loop.Now, historyLog));
+        byte[]? key = _key;
+        loop.Post(() =>
+        {
+            if (key != null) loop.Node.SetGroupKey(Name, key);
+            loop.Node.Join(Name, loop.Now, historyLog);
+        });
         return StopWaitingWhenCancelled(joined.Task, cancellationToken);
     }
 

@@ -131,6 +131,15 @@ public sealed class IsisOptions
     /// </summary>
     public MulticastOptions? Multicast { get; set; }
 
+    /// <summary>
+    /// A 256-bit key (32 bytes) shared by every process and membership replica of the system, or
+    /// null (the default). Set, every packet no group key protects (heartbeats, joins, views, the
+    /// membership service's own traffic) is encrypted and authenticated with AES-256-GCM, and
+    /// packets that do not open with it are dropped and counted: a process without it cannot talk
+    /// to the service, join a group, or forge a view. In configuration, a base64 string.
+    /// </summary>
+    public byte[]? SystemKey { get; set; }
+
     /// <summary>Largest UDP datagram the transport builds; small messages are batched up to it. Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -228,6 +237,7 @@ public sealed class IsisOptions
         if (MaxUnstableMessages < 16) throw new ArgumentException($"IsisOptions.MaxUnstableMessages must be at least 16; it is {MaxUnstableMessages}.");
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
+        if (SystemKey is { Length: not 32 } key) throw new ArgumentException($"IsisOptions.SystemKey must be 32 bytes (a 256-bit AES key); it is {key.Length}. Generate one with RandomNumberGenerator.GetBytes(32).");
     }
 
     internal Core.Node.ProtocolOptions ToProtocolOptions()
@@ -250,6 +260,9 @@ public sealed class IsisOptions
             RelayThroughTree = Transport == IsisTransport.Tcp,
             GossipFromMembers = LargeGroupFromMembers ?? defaults.GossipFromMembers,
             StabilityTreeFanout = StabilityTreeFanout ?? defaults.StabilityTreeFanout,
+            SystemKey = SystemKey is { } key ? (byte[])key.Clone() : null,
+            // Part of every nonce this process seals with: random per start (see PacketSealer).
+            SealSalt = BitConverter.ToUInt32(System.Security.Cryptography.RandomNumberGenerator.GetBytes(4)),
         };
     }
 }

@@ -246,6 +246,8 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             DroppedFirewall = c.DroppedFirewall,
             DroppedWrongView = c.DroppedWrongView + c.DroppedNotMember,
             DroppedUnknownGroup = c.DroppedUnknownGroup,
+            DroppedUnauthenticated = c.DroppedUnauthenticated + (loop.Service?.Counters.DroppedUnauthenticated ?? 0),
+            DroppedReplayed = c.DroppedReplayed + (loop.Service?.Counters.DroppedReplayed ?? 0),
             Duplicates = c.Duplicates,
             NaksSent = c.NaksSent,
             HandlerMismatches = Interlocked.Read(ref _handlerMismatches),
@@ -338,6 +340,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case StateTransferAborted a:
                 if (_groups.TryGetValue(a.Group, out g)) g.OnStateAborted(a.Reason);
                 break;
+            case GroupKeyRejected k:
+                if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRejected(k.Reason);
+                break;
             case StateReset r:
                 if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId);
                 break;
@@ -415,7 +420,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         // process is not woken to find nothing (a dropped packet woke the loop, and the core's
         // own timers tick it again within a heartbeat period).
         EventLoop loop = _loop!;
-        long total = MalformedDropped(loop) + (loop.Service?.Counters.DroppedMalformed ?? 0);
+        NodeCounters c = loop.Node.Counters;
+        long total = MalformedDropped(loop) + c.DroppedUnauthenticated + c.DroppedReplayed
+                     + (loop.Service is { } service ? service.Counters.DroppedMalformed + service.Counters.DroppedUnauthenticated + service.Counters.DroppedReplayed : 0);
         if (total <= _dropsReported) return long.MaxValue;
         if (now < _nextDropCheckAt) return _nextDropCheckAt;
         _nextDropCheckAt = now + 1_000_000;

@@ -18,6 +18,16 @@ public sealed record IsisStatistics
     /// <summary>Packets for groups this process is not in.</summary>
     public long DroppedUnknownGroup { get; init; }
 
+    /// <summary>
+    /// Packets that did not open with the key that protects them (forged, or sealed with another
+    /// key), came clear where a key is required, or came sealed where this process holds no key:
+    /// dropped unread, here and at the membership replica hosted here.
+    /// </summary>
+    public long DroppedUnauthenticated { get; init; }
+
+    /// <summary>Authentic packets whose counter was accepted before: replays, dropped unread.</summary>
+    public long DroppedReplayed { get; init; }
+
     /// <summary>Duplicate messages discarded.</summary>
     public long Duplicates { get; init; }
 

@@ -63,10 +63,11 @@ internal sealed class TestCluster
 
     public NodeId Id(int i) => Nodes[i].Self;
 
-    public int AddProcess()
+    /// <param name="options">This process's options, if they differ from the cluster's (another key, say).</param>
+    public int AddProcess(ProtocolOptions? options = null)
     {
         int index = Nodes.Count;
-        var node = new ProcessNode(new NodeId((ulong)index + 1, 1), OracleEndpoint, Options, Now);
+        var node = new ProcessNode(new NodeId((ulong)index + 1, 1), OracleEndpoint, options ?? Options, Now);
         Nodes.Add(node);
         Events.Add(new List<NodeEvent>());
         Collect(node);

@@ -96,7 +96,7 @@ public class WireTests
 
     [Fact]
     public void WrongVersionIsRejectedAsUnsupportedVersion() =>
-        Assert.Equal(HeaderVerdict.UnsupportedVersion, PacketDecoder.TryReadHeader(Tampered(p => p[2] = 2), out _));
+        Assert.Equal(HeaderVerdict.UnsupportedVersion, PacketDecoder.TryReadHeader(Tampered(p => p[2] = 3), out _)); // 1 is clear, 2 sealed
 
     [Fact]
     public void WrongLengthFieldIsRejectedAsLengthMismatch()

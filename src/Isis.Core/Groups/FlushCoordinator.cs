@@ -155,7 +155,11 @@ internal sealed class FlushCoordinator
         {
             if (_commitPackets == null)
             {
-                if (!_reports.ContainsKey(s)) SendWedge(s);
+                if (_reports.ContainsKey(s)) continue;
+                SendWedge(s);
+                // A survivor without the group's key can neither open our request nor send a report
+                // that opens: the flush would wait forever. Have it expelled (GroupMember.Security).
+                if (_member.LacksKey(s)) _member.SuspectForKey(s);
             }
             else if (!_committed.Contains(s))
             {

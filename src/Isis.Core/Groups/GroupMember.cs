@@ -240,6 +240,7 @@ internal sealed partial class GroupMember
         _nextDigestAt = now + Options.DigestInterval;
         _tree = view.Members.Length >= Options.GossipFromMembers ? new StabilityTree(_node, this, view, rank, Options.StabilityTreeFanout, now) : null;
         NodeId[] stateFor = OnViewForStateTransfer(view, firstView);
+        OnViewForSecurity(view);
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
         Publish(new ViewInstalled(Id, view));

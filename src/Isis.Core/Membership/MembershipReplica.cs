@@ -69,6 +69,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         Self = self;
         Host = host;
         Options = options;
+        _sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations);
         _now = Outbox.StepTime = now;
         _configuration = founding.Select(r => new ServiceReplica(r, r == self ? host : default)).ToArray();
         _log = new ReplicatedLog(self, founding, options, now, this, durableRecords);
@@ -188,6 +189,18 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         {
             Counters.DroppedMalformed++;
             return;
+        }
+        if (_sealer.Enabled || packet[2] == PacketHeader.SealedVersion)
+        {
+            switch (_sealer.Open(h, packet, out packet))
+            {
+                case Security.OpenVerdict.Replayed:
+                    Counters.DroppedReplayed++;
+                    return;
+                case Security.OpenVerdict.Unauthenticated or Security.OpenVerdict.KeyRequired or Security.OpenVerdict.NoKey:
+                    Counters.DroppedUnauthenticated++;
+                    return;
+            }
         }
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
         if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply or PacketKind.ReplicaTimeoutNow)
@@ -310,7 +323,10 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     private PacketHeader Header(PacketKind kind, GroupId group, int view, long number) => new(kind, Self, group, view, number);
 
-    private void Send(ulong endpoint, byte[] packet) => Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
+    private void Send(ulong endpoint, byte[] packet) => Outbox.Packets.Add(new OutboundPacket(endpoint, _sealer.Seal(packet, Outbox)));
+
+    // With a system key, everything the service sends is sealed and everything it takes must open (a forged view, join or vote is dropped unread).
+    private readonly Security.PacketSealer _sealer;
 
     private void Heard(NodeId node)
     {

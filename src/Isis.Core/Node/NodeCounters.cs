@@ -14,6 +14,8 @@ internal sealed class NodeCounters
     public long DroppedWrongView;        // for a view this member is not in (stale or not yet installed)
     public long DroppedNotMember;        // sender is not a member of the view it claims, not its flush coordinator, or not a replica of the known service configuration
     public long DroppedAfterShutdown;
+    public long DroppedUnauthenticated;  // sealed with another key or forged, clear where a key is required, or sealed where this process has no key
+    public long DroppedReplayed;         // authentic, but its counter was accepted before (or is too old to tell)
     public long Duplicates;
     public long NaksSent;
     public long Retransmissions;

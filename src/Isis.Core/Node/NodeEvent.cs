@@ -125,6 +125,12 @@ internal sealed record StateTransferAborted(GroupId Group, int CutViewId, string
 /// </summary>
 internal sealed record StateReset(GroupId Group, int CutViewId) : NodeEvent;
 
+/// <summary>
+/// The group's members seal their packets with a key this process does not hold (or it has one they
+/// do not use): it leaves the group. <paramref name="Reason"/> says what to do.
+/// </summary>
+internal sealed record GroupKeyRejected(GroupId Group, string Reason) : NodeEvent;
+
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
 internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 

@@ -97,6 +97,21 @@ internal sealed class Outbox
         return kept;
     }
 
+    /// <summary>Writable memory of <paramref name="length"/> bytes valid until <see cref="Clear"/>, for a packet built in place (a sealed one).</summary>
+    public Memory<byte> Allocate(int length)
+    {
+        if (_pool == null || length > ArenaSize) return new byte[length];
+        if (_arena == null || _arenaUsed + length > ArenaSize)
+        {
+            if (_arena != null) _fullArenas.Add(_arena);
+            _arena = _freeArenas.Count > 0 ? _freeArenas.Pop() : new byte[ArenaSize];
+            _arenaUsed = 0;
+        }
+        var memory = new Memory<byte>(_arena, _arenaUsed, length);
+        _arenaUsed += length;
+        return memory;
+    }
+
     /// <summary>Returns <paramref name="array"/> to the pool at the next <see cref="Clear"/>, after the driver is done with this step's events.</summary>
     public void ReturnOnClear(byte[] array) => _returnOnClear.Add(array);
 

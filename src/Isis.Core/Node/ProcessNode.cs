@@ -65,6 +65,7 @@ internal sealed class ProcessNode : IProtocolNode
         _offeredReplica = offeredReplica;
         Options = options;
         Outbox = new Outbox(options.BufferPool);
+        Sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations);
         _firewall = new Firewall(options);
         _now = Outbox.StepTime = now;
         _lastHeardFromOracle = now;
@@ -109,6 +110,16 @@ internal sealed class ProcessNode : IProtocolNode
 
     public ProtocolOptions Options { get; }
 
+    /// <summary>Seals what leaves and opens what arrives (the system key and the groups' keys).</summary>
+    internal Security.PacketSealer Sealer { get; }
+
+    /// <summary>
+    /// Protects a group's member-to-member packets with <paramref name="key"/> (32 bytes), before
+    /// joining it: they are sealed with it, and packets of the group that do not open with it are
+    /// dropped. Every member must hold the same key.
+    /// </summary>
+    public void SetGroupKey(string name, byte[] key) => Sealer.SetGroupKey(GroupId.FromName(name), key);
+
     public Outbox Outbox { get; }
 
     public NodeCounters Counters { get; } = new();
@@ -147,7 +158,7 @@ internal sealed class ProcessNode : IProtocolNode
     internal void SendTo(ulong endpoint, ReadOnlyMemory<byte> packet)
     {
         if (endpoint == Self.Endpoint) _loopback.Enqueue(packet);
-        else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
+        else Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.Seal(packet, Outbox))); // sealed as it leaves: a resend gets a new counter
     }
 
     /// <summary>Sends a request to the leading replica; while the service is still being discovered it is dropped, and retried once it is found.</summary>
@@ -356,7 +367,7 @@ internal sealed class ProcessNode : IProtocolNode
         {
             do
             {
-                while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue().Span);
+                while (_loopback.Count > 0) Handle(Self.Endpoint, _loopback.Dequeue().Span, fromSelf: true);
                 if (!IsShutDown) foreach (GroupMember g in _groups.Values) g.EndOfStep();
             }
             while (_loopback.Count > 0);
@@ -371,7 +382,7 @@ internal sealed class ProcessNode : IProtocolNode
         }
     }
 
-    private void Handle(ulong source, ReadOnlySpan<byte> packet)
+    private void Handle(ulong source, ReadOnlySpan<byte> packet, bool fromSelf = false)
     {
         Counters.PacketsReceived++;
         if (IsShutDown) { Counters.DroppedAfterShutdown++; return; }
@@ -380,6 +391,23 @@ internal sealed class ProcessNode : IProtocolNode
         {
             Counters.DroppedMalformed++;
             return;
+        }
+        // Authentication before anything reads the body (our own loopback packets never left the process).
+        if (!fromSelf && (Sealer.Enabled || packet[2] == PacketHeader.SealedVersion))
+        {
+            switch (Sealer.Open(h, packet, out packet))
+            {
+                case Security.OpenVerdict.Replayed:
+                    Counters.DroppedReplayed++;
+                    return;
+                case Security.OpenVerdict.Unauthenticated or Security.OpenVerdict.KeyRequired or Security.OpenVerdict.NoKey:
+                    Counters.DroppedUnauthenticated++;
+                    if (h.Kind >= PacketKind.Data && _groups.TryGetValue(h.Group, out GroupMember? refused)) refused.OnUnauthenticated(h.Sender, _now);
+                    return;
+                case Security.OpenVerdict.Opened when h.Kind >= PacketKind.Data && Sealer.HasGroupKey(h.Group) && _groups.TryGetValue(h.Group, out GroupMember? proven):
+                    proven.OnAuthenticated(h.Sender);
+                    break;
+            }
         }
         if (!_firewall.Admit(h.Sender))
         {

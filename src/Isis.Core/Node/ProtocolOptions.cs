@@ -110,6 +110,16 @@ internal sealed record ProtocolOptions
     /// </summary>
     public Membership.MulticastPlan? Multicast { get; init; }
 
+    /// <summary>
+    /// The system key (32 bytes): every packet that no group key protects (heartbeats, joins, views,
+    /// the membership service's own traffic) is sealed with it, and clear ones are refused. Null (the
+    /// default): such packets travel in the clear. The same at every process and replica.
+    /// </summary>
+    public byte[]? SystemKey { get; init; }
+
+    /// <summary>Four random bytes the driver draws when a process starts: part of every nonce it seals with (see <see cref="Security.PacketSealer"/>).</summary>
+    public uint SealSalt { get; init; }
+
     /// <summary>Deliberate protocol bugs, for showing that the simulator's checker catches them.</summary>
     public ProtocolMutations Mutations { get; init; } = ProtocolMutations.None;
 
@@ -191,4 +201,7 @@ internal enum ProtocolMutations
     /// checkpoint of the view it joined: it delivers that view's messages on an empty state.
     /// </summary>
     JoinerSkipsState = 8192,
+
+    /// <summary>A packet whose authentication tag does not verify, or that arrives clear where a key is required, is taken anyway.</summary>
+    AcceptUnauthenticated = 16384,
 }

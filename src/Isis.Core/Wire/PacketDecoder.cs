@@ -23,7 +23,7 @@ internal static class PacketDecoder
         header = default;
         if (packet.Length < PacketHeader.Size) return HeaderVerdict.TooShort;
         if (BinaryPrimitives.ReadUInt16LittleEndian(packet) != PacketHeader.Magic) return HeaderVerdict.BadMagic;
-        if (packet[2] != PacketHeader.CurrentVersion) return HeaderVerdict.UnsupportedVersion;
+        if (packet[2] is not (PacketHeader.CurrentVersion or PacketHeader.SealedVersion)) return HeaderVerdict.UnsupportedVersion;
         if (BinaryPrimitives.ReadInt32LittleEndian(packet[PacketHeader.LengthOffset..]) != packet.Length) return HeaderVerdict.LengthMismatch;
 
         uint expected = BinaryPrimitives.ReadUInt32LittleEndian(packet[PacketHeader.ChecksumOffset..]);

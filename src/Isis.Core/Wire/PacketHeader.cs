@@ -25,6 +25,9 @@ internal readonly record struct PacketHeader(
     public const int Size = 44;
     public const ushort Magic = 0x5349;
     public const byte CurrentVersion = 1;
+
+    /// <summary>The version byte of a sealed packet (see <see cref="Security.PacketSealer"/>): its body is encrypted and a trailer follows it.</summary>
+    public const byte SealedVersion = 2;
     internal const int LengthOffset = 4;
     internal const int ChecksumOffset = 40;
 

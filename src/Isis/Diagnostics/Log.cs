@@ -41,7 +41,7 @@ internal static partial class Log
     [LoggerMessage(EventId = 13, Level = LogLevel.Warning, Message = "{HeldBack} more reports of {What} were not logged since the last one")]
     public static partial void HeldBack(ILogger logger, long heldBack, string what);
 
-    [LoggerMessage(EventId = 14, Level = LogLevel.Warning, Message = "Dropped {Dropped} malformed, truncated, forged or oversized packets ({Total} since start); hostile input or a misconfigured peer sends to {Address}")]
+    [LoggerMessage(EventId = 14, Level = LogLevel.Warning, Message = "Dropped {Dropped} malformed, truncated, forged, replayed, unauthenticated or oversized packets ({Total} since start); hostile input or a misconfigured peer (another key?) sends to {Address}")]
     public static partial void HostileInputDropped(ILogger logger, long dropped, long total, string address);
 
     [LoggerMessage(EventId = 15, Level = LogLevel.Information, Message = "Group {Group}: the checkpoint this member was receiving is dropped ({Reason})")]
@@ -49,6 +49,9 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 16, Level = LogLevel.Error, Message = "Group {Group}: a checkpoint part matched no LoadChkpt handler ({Reason}); register a handler whose parameters match what the MakeChkpt handlers send")]
     public static partial void CheckpointPartUnmatched(ILogger logger, string group, string reason);
+
+    [LoggerMessage(EventId = 17, Level = LogLevel.Error, Message = "Group {Group}: {Reason}")]
+    public static partial void GroupKeyRejected(ILogger logger, string group, string reason);
 
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);

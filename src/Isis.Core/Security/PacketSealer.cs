@@ -1,0 +1,246 @@
+using System.Buffers.Binary;
+using System.Security.Cryptography;
+using System.Text;
+using Isis.Core.Common;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Security;
+
+/// <summary>What <see cref="PacketSealer.Open"/> found.</summary>
+internal enum OpenVerdict
+{
+    /// <summary>A clear packet of a kind no key protects here: take it as it is.</summary>
+    Clear,
+
+    /// <summary>Sealed, authentic, and not seen before: its plaintext is ready.</summary>
+    Opened,
+
+    /// <summary>Sealed, but the tag does not verify: forged, corrupted, or sealed with another key.</summary>
+    Unauthenticated,
+
+    /// <summary>Authentic, but its counter was seen already (or is too old to tell): a replay.</summary>
+    Replayed,
+
+    /// <summary>Clear, but a key protects its kind here: refused unread.</summary>
+    KeyRequired,
+
+    /// <summary>Sealed, but this process holds no key for it.</summary>
+    NoKey,
+}
+
+/// <summary>
+/// Authenticated encryption of packets (DESIGN.md section 3, security): AES-256-GCM over each
+/// packet's body, with its header as associated data, checked before anything reads the body.
+/// </summary>
+/// <remarks>
+/// <para>Which key: a member-to-member packet (kind Data and above) of a group with a key is sealed
+/// with that group's key; every other packet (heartbeats, joins, views, the membership service's
+/// own traffic) with the system key, if one is configured. Without a key a kind travels in the clear.</para>
+/// <para>A sealed packet is the 44-byte header (version 2, its length counting everything) followed
+/// by the encrypted body and a 28-byte trailer: a 4-byte salt, an 8-byte counter and the 16-byte tag.</para>
+/// <para>Nonces are never reused: each sender encrypts with its own key, derived (HKDF-SHA256) from
+/// the shared key and its incarnation (endpoint and incarnation number, new at every start), and the
+/// 12-byte nonce is the salt (4 random bytes the driver draws at start) and a counter that starts at 1
+/// for the incarnation and only grows. A repeat would need the same endpoint, incarnation number and
+/// salt, and a counter that wrapped 2^64.</para>
+/// <para>Replays: a receiver keeps, per sender and key, the highest counter it accepted and which of the
+/// 1,024 before it it has seen; a repeated or older counter is dropped. Packets are sealed as they
+/// leave, so a retransmission carries a new counter and is never mistaken for a replay.</para>
+/// </remarks>
+internal sealed class PacketSealer
+{
+    public const byte SealedVersion = PacketHeader.SealedVersion;
+    public const int KeySize = 32;
+    private const int TagSize = 16;
+    private const int TrailerSize = 4 + 8 + TagSize;
+    private const int MaxPeersPerKey = 4096;
+    private static readonly byte[] KeyLabel = Encoding.ASCII.GetBytes("isis packet key v1");
+
+    private readonly NodeId _self;
+    private readonly uint _salt;
+    private readonly bool _acceptUnauthenticated;
+    private ulong _counter;
+    private KeyRing? _system;
+    private readonly Dictionary<GroupId, KeyRing> _groups = new();
+    private byte[] _plain = new byte[16 * 1024];
+
+    /// <param name="self">This process's incarnation: its packets are sealed under a key derived for it.</param>
+    /// <param name="salt">Four random bytes drawn by the driver at start (the core has no randomness of its own).</param>
+    /// <param name="systemKey">The key of the membership service's traffic, or null.</param>
+    /// <param name="mutations">Deliberate bugs: <see cref="ProtocolMutations.AcceptUnauthenticated"/>.</param>
+    public PacketSealer(NodeId self, uint salt, byte[]? systemKey, ProtocolMutations mutations = ProtocolMutations.None)
+    {
+        _self = self;
+        _salt = salt;
+        _acceptUnauthenticated = (mutations & ProtocolMutations.AcceptUnauthenticated) != 0;
+        if (systemKey != null) _system = new KeyRing(CheckKey(systemKey), self);
+    }
+
+    /// <summary>True if some key is configured (otherwise every packet travels in the clear).</summary>
+    public bool Enabled => _system != null || _groups.Count > 0;
+
+    /// <summary>Packets sealed so far (the counter of this incarnation).</summary>
+    public ulong Sealed => _counter;
+
+    /// <summary>Protects a group's member-to-member traffic with <paramref name="key"/> (32 bytes), or removes its key (null).</summary>
+    public void SetGroupKey(GroupId group, byte[]? key)
+    {
+        if (key == null) _groups.Remove(group);
+        else _groups[group] = new KeyRing(CheckKey(key), _self);
+    }
+
+    /// <summary>True if the group's member traffic is sealed with a key of its own.</summary>
+    public bool HasGroupKey(GroupId group) => _groups.ContainsKey(group);
+
+    private static byte[] CheckKey(byte[] key)
+    {
+        Invariant.Check(key.Length == KeySize, $"keys are {KeySize} bytes (AES-256); this one has {key.Length}");
+        return (byte[])key.Clone();
+    }
+
+    private KeyRing? KeyFor(PacketKind kind, GroupId group) =>
+        kind >= PacketKind.Data && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
+
+    /// <summary>The packet as it should leave: sealed (in <paramref name="outbox"/>'s memory) if a key protects its kind, else unchanged.</summary>
+    public ReadOnlyMemory<byte> Seal(ReadOnlyMemory<byte> packet, Outbox outbox)
+    {
+        if (!Enabled) return packet;
+        ReadOnlySpan<byte> clear = packet.Span;
+        KeyRing? ring = KeyFor((PacketKind)clear[3], new GroupId(BinaryPrimitives.ReadUInt64LittleEndian(clear[20..])));
+        if (ring == null) return packet;
+        int bodyLength = clear.Length - PacketHeader.Size;
+        int total = clear.Length + TrailerSize;
+        Memory<byte> memory = outbox.Allocate(total);
+        Span<byte> sealedPacket = memory.Span;
+        clear[..PacketHeader.Size].CopyTo(sealedPacket);
+        sealedPacket[2] = SealedVersion;
+        BinaryPrimitives.WriteInt32LittleEndian(sealedPacket[PacketHeader.LengthOffset..], total);
+        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], 0);
+        Span<byte> trailer = sealedPacket[(PacketHeader.Size + bodyLength)..];
+        BinaryPrimitives.WriteUInt32LittleEndian(trailer, _salt);
+        BinaryPrimitives.WriteUInt64LittleEndian(trailer[4..], ++_counter);
+        ring.Own.Encrypt(trailer[..12], clear[PacketHeader.Size..], sealedPacket.Slice(PacketHeader.Size, bodyLength), trailer[12..], sealedPacket[..PacketHeader.Size]);
+        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], Crc32C.Compute(sealedPacket));
+        return memory;
+    }
+
+    /// <summary>
+    /// Checks a received packet whose header (<paramref name="h"/>) parsed: returns its plaintext in
+    /// <paramref name="plain"/> (this packet itself if clear; else memory valid until the next call).
+    /// </summary>
+    public OpenVerdict Open(PacketHeader h, ReadOnlySpan<byte> packet, out ReadOnlySpan<byte> plain)
+    {
+        plain = packet;
+        bool sealedPacket = packet[2] == SealedVersion;
+        KeyRing? ring = KeyFor(h.Kind, h.Group);
+        if (!sealedPacket) return ring == null || _acceptUnauthenticated ? OpenVerdict.Clear : OpenVerdict.KeyRequired;
+        if (ring == null) return OpenVerdict.NoKey;
+        int bodyLength = packet.Length - PacketHeader.Size - TrailerSize;
+        if (bodyLength < 0) return OpenVerdict.Unauthenticated;
+        ReadOnlySpan<byte> trailer = packet[(PacketHeader.Size + bodyLength)..];
+        ulong counter = BinaryPrimitives.ReadUInt64LittleEndian(trailer[4..]);
+        if (counter == 0) return OpenVerdict.Unauthenticated;
+        Peer peer = ring.PeerFor(h.Sender, out bool known);
+        if (peer.Window.IsReplay(counter)) return OpenVerdict.Replayed;
+        if (_plain.Length < PacketHeader.Size + bodyLength) _plain = new byte[Math.Max(PacketHeader.Size + bodyLength, _plain.Length * 2)];
+        Span<byte> header = stackalloc byte[PacketHeader.Size];
+        packet[..PacketHeader.Size].CopyTo(header);
+        BinaryPrimitives.WriteUInt32LittleEndian(header[PacketHeader.ChecksumOffset..], 0);
+        try
+        {
+            peer.Aes.Decrypt(trailer[..12], packet.Slice(PacketHeader.Size, bodyLength), trailer[12..], _plain.AsSpan(PacketHeader.Size, bodyLength), header);
+        }
+        catch (AuthenticationTagMismatchException)
+        {
+            if (!_acceptUnauthenticated) return OpenVerdict.Unauthenticated;
+            packet.Slice(PacketHeader.Size, bodyLength).CopyTo(_plain.AsSpan(PacketHeader.Size)); // the deliberate bug: take it anyway
+        }
+        if (!known) ring.Remember(h.Sender, peer); // only a sender that proved the key takes a place in the cache
+        peer.Window.Mark(counter);
+        // The plaintext as a clear packet, so everything after this reads it unchanged.
+        Span<byte> opened = _plain.AsSpan(0, PacketHeader.Size + bodyLength);
+        header.CopyTo(opened);
+        opened[2] = PacketHeader.CurrentVersion;
+        BinaryPrimitives.WriteInt32LittleEndian(opened[PacketHeader.LengthOffset..], opened.Length);
+        BinaryPrimitives.WriteUInt32LittleEndian(opened[PacketHeader.ChecksumOffset..], Crc32C.Compute(opened));
+        plain = opened;
+        return OpenVerdict.Opened;
+    }
+
+    /// <summary>One shared key: this incarnation's sealing key and the senders' keys derived from it.</summary>
+    private sealed class KeyRing(byte[] key, NodeId self)
+    {
+        private readonly Dictionary<NodeId, Peer> _peers = new();
+
+        public AesGcm Own { get; } = new(Derive(key, self), TagSize);
+
+        public Peer PeerFor(NodeId sender, out bool known)
+        {
+            known = _peers.TryGetValue(sender, out Peer? peer);
+            return peer ?? new Peer(new AesGcm(Derive(key, sender), TagSize));
+        }
+
+        public void Remember(NodeId sender, Peer peer)
+        {
+            if (_peers.Count >= MaxPeersPerKey)
+            {
+                // Bounded: a group of more incarnations than this over the process's life forgets the
+                // old ones (their windows restart, which only old incarnations' replays could use; the
+                // firewall drops expelled ones anyway).
+                foreach (Peer p in _peers.Values) p.Aes.Dispose();
+                _peers.Clear();
+            }
+            _peers[sender] = peer;
+        }
+    }
+
+    private static byte[] Derive(byte[] key, NodeId sender)
+    {
+        Span<byte> info = stackalloc byte[KeyLabel.Length + 12];
+        KeyLabel.CopyTo(info);
+        BinaryPrimitives.WriteUInt64LittleEndian(info[KeyLabel.Length..], sender.Endpoint);
+        BinaryPrimitives.WriteUInt32LittleEndian(info[(KeyLabel.Length + 8)..], sender.Incarnation);
+        return HKDF.DeriveKey(HashAlgorithmName.SHA256, key, KeySize, salt: [], info: info.ToArray());
+    }
+
+    private sealed class Peer(AesGcm aes)
+    {
+        public AesGcm Aes { get; } = aes;
+
+        public ReplayWindow Window { get; } = new();
+    }
+}
+
+/// <summary>The counters a receiver accepted from one sender: the highest, and which of the 1,024 before it.</summary>
+internal sealed class ReplayWindow
+{
+    public const int Size = 1024;
+    private readonly ulong[] _seen = new ulong[Size / 64];
+    private ulong _highest;
+
+    public bool IsReplay(ulong counter)
+    {
+        if (counter > _highest) return false;
+        ulong back = _highest - counter;
+        if (back >= Size) return true; // too old to tell: treated as a replay
+        return (_seen[(int)(counter % Size) / 64] & (1UL << (int)(counter % 64))) != 0;
+    }
+
+    public void Mark(ulong counter)
+    {
+        if (counter > _highest)
+        {
+            // Forget the bits the window slides past.
+            ulong advance = counter - _highest;
+            if (advance >= Size) Array.Clear(_seen);
+            else
+            {
+                for (ulong c = _highest + 1; c <= counter; c++) _seen[(int)(c % Size) / 64] &= ~(1UL << (int)(c % 64));
+            }
+            _highest = counter;
+        }
+        _seen[(int)(counter % Size) / 64] |= 1UL << (int)(counter % 64);
+    }
+}
