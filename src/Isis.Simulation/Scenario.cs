@@ -102,6 +102,15 @@ internal sealed record Scenario
     /// </summary>
     public int StateWindowBytes { get; init; } = 1024;
 
+    /// <summary>Every process seals its group's member-to-member packets with this key (32 bytes), or null.</summary>
+    public byte[]? GroupKey { get; init; }
+
+    /// <summary>
+    /// An attacker on the network replays captured packets to the processes and forges Data packets
+    /// that name a member as sender, ahead of its sequence numbers (see Simulator.Attacker.cs).
+    /// </summary>
+    public bool Forgeries { get; init; }
+
     /// <summary>State transfer: chance that the member asked for a checkpoint crashes within 30 ms, while it streams it.</summary>
     public double CrashMakerChance { get; init; }
 
@@ -176,6 +185,18 @@ internal sealed record Scenario
     /// Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
     public static readonly string[] StateTransferFamilies = ["state-transfer", "state-transfer-chaos"];
+
+    /// <summary>
+    /// Keyed families: a system key and a group key at every process, with an attacker replaying
+    /// captured packets and forging Data packets in the names of members, under loss, duplication
+    /// and crashes. Kept out of <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] SecuredFamilies = ["secured", "secured-chaos"];
+
+    /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
+    internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
+
+    internal static readonly byte[] SimulatedGroupKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0xA7 ^ i))];
 
     /// <summary>The protocol options of the gossip families: the large-group rules from 4 members, 2 gossip targets, a binary tree.</summary>
     internal static readonly ProtocolOptions GossipProtocol = new() { GossipFromMembers = 4, GossipFanout = 2, StabilityTreeFanout = 2 };
@@ -298,6 +319,18 @@ internal sealed record Scenario
                 LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "secured" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Crashes = true, LeaveAndRejoin = true, Forgeries = true, GroupKey = SimulatedGroupKey,
+                Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey },
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "secured-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                Forgeries = true, GroupKey = SimulatedGroupKey, Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey },
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
             "state-transfer" => new Scenario
             {
                 Name = family, Processes = 4 + r.Next(4), Crashes = true, CrashMakerChance = 0.3, StateWindowBytes = 512,
@@ -325,7 +358,7 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}", nameof(family)),
         };
     }
 }

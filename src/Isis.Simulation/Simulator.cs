@@ -404,6 +404,7 @@ internal sealed partial class Simulator
             p.Node = new ProcessNode(self, _serviceEndpoints, options, _now);
         }
         p.WantsGroup = true;
+        if (Scenario.GroupKey is { } key) p.Node.SetGroupKey(GroupName, key);
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now, HistoryLogOf(p));
         Flush(p);
@@ -460,7 +461,12 @@ internal sealed partial class Simulator
             if (e is MulticastAddressChanged m) _network.SetMulticast(node.Endpoint, m.Group.Value, m.Address);
             else if (e is GroupLeft l) _network.SetMulticast(node.Endpoint, l.Group.Value, 0);
         }
-        foreach (OutboundPacket packet in o.Packets) _network.Send(node.Endpoint, packet.Destination, packet.Bytes.ToArray(), _now);
+        foreach (OutboundPacket packet in o.Packets)
+        {
+            byte[] bytes = packet.Bytes.ToArray();
+            if (Scenario.Forgeries) Capture(node.Endpoint, bytes);
+            _network.Send(node.Endpoint, packet.Destination, bytes, _now);
+        }
         foreach (NodeEvent e in o.Events) Record(self, e);
         o.Clear();
     }
@@ -588,6 +594,7 @@ internal sealed partial class Simulator
     private void PlanFaults(long healAt)
     {
         Scenario s = Scenario;
+        if (s.Forgeries) PlanForgeries(healAt);
         if (s.Crashes)
         {
             for (int i = 0, n = 1 + _random.Next(3); i < n; i++)

@@ -80,6 +80,9 @@ public sealed partial class Group
 
     internal GroupId Id { get; }
 
+    /// <summary>The runtime this group handle belongs to.</summary>
+    internal IsisRuntime Runtime => _runtime;
+
     /// <summary>Message handlers by request code: <c>g.Handlers[CODE] += (Action&lt;string, int&gt;)((s, n) => ...)</c>.</summary>
     public HandlerCollection Handlers { get; } = new();
 

@@ -40,7 +40,8 @@ internal static class SimCommand
             Console.WriteLine("  multicast, multicast-chaos (data by IP multicast, repairs by unicast), gossip, gossip-chaos (the large-group rules from 4 members:");
             Console.WriteLine("  digests gossiped to 2 random members a round, stability through a binary tree), relay, relay-chaos (the same, with data");
             Console.WriteLine("  relayed along the tree as over the TCP overlay); state-transfer, state-transfer-chaos (joins under traffic, the member");
-            Console.WriteLine("  making a checkpoint crashing while it streams)");
+            Console.WriteLine("  making a checkpoint crashing while it streams); secured, secured-chaos (a system key and a group key, with an attacker");
+            Console.WriteLine("  replaying captured packets and forging Data packets in members' names)");
             Console.WriteLine("mutations: " + string.Join(", ", Enum.GetNames<ProtocolMutations>().Where(n => n != nameof(ProtocolMutations.None))));
             return args.Length == 0 ? 2 : 0;
         }

@@ -312,7 +312,8 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 ShutDown(Discovering
                     ? $"no membership service answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} addresses asked " +
-                      "(the well-known port, the seeds and the replicas known from before); start the first process again, or list a live process in the seeds."
+                      "(the well-known port, the seeds and the replicas known from before); start the first process again, or list a live process in the seeds " +
+                      "(if the service runs, check that this process has its IsisOptions.SystemKey: the service drops what does not open with its key)."
                     : $"isolated: no answer from the membership service for {(now - _lastHeardFromOracle) / 1000} ms; " +
                       "this incarnation wedges all its groups and stops. Restart the process to rejoin as a new member.");
                 return;

@@ -1,0 +1,63 @@
+using System.Buffers.Binary;
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Simulation;
+
+/// <summary>
+/// The secured families' attacker (<see cref="Scenario.Forgeries"/>): it sees every packet on the
+/// network, keeps some Data packets, and later sends them again (replays, naming their original
+/// sender) or forges Data packets in a member's name, clear, with sequence numbers just ahead of
+/// what it saw and a payload nobody sent. With the keys, every one must be dropped unread; a
+/// forgery that got through would be delivered with a payload no Send had, which the checker's
+/// NoCreation property reports.
+/// </summary>
+internal sealed partial class Simulator
+{
+    private const int CapturedLimit = 64;
+    private readonly List<(ulong From, byte[] Bytes)> _captured = new();
+    private long _forgeriesSent;
+    private long _replaysSent;
+
+    /// <summary>Packets the attacker sent: forgeries and replays.</summary>
+    public (long Forgeries, long Replays) AttackerSent => (_forgeriesSent, _replaysSent);
+
+    private void Capture(ulong from, byte[] packet)
+    {
+        if (packet.Length < PacketHeader.Size || (PacketKind)packet[3] != PacketKind.Data || !_random.Chance(0.2)) return;
+        if (_captured.Count == CapturedLimit) _captured.RemoveAt(_random.Next(CapturedLimit));
+        _captured.Add((from, packet));
+    }
+
+    private void PlanForgeries(long healAt)
+    {
+        for (int i = 0, n = 60 + _random.Next(60); i < n; i++) At(_random.NextInRange(200_000, healAt), Attack);
+    }
+
+    private void Attack()
+    {
+        if (_captured.Count == 0) return;
+        var (from, packet) = _captured[_random.Next(_captured.Count)];
+        SimProcess target = _processes[_random.Next(_processes.Length)];
+        if (!target.Alive) return;
+        if (_random.Chance(0.5))
+        {
+            _replaysSent++;
+            _network.Send(from, target.Endpoint, packet, _now);
+            return;
+        }
+        // A forgery: the captured packet's header (sender, group, view) with a later sequence number and a made-up body.
+        var sender = new NodeId(BinaryPrimitives.ReadUInt64LittleEndian(packet.AsSpan(8)), BinaryPrimitives.ReadUInt32LittleEndian(packet.AsSpan(16)));
+        var group = new GroupId(BinaryPrimitives.ReadUInt64LittleEndian(packet.AsSpan(20)));
+        int view = BinaryPrimitives.ReadInt32LittleEndian(packet.AsSpan(28));
+        long seq = BinaryPrimitives.ReadInt64LittleEndian(packet.AsSpan(32)) + 1 + _random.Next(3);
+        var payload = new byte[16];
+        for (int i = 0; i < payload.Length; i++) payload[i] = (byte)_random.Next(256);
+        byte[] forged = new PacketWriter().Begin(new PacketHeader(PacketKind.Data, sender, group, view, seq))
+            .I32(_random.Next(4)).U8((byte)MessageKind.Send).I32(0).Tail(payload).Finish();
+        _forgeriesSent++;
+        _network.Send(from, target.Endpoint, forged, _now);
+    }
+}
