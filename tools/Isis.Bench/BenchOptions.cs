@@ -147,6 +147,14 @@ internal sealed record BenchOptions
     /// <summary>--large-group-from N: the group size from which the large-group rules apply (gossip, the stability tree, relaying over TCP); the protocol's default (10) when absent.</summary>
     public int? LargeGroupFrom { get; init; }
 
+    /// <summary>--keys: every process has a system key and the group a key of its own (AES-256-GCM on every packet), to measure what sealing costs.</summary>
+    public bool Keys { get; init; }
+
+    /// <summary>The keys a --keys run uses (fixed: a benchmark has nothing to keep secret).</summary>
+    public static readonly byte[] BenchSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x30 + i))];
+
+    public static readonly byte[] BenchGroupKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0xC0 ^ i))];
+
     public int? HeartbeatGiven { get; init; }
     public int? SuspicionGiven { get; init; }
     // From 20 members on, the benchmark's group alone saturates 2 cores during blasts (and the idle group
@@ -174,6 +182,7 @@ internal sealed record BenchOptions
     public static BenchOptions Parse(ReadOnlySpan<string> args)
     {
         bool quick = args.Contains("--quick");
+        bool keys = args.Contains("--keys");
         bool scale = args.Contains("--scale");
         if (quick && scale) throw new ArgumentException("--quick and --scale do not go together");
         var o = scale
@@ -189,7 +198,7 @@ internal sealed record BenchOptions
         for (int i = 0; i < args.Length; i++)
         {
             string name = args[i];
-            if (name is "--quick" or "--scale") continue;
+            if (name is "--quick" or "--scale" or "--keys") continue;
             if (name == "--matrix")
             {
                 o = o with { Matrix = true };
@@ -240,6 +249,7 @@ internal sealed record BenchOptions
         {
             o = o with { PrimitiveList = Primitives.All, ResponseDelayBursts = o.ResponseDelayBursts.Length > 0 ? o.ResponseDelayBursts : [1, 10, 100] };
         }
+        if (keys) o = o with { Keys = true };
         if (o.PrimitiveList.Length == 0) throw new ArgumentException("--primitive needs at least one primitive");
         if (o.Scale && o.MemberSizes is { Length: > 1 }) throw new ArgumentException("--scale runs one group size at a time; give --members one number");
         if (o.Scale && o.Matrix) throw new ArgumentException("--matrix and --scale do not go together");
@@ -310,6 +320,7 @@ internal sealed record BenchOptions
         "--transport", TransportName,
         .. (Multicast ? new[] { "--multicast-port", Str(MulticastPort) } : []),
         .. (LargeGroupFrom is { } from ? new[] { "--large-group-from", Str(from) } : []),
+        .. (Keys ? new[] { "--keys" } : []),
     ];
 
     /// <summary>The arguments that make a scale-mode member process; it lives until the parent says "quit" or closes its stdin.</summary>

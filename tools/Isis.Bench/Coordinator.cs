@@ -95,7 +95,7 @@ internal static class Coordinator
         Console.WriteLine($"  latency: at least {o.WarmupSeconds} s of warm-up rounds, then {o.Warmup} warm-up + {o.Samples} recorded + {o.Cooldown} cool-down rounds; throughput: {o.Messages} messages of {o.Payload} B " +
                           $"({o.MessagesFor(Primitive.Query)} for safe and query), the first and last 10 % not counted" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay: {o.ResponseWarmup} + {o.Rounds} + {o.ResponseCooldown} rounds" : "") +
-                          $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s");
+                          $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s" + (o.Keys ? "; system and group keys (AES-256-GCM on every packet)" : ""));
 
         using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort, o));
         service.Start();
@@ -193,6 +193,7 @@ internal static class Coordinator
         // A small range of our own: the run's groups (one at a time) each get one address.
         Multicast = o.Multicast ? new MulticastOptions { Port = o.MulticastPort, AddressRange = "239.192.88.0/28" } : null,
         LargeGroupFromMembers = o.LargeGroupFrom,
+        SystemKey = o.Keys ? BenchOptions.BenchSystemKey : null,
     };
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)

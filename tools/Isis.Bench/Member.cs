@@ -57,6 +57,7 @@ internal static class Member
         runtime.Start();
         var state = new State(o);
         var g = new Group(runtime, GroupName);
+        if (o.Keys) g.SetKey(BenchOptions.BenchGroupKey);
         string? safeLog = o.SafeLogDirectory == null ? null : Path.Combine(o.SafeLogDirectory, $"member-{o.Index}-{Environment.ProcessId}");
         if (safeLog != null) g.SetSafeSendDurability(SafeSendDurability.Disk, safeLog);
         Register(g, runtime, state, o);

@@ -89,7 +89,7 @@ public sealed class VisibleByDefaultTests
             random.NextBytes(junk);
             attacker.SendTo(junk, target);
         }
-        TestRuntimes.WaitUntil(() => stderr.Text.Contains("malformed, truncated, forged or oversized packets"), "the drops are reported");
+        TestRuntimes.WaitUntil(() => stderr.Text.Contains("malformed, truncated, forged, replayed, unauthenticated or oversized packets"), "the drops are reported");
         Assert.Contains(runtime.Address.ToString(), stderr.Text);
         Assert.True(runtime.IsRunning);
     }
