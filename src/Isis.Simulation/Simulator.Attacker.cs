@@ -1,4 +1,3 @@
-using System.Buffers.Binary;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
@@ -8,11 +7,12 @@ namespace Isis.Simulation;
 
 /// <summary>
 /// The secured families' attacker (<see cref="Scenario.Forgeries"/>): it sees every packet on the
-/// network, keeps some Data packets, and later sends them again (replays, naming their original
-/// sender) or forges Data packets in a member's name, clear, with sequence numbers just ahead of
-/// what it saw and a payload nobody sent. With the keys, every one must be dropped unread; a
-/// forgery that got through would be delivered with a payload no Send had, which the checker's
-/// NoCreation property reports.
+/// network and keeps some of the members' sealed bundles, then sends them again (replays, naming
+/// their original sender), or forges Data packets in a member's name, clear. It cannot read what
+/// is sealed, so it is given what an insider would know: the target's current view and who is in
+/// it; the sequence number it guesses. With the keys every one must be dropped unread; a forgery
+/// that got through would be delivered with a payload no Send had, which the checker's NoCreation
+/// property reports.
 /// </summary>
 internal sealed partial class Simulator
 {
@@ -26,7 +26,7 @@ internal sealed partial class Simulator
 
     private void Capture(ulong from, byte[] packet)
     {
-        if (packet.Length < PacketHeader.Size || (PacketKind)packet[3] != PacketKind.Data || !_random.Chance(0.2)) return;
+        if (packet.Length < PacketHeader.Size || (PacketKind)packet[3] is not (PacketKind.Bundle or PacketKind.Data) || !_random.Chance(0.2)) return;
         if (_captured.Count == CapturedLimit) _captured.RemoveAt(_random.Next(CapturedLimit));
         _captured.Add((from, packet));
     }
@@ -38,26 +38,25 @@ internal sealed partial class Simulator
 
     private void Attack()
     {
-        if (_captured.Count == 0) return;
-        var (from, packet) = _captured[_random.Next(_captured.Count)];
         SimProcess target = _processes[_random.Next(_processes.Length)];
         if (!target.Alive) return;
         if (_random.Chance(0.5))
         {
+            if (_captured.Count == 0) return;
+            var (from, packet) = _captured[_random.Next(_captured.Count)];
             _replaysSent++;
             _network.Send(from, target.Endpoint, packet, _now);
             return;
         }
-        // A forgery: the captured packet's header (sender, group, view) with a later sequence number and a made-up body.
-        var sender = new NodeId(BinaryPrimitives.ReadUInt64LittleEndian(packet.AsSpan(8)), BinaryPrimitives.ReadUInt32LittleEndian(packet.AsSpan(16)));
-        var group = new GroupId(BinaryPrimitives.ReadUInt64LittleEndian(packet.AsSpan(20)));
-        int view = BinaryPrimitives.ReadInt32LittleEndian(packet.AsSpan(28));
-        long seq = BinaryPrimitives.ReadInt64LittleEndian(packet.AsSpan(32)) + 1 + _random.Next(3);
+        if (target.Node!.FindGroup(_group)?.View is not { } view || view.Members.Length < 2) return;
+        int rank = _random.Next(view.Members.Length);
+        NodeId sender = view.Members[rank];
+        if (sender == target.Node.Self) return;
         var payload = new byte[16];
         for (int i = 0; i < payload.Length; i++) payload[i] = (byte)_random.Next(256);
-        byte[] forged = new PacketWriter().Begin(new PacketHeader(PacketKind.Data, sender, group, view, seq))
-            .I32(_random.Next(4)).U8((byte)MessageKind.Send).I32(0).Tail(payload).Finish();
+        byte[] forged = new PacketWriter().Begin(new PacketHeader(PacketKind.Data, sender, _group, view.Id, 1 + _random.Next(200)))
+            .I32(rank).U8((byte)MessageKind.Send).I32(0).Tail(payload).Finish();
         _forgeriesSent++;
-        _network.Send(from, target.Endpoint, forged, _now);
+        _network.Send(sender.Endpoint, target.Endpoint, forged, _now);
     }
 }

@@ -100,7 +100,7 @@ public class SecurityTests
         var c = new TestCluster(3);
         for (int i = 0; i < 3; i++) c[i].SetGroupKey(TestCluster.GroupName, key);
         var captured = new List<Envelope>();
-        c.DropWhere(e => { if (e.Kind == PacketKind.Data && e.To == c.Id(2).Endpoint) captured.Add(e); return false; });
+        c.DropWhere(e => { if (e.Kind == PacketKind.Bundle && e.To == c.Id(2).Endpoint) captured.Add(e); return false; });
         c.FormGroup(3);
         c.Send(0, "one");
         c.RunUntil(() => c.Delivered(2).Count == 1);

@@ -136,8 +136,15 @@ internal sealed class Outbox
         Add(e);
     }
 
+    /// <summary>
+    /// Packets a key covers, not yet sealed (see <see cref="ProcessNode.SealPendingPackets"/>): they live
+    /// in this outbox's memory, so they go with it at <see cref="Clear"/>, like unsent packets.
+    /// </summary>
+    internal List<(ulong Endpoint, GroupId KeyGroup, ReadOnlyMemory<byte> Packet)> ToSeal { get; } = new();
+
     public void Clear()
     {
+        ToSeal.Clear();
         if (_pool != null)
         {
             foreach (NodeEvent e in Events)

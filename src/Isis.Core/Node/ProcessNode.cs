@@ -72,6 +72,49 @@ internal sealed class ProcessNode : IProtocolNode
         _lastAckAt = now;
         SendHeartbeat();
         _nextHeartbeatAt = now + options.HeartbeatInterval;
+        if (!Options.DriverSealsBatches) SealPendingPackets();
+    }
+
+    private readonly List<bool> _sealed = new();
+    private readonly List<ReadOnlyMemory<byte>> _bundle = new();
+
+    /// <summary>
+    /// Seals the packets sent since the last call: those to one destination under one key go in
+    /// bundles of up to <see cref="ProtocolOptions.SealedBundleBytes"/>, in the order they were sent
+    /// (a retransmission is a new packet, so it gets a new counter). One AES-GCM operation per bundle
+    /// instead of per packet is what keeps a key cheap. Called at the end of each input, or by the
+    /// driver before it sends a batch (<see cref="ProtocolOptions.DriverSealsBatches"/>).
+    /// </summary>
+    public void SealPendingPackets()
+    {
+        int n = Outbox.ToSeal.Count;
+        if (n == 0) return;
+        _sealed.Clear();
+        for (int i = 0; i < n; i++) _sealed.Add(false);
+        for (int i = 0; i < n; i++)
+        {
+            if (_sealed[i]) continue;
+            var (endpoint, keyGroup, _) = Outbox.ToSeal[i];
+            int length = 0;
+            _bundle.Clear();
+            for (int j = i; j < n; j++)
+            {
+                var (e, k, packet) = Outbox.ToSeal[j];
+                if (_sealed[j] || e != endpoint || k != keyGroup) continue;
+                if (_bundle.Count > 0 && length + packet.Length > Options.SealedBundleBytes)
+                {
+                    Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.SealBundle(keyGroup, _bundle, length, Outbox)));
+                    _bundle.Clear();
+                    length = 0;
+                }
+                _bundle.Add(packet);
+                length += packet.Length;
+                _sealed[j] = true;
+            }
+            Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.SealBundle(keyGroup, _bundle, length, Outbox)));
+        }
+        Outbox.ToSeal.Clear();
+        _bundle.Clear();
     }
 
     public NodeId Self { get; }
@@ -157,8 +200,14 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>Sends a packet; packets to ourselves are processed locally, after the current input.</summary>
     internal void SendTo(ulong endpoint, ReadOnlyMemory<byte> packet)
     {
+        var kind = (PacketKind)packet.Span[3];
         if (endpoint == Self.Endpoint) _loopback.Enqueue(packet);
-        else Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.Seal(packet, Outbox))); // sealed as it leaves: a resend gets a new counter
+        else if (kind < PacketKind.Data) Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.Seal(packet, Outbox))); // to or about the service: a few a heartbeat, sealed one by one
+        else if (Sealer.TryKeyOf(kind, new GroupId(System.Buffers.Binary.BinaryPrimitives.ReadUInt64LittleEndian(packet.Span[20..])), out GroupId keyGroup))
+        {
+            Outbox.ToSeal.Add((endpoint, keyGroup, packet)); // member traffic: sealed at the end of the step, with the step's other packets to that destination
+        }
+        else Outbox.Packets.Add(new OutboundPacket(endpoint, packet));
     }
 
     /// <summary>Sends a request to the leading replica; while the service is still being discovered it is dropped, and retried once it is found.</summary>
@@ -376,6 +425,7 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 if (g.State == MemberState.Left) _groups.Remove(id);
             }
+            if (!Options.DriverSealsBatches) SealPendingPackets();
         }
         finally
         {
@@ -409,7 +459,46 @@ internal sealed class ProcessNode : IProtocolNode
                     proven.OnAuthenticated(h.Sender);
                     break;
             }
+            if (h.Kind == PacketKind.Bundle)
+            {
+                HandleBundle(source, h, PacketDecoder.Body(packet));
+                return;
+            }
         }
+        if (h.Kind == PacketKind.Bundle)
+        {
+            Counters.DroppedMalformed++; // a bundle exists only sealed
+            return;
+        }
+        HandleAuthenticated(source, h, packet);
+    }
+
+    /// <summary>
+    /// The packets of an opened bundle, one by one. Each must name the bundle's sender and be one the
+    /// bundle's key covers (a group's key carries only that group's member packets): nothing can be
+    /// smuggled under another key or another sender's name.
+    /// </summary>
+    private void HandleBundle(ulong source, in PacketHeader bundle, ReadOnlySpan<byte> body)
+    {
+        while (body.Length > 0)
+        {
+            int length = body.Length >= PacketHeader.Size ? System.Buffers.Binary.BinaryPrimitives.ReadInt32LittleEndian(body[PacketHeader.LengthOffset..]) : -1;
+            if (length < PacketHeader.Size || length > body.Length) { Counters.DroppedMalformed++; return; }
+            ReadOnlySpan<byte> inner = body[..length];
+            body = body[length..];
+            Counters.PacketsReceived++;
+            if (PacketDecoder.TryReadHeader(inner, out PacketHeader h) != HeaderVerdict.Ok || h.Sender != bundle.Sender || h.Kind is < PacketKind.Data or PacketKind.Bundle
+                || !Sealer.TryKeyOf(h.Kind, h.Group, out GroupId keyGroup) || keyGroup != bundle.Group)
+            {
+                Counters.DroppedMalformed++;
+                continue;
+            }
+            HandleAuthenticated(source, h, inner);
+        }
+    }
+
+    private void HandleAuthenticated(ulong source, in PacketHeader h, ReadOnlySpan<byte> packet)
+    {
         if (!_firewall.Admit(h.Sender))
         {
             Counters.DroppedFirewall++;

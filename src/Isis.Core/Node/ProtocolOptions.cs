@@ -117,6 +117,22 @@ internal sealed record ProtocolOptions
     /// </summary>
     public byte[]? SystemKey { get; init; }
 
+    /// <summary>
+    /// With a key: the packets of one step to one destination under one key are sealed together,
+    /// in bundles of up to this many bytes (one AES-GCM operation each, which costs about as much as
+    /// sealing 10 KB: bundling is what keeps the price of a key small). Defaults to 15,000, so a
+    /// bundle fits a default datagram of 16 KiB.
+    /// </summary>
+    public int SealedBundleBytes { get; init; } = 15_000;
+
+    /// <summary>
+    /// With a key: the driver calls <see cref="ProcessNode.SealPendingPackets"/> before it sends a
+    /// batch of steps' packets, so a bundle holds a whole batch's packets to a destination (the
+    /// runtime's event loop takes many inputs per batch). False (the default): each input's packets
+    /// are sealed at its end, ready in the outbox as every driver expects.
+    /// </summary>
+    public bool DriverSealsBatches { get; init; }
+
     /// <summary>Four random bytes the driver draws when a process starts: part of every nonce it seals with (see <see cref="Security.PacketSealer"/>).</summary>
     public uint SealSalt { get; init; }
 

@@ -103,6 +103,52 @@ internal sealed class PacketSealer
     private KeyRing? KeyFor(PacketKind kind, GroupId group) =>
         kind >= PacketKind.Data && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
 
+    /// <summary>
+    /// The key a packet of this kind and group is sealed with: false if none (it travels clear);
+    /// else <paramref name="keyGroup"/> is the group whose key it is, or the default id for the system key.
+    /// </summary>
+    public bool TryKeyOf(PacketKind kind, GroupId group, out GroupId keyGroup)
+    {
+        keyGroup = default;
+        if (!Enabled) return false;
+        if (kind >= PacketKind.Data && _groups.Count > 0 && _groups.ContainsKey(group))
+        {
+            keyGroup = group;
+            return true;
+        }
+        return _system != null;
+    }
+
+    /// <summary>
+    /// Seals <paramref name="packets"/> (whole packets to one destination, all under the key of
+    /// <paramref name="keyGroup"/>: see <see cref="TryKeyOf"/>) into one <see cref="PacketKind.Bundle"/>:
+    /// one AES-GCM operation for all of them. <paramref name="bodyLength"/> is their total length.
+    /// </summary>
+    public ReadOnlyMemory<byte> SealBundle(GroupId keyGroup, List<ReadOnlyMemory<byte>> packets, int bodyLength, Outbox outbox)
+    {
+        KeyRing ring = keyGroup == default ? _system! : _groups[keyGroup];
+        if (_bundle.Length < bodyLength) _bundle = new byte[Math.Max(bodyLength, _bundle.Length * 2)];
+        int at = 0;
+        foreach (ReadOnlyMemory<byte> p in packets)
+        {
+            p.Span.CopyTo(_bundle.AsSpan(at));
+            at += p.Length;
+        }
+        int total = PacketHeader.Size + bodyLength + TrailerSize;
+        Memory<byte> memory = outbox.Allocate(total);
+        Span<byte> sealedPacket = memory.Span;
+        new PacketHeader(PacketKind.Bundle, _self, keyGroup, 0, 0).WriteTo(sealedPacket, total);
+        sealedPacket[2] = SealedVersion;
+        Span<byte> trailer = sealedPacket[(PacketHeader.Size + bodyLength)..];
+        BinaryPrimitives.WriteUInt32LittleEndian(trailer, _salt);
+        BinaryPrimitives.WriteUInt64LittleEndian(trailer[4..], ++_counter);
+        ring.Own.Encrypt(trailer[..12], _bundle.AsSpan(0, bodyLength), sealedPacket.Slice(PacketHeader.Size, bodyLength), trailer[12..], sealedPacket[..PacketHeader.Size]);
+        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], Crc32C.Compute(sealedPacket));
+        return memory;
+    }
+
+    private byte[] _bundle = new byte[16 * 1024];
+
     /// <summary>The packet as it should leave: sealed (in <paramref name="outbox"/>'s memory) if a key protects its kind, else unchanged.</summary>
     public ReadOnlyMemory<byte> Seal(ReadOnlyMemory<byte> packet, Outbox outbox)
     {
@@ -164,7 +210,8 @@ internal sealed class PacketSealer
         header.CopyTo(opened);
         opened[2] = PacketHeader.CurrentVersion;
         BinaryPrimitives.WriteInt32LittleEndian(opened[PacketHeader.LengthOffset..], opened.Length);
-        BinaryPrimitives.WriteUInt32LittleEndian(opened[PacketHeader.ChecksumOffset..], Crc32C.Compute(opened));
+        // A bundle's own header is not read again (its packets carry their own checksums): no second pass over it.
+        if (h.Kind != PacketKind.Bundle) BinaryPrimitives.WriteUInt32LittleEndian(opened[PacketHeader.ChecksumOffset..], Crc32C.Compute(opened));
         plain = opened;
         return OpenVerdict.Opened;
     }

@@ -59,4 +59,7 @@ internal enum PacketKind : byte
     // Member <-> joiner, across views: the state transfer of the checkpoint made at a join's cut (see GroupMember.StateTransfer).
     StateChunk = 40,        // maker -> joiner; View = the cut (the view the joiner joined in); Number = chunk number (1, 2, ...); body: last flag, the chunk
     StateAck = 41,          // joiner -> maker; View = the cut; Number = chunks received in order
+
+    // Sealed traffic (see Security.PacketSealer): the packets of one step to one destination under one key, sealed together.
+    Bundle = 42,            // Group = the group whose key sealed it (0: the system key); body, once opened: whole packets back to back
 }

@@ -344,6 +344,7 @@ internal sealed class EventLoop : IDisposable
         _service.SendPackets();
         // The contract's order: durable first, then packets, then the application.
         if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
+        Node.SealPendingPackets(); // with a key: the batch's packets to each destination in as few sealed bundles as fit
         foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
         _transport.Flush();
         DeliverEvents();
