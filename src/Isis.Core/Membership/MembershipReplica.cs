@@ -190,18 +190,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
             Counters.DroppedMalformed++;
             return;
         }
-        if (_sealer.Enabled || packet[2] == PacketHeader.SealedVersion)
-        {
-            switch (_sealer.Open(h, packet, out packet))
-            {
-                case Security.OpenVerdict.Replayed:
-                    Counters.DroppedReplayed++;
-                    return;
-                case Security.OpenVerdict.Unauthenticated or Security.OpenVerdict.KeyRequired or Security.OpenVerdict.NoKey:
-                    Counters.DroppedUnauthenticated++;
-                    return;
-            }
-        }
+        if ((_sealer.Enabled || packet[2] == PacketHeader.SealedVersion) && Security.PacketSealer.IsDropped(_sealer.Open(h, ref packet, Counters))) return;
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
         if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply or PacketKind.ReplicaTimeoutNow)
         {

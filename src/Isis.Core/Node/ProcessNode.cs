@@ -446,19 +446,16 @@ internal sealed class ProcessNode : IProtocolNode
         // Authentication before anything reads the body (our own loopback packets never left the process).
         if (!fromSelf && (Sealer.Enabled || packet[2] == PacketHeader.SealedVersion))
         {
-            switch (Sealer.Open(h, packet, out packet))
+            Security.OpenVerdict verdict = Sealer.Open(h, ref packet, Counters);
+            if (verdict == Security.OpenVerdict.Replayed) return;
+            // What a group's member learns from it: a view member whose packets never open lacks the key (GroupMember.Security).
+            GroupMember? member = h.Kind >= PacketKind.Data ? _groups.GetValueOrDefault(h.Group) : null;
+            if (Security.PacketSealer.IsDropped(verdict))
             {
-                case Security.OpenVerdict.Replayed:
-                    Counters.DroppedReplayed++;
-                    return;
-                case Security.OpenVerdict.Unauthenticated or Security.OpenVerdict.KeyRequired or Security.OpenVerdict.NoKey:
-                    Counters.DroppedUnauthenticated++;
-                    if (h.Kind >= PacketKind.Data && _groups.TryGetValue(h.Group, out GroupMember? refused)) refused.OnUnauthenticated(h.Sender, _now);
-                    return;
-                case Security.OpenVerdict.Opened when h.Kind >= PacketKind.Data && Sealer.HasGroupKey(h.Group) && _groups.TryGetValue(h.Group, out GroupMember? proven):
-                    proven.OnAuthenticated(h.Sender);
-                    break;
+                member?.OnUnauthenticated(h.Sender, _now);
+                return;
             }
+            if (verdict == Security.OpenVerdict.Opened && member != null && Sealer.HasGroupKey(h.Group)) member.OnAuthenticated(h.Sender);
             if (h.Kind == PacketKind.Bundle)
             {
                 HandleBundle(source, h, PacketDecoder.Body(packet));

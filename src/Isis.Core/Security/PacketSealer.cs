@@ -8,7 +8,7 @@ using Isis.Core.Wire;
 
 namespace Isis.Core.Security;
 
-/// <summary>What <see cref="PacketSealer.Open"/> found.</summary>
+/// <summary>What <see cref="PacketSealer.Open(PacketHeader, ReadOnlySpan{byte}, out ReadOnlySpan{byte})"/> found.</summary>
 internal enum OpenVerdict
 {
     /// <summary>A clear packet of a kind no key protects here: take it as it is.</summary>
@@ -215,6 +215,23 @@ internal sealed class PacketSealer
         plain = opened;
         return OpenVerdict.Opened;
     }
+
+    /// <summary>
+    /// <see cref="Open(PacketHeader, ReadOnlySpan{byte}, out ReadOnlySpan{byte})"/> for a node's receive path: on success <paramref name="packet"/> becomes the
+    /// plaintext; what is dropped is counted in <paramref name="counters"/>. Returns the verdict
+    /// (<see cref="IsDropped"/> tells whether to stop).
+    /// </summary>
+    public OpenVerdict Open(PacketHeader h, ref ReadOnlySpan<byte> packet, NodeCounters counters)
+    {
+        OpenVerdict verdict = Open(h, packet, out ReadOnlySpan<byte> plain);
+        if (verdict == OpenVerdict.Replayed) counters.DroppedReplayed++;
+        else if (IsDropped(verdict)) counters.DroppedUnauthenticated++;
+        else packet = plain;
+        return verdict;
+    }
+
+    /// <summary>True for the verdicts that drop the packet unread.</summary>
+    public static bool IsDropped(OpenVerdict verdict) => verdict is OpenVerdict.Replayed or OpenVerdict.Unauthenticated or OpenVerdict.KeyRequired or OpenVerdict.NoKey;
 
     /// <summary>One shared key: this incarnation's sealing key and the senders' keys derived from it.</summary>
     private sealed class KeyRing(byte[] key, NodeId self)
