@@ -18,6 +18,7 @@ using Isis.MemberHost;
 //
 // --joins-late: this member joins a group whose members have sent already, so its first delivery
 // from each sender may carry any seq (FIFO is checked from there on).
+// --system-key HEX, --group-key HEX: IsisOptions.SystemKey and Group.SetKey (32 bytes each, in hex).
 // --state: the member keeps a replicated state and transfers it to joiners (ReplicatedState.cs): the
 // messages it applied plus a blob that "fill N" grows by N MiB; "state" prints its digest
 // ({"event":"state","pairs":..,"blobBytes":..,"sha256":..}); "stateMade" and "stateLoaded" lines
@@ -100,6 +101,7 @@ var runtime = new IsisRuntime(new IsisOptions
     Multicast = options.MulticastPort > 0
         ? new MulticastOptions { Port = options.MulticastPort, AddressRange = options.MulticastRange, Interface = options.Bind.Equals(System.Net.IPAddress.Any) ? null : options.Bind }
         : null,
+    SystemKey = options.SystemKey,
 });
 if (eventLog != null) runtime.CoreEvent += eventLog.OnCoreEvent;
 
@@ -151,6 +153,7 @@ if (options.ServiceOnly)
     Exit(0);
 }
 var group = new Group(runtime, options.Group);
+if (options.GroupKey != null) group.SetKey(options.GroupKey);
 if (options.SafeLog != null)
 {
     group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog);
@@ -384,6 +387,8 @@ static JsonObject Stats(IsisRuntime runtime)
         json["droppedWrongView"] = s.DroppedWrongView;
         json["droppedUnknownGroup"] = s.DroppedUnknownGroup;
         json["duplicates"] = s.Duplicates;
+        json["droppedUnauthenticated"] = s.DroppedUnauthenticated;
+        json["droppedReplayed"] = s.DroppedReplayed;
         json["naksSent"] = s.NaksSent;
         json["handlerMismatches"] = s.HandlerMismatches;
         json["handlerExceptions"] = s.HandlerExceptions;
@@ -435,6 +440,8 @@ namespace Isis.MemberHost
         public bool Embedded { get; private set; }
         public bool JoinsLate { get; private set; }
         public bool State { get; private set; }
+        public byte[]? SystemKey { get; private set; }
+        public byte[]? GroupKey { get; private set; }
         public List<System.Net.IPEndPoint> Seeds { get; private set; } = new();
         public string? EventLog { get; private set; }
         public int HeartbeatMs { get; private set; } = 100;
@@ -497,6 +504,8 @@ namespace Isis.MemberHost
                     case "--embedded": o.Embedded = true; break;
                     case "--joins-late": o.JoinsLate = true; break;
                     case "--state": o.State = true; break;
+                    case "--system-key": o.SystemKey = Convert.FromHexString(Value()); break;
+                    case "--group-key": o.GroupKey = Convert.FromHexString(Value()); break;
                     case "--seeds": o.Seeds = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
