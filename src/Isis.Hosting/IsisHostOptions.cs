@@ -63,6 +63,13 @@ public sealed class IsisHostOptions
     /// </summary>
     public IsisHostMulticastOptions? Multicast { get; set; }
 
+    /// <summary>
+    /// The system key (<see cref="IsisOptions.SystemKey"/>), as the base64 of 32 bytes; null (the
+    /// default) leaves the membership service's traffic unsealed. Every process of the system needs
+    /// the same one; keep it out of files others can read (an environment variable or a secret store).
+    /// </summary>
+    public string? SystemKey { get; set; }
+
     /// <summary>Largest UDP datagram built (<see cref="IsisOptions.MaxDatagramSize"/>). Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -97,6 +104,7 @@ public sealed class IsisHostOptions
             Transport = Transport,
             Multicast = Multicast?.ToMulticastOptions(),
             MaxMessageSize = MaxMessageSize,
+            SystemKey = Key(nameof(SystemKey), SystemKey),
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };
@@ -104,6 +112,21 @@ public sealed class IsisHostOptions
         foreach (string s in MembershipSeeds ?? []) options.MembershipSeeds.Add(EndPoint(nameof(MembershipSeeds), s));
         options.Validate();
         return options;
+    }
+
+    private static byte[]? Key(string setting, string? base64)
+    {
+        if (string.IsNullOrWhiteSpace(base64)) return null;
+        byte[] key;
+        try
+        {
+            key = Convert.FromBase64String(base64);
+        }
+        catch (FormatException)
+        {
+            throw new ArgumentException($"Isis:{setting} must be the base64 of 32 random bytes (for example Convert.ToBase64String(RandomNumberGenerator.GetBytes(32))); it is not base64.");
+        }
+        return key.Length == 32 ? key : throw new ArgumentException($"Isis:{setting} must be the base64 of 32 bytes (a 256-bit key); it decodes to {key.Length}.");
     }
 
     private static IPAddress Address(string setting, string? value) =>

@@ -155,6 +155,18 @@ public sealed class HostingTests
     }
 
     [Fact]
+    public void The_system_key_binds_from_base64_and_a_bad_value_names_the_setting()
+    {
+        byte[] key = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
+        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?> { ["Isis:SystemKey"] = Convert.ToBase64String(key) }).Build();
+        IsisOptions options = config.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null);
+        Assert.Equal(key, options.SystemKey);
+        Assert.Null(new IsisHostOptions().ToIsisOptions(null).SystemKey);
+        Assert.Contains("Isis:SystemKey", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = "not base64!" }.ToIsisOptions(null)).Message);
+        Assert.Contains("decodes to 16", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = Convert.ToBase64String(new byte[16]) }.ToIsisOptions(null)).Message);
+    }
+
+    [Fact]
     public void AddIsis_twice_adds_one_runtime_and_one_hosted_lifetime()
     {
         var services = new ServiceCollection();
