@@ -176,11 +176,11 @@ internal sealed partial class GroupMember
         Publish(new StateRequested(Id, view.Id, receivers));
     }
 
-    /// <summary>The application's next chunk of the checkpoint for cut <paramref name="cut"/>; ignored once that transfer is over (its joiners left).</summary>
-    public void AddStateChunk(int cut, ReadOnlySpan<byte> chunk, bool last, long now)
+    /// <summary>The application's next chunk of the checkpoint for cut <paramref name="cut"/> (kept, not copied); ignored once that transfer is over (its joiners left).</summary>
+    public void AddStateChunk(int cut, byte[] chunk, bool last, long now)
     {
         if (!_outgoingStates.TryGetValue(cut, out OutgoingState? s) || s.Ended) return;
-        s.Add(chunk.ToArray(), last);
+        s.Add(chunk, last);
         foreach (var (joiner, r) in s.Receivers) PumpState(s, joiner, r, now);
     }
 

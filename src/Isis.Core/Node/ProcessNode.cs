@@ -272,10 +272,11 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>
     /// State transfer: the application's next chunk of the checkpoint it makes for the joiners of
     /// view <paramref name="cutViewId"/> (asked by <see cref="StateRequested"/>); <paramref name="last"/>
-    /// ends it. Ignored once that transfer is over. The driver waits while
+    /// ends it. Ignored once that transfer is over. The node keeps <paramref name="chunk"/> until every
+    /// joiner acknowledged it (the caller hands it over and must not change it). The driver waits while
     /// <see cref="GroupMember.StateBacklogBytes"/> exceeds <see cref="ProtocolOptions.StateWindowBytes"/>.
     /// </summary>
-    public void SendStateChunk(GroupId id, int cutViewId, ReadOnlySpan<byte> chunk, bool last, long now)
+    public void SendStateChunk(GroupId id, int cutViewId, byte[] chunk, bool last, long now)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
