@@ -82,6 +82,7 @@ public class StateTransferTests
         c.DropWhere(e => e.Kind == PacketKind.StateChunk && e.From == c.Id(0).Endpoint && e.Header.Number > 3);
         c.Join(3);
         c.RunUntil(() => c.Events[3].OfType<StateChunkReceived>().Count() == 3);
+        c[3].Flush(TestCluster.G, token: 42, minHolders: 0, c.Now); // issued while it waits: it must complete across the restart
         c.Stop(0);
         c.RunUntil(() => c.CurrentView(3) != null && !Member(c, 3).AwaitingState, limit: 20_000_000);
 
@@ -96,6 +97,7 @@ public class StateTransferTests
         GroupView first = joiner.OfType<ViewInstalled>().First().View;
         Assert.DoesNotContain(c.Id(0), first.Members);
         Assert.True(joiner.FindIndex(e => e is StateReceived) < joiner.FindIndex(e => e is ViewInstalled));
+        c.RunUntil(() => c.Events[3].OfType<FlushCompleted>().Any(f => f.Token == 42));
     }
 
     [Fact]

@@ -139,13 +139,14 @@ internal sealed partial class GroupMember
 
         if (_incomingState != null && (restart.Contains(Self) || (reset && maker == Self)))
         {
-            // What arrived and what waited belong to a cut this member will never load. Queries among
-            // what waited still wait for our reply: a null one, as from a handler that does not reply.
+            // What arrived and the views and messages that waited belong to a cut this member will never
+            // load. Queries among them still wait for our reply: a null one, as from a handler that does
+            // not reply. Completions of our own flushes and queries stay: the application waits for them.
             foreach (NodeEvent e in _held)
             {
                 if (e is MessageDelivered { Kind: var kind } d && kind.IsQuery() && d.Sender != Self) Reply(d.Sender, MessageKinds.QueryIdOf(d.Payload.Span), ReplyKind.Null, []);
             }
-            _held.Clear();
+            _held.RemoveAll(e => e is ViewInstalled or MessageDelivered or StateRequested);
             _node.Emit(new StateTransferAborted(Id, _incomingState.Cut, reset
                 ? $"every member that held the group's state left before it arrived; the group starts again from an empty state at view {view.Id}"
                 : $"the member making it left or never started; a checkpoint made at view {view.Id} replaces it"));
@@ -153,6 +154,8 @@ internal sealed partial class GroupMember
             {
                 _incomingState = null;
                 _node.Emit(new StateReset(Id, view.Id));
+                foreach (NodeEvent e in _held) _node.Emit(e); // what stayed (our own completions) goes out now, before the view
+                _held.Clear();
             }
             else
             {
