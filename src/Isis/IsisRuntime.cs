@@ -442,7 +442,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     internal void ReportRuntimeProblem(string text) => ReportProblem(text);
 
     /// <summary>Checkpoint bytes a maker may have in flight before SendChkpt waits (the protocol's state-transfer window).</summary>
-    internal long StateWindowBytes { get; } = new Core.Node.ProtocolOptions().StateWindowBytes;
+    internal long StateWindowBytes => _loop?.Node.Options.StateWindowBytes ?? new Core.Node.ProtocolOptions().StateWindowBytes;
 
     void IEventSink.OnServiceEvent(NodeEvent e, long at)
     {

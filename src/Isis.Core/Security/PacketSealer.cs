@@ -134,15 +134,29 @@ internal sealed class PacketSealer
             p.Span.CopyTo(_bundle.AsSpan(at));
             at += p.Length;
         }
-        int total = PacketHeader.Size + bodyLength + TrailerSize;
+        Span<byte> header = stackalloc byte[PacketHeader.Size];
+        new PacketHeader(PacketKind.Bundle, _self, keyGroup, 0, 0).WriteTo(header, 0);
+        return SealInto(ring, header, _bundle.AsSpan(0, bodyLength), outbox);
+    }
+
+    /// <summary>
+    /// The sealed packet (in <paramref name="outbox"/>'s memory): <paramref name="header"/> marked
+    /// sealed, with its length counting everything and as associated data; <paramref name="body"/>
+    /// encrypted; the trailer (salt, the next counter, the tag); the checksum over it all.
+    /// </summary>
+    private ReadOnlyMemory<byte> SealInto(KeyRing ring, ReadOnlySpan<byte> header, ReadOnlySpan<byte> body, Outbox outbox)
+    {
+        int total = PacketHeader.Size + body.Length + TrailerSize;
         Memory<byte> memory = outbox.Allocate(total);
         Span<byte> sealedPacket = memory.Span;
-        new PacketHeader(PacketKind.Bundle, _self, keyGroup, 0, 0).WriteTo(sealedPacket, total);
+        header.CopyTo(sealedPacket);
         sealedPacket[2] = SealedVersion;
-        Span<byte> trailer = sealedPacket[(PacketHeader.Size + bodyLength)..];
+        BinaryPrimitives.WriteInt32LittleEndian(sealedPacket[PacketHeader.LengthOffset..], total);
+        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], 0);
+        Span<byte> trailer = sealedPacket[(PacketHeader.Size + body.Length)..];
         BinaryPrimitives.WriteUInt32LittleEndian(trailer, _salt);
         BinaryPrimitives.WriteUInt64LittleEndian(trailer[4..], ++_counter);
-        ring.Own.Encrypt(trailer[..12], _bundle.AsSpan(0, bodyLength), sealedPacket.Slice(PacketHeader.Size, bodyLength), trailer[12..], sealedPacket[..PacketHeader.Size]);
+        ring.Own.Encrypt(trailer[..12], body, sealedPacket.Slice(PacketHeader.Size, body.Length), trailer[12..], sealedPacket[..PacketHeader.Size]);
         BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], Crc32C.Compute(sealedPacket));
         return memory;
     }
@@ -155,21 +169,7 @@ internal sealed class PacketSealer
         if (!Enabled) return packet;
         ReadOnlySpan<byte> clear = packet.Span;
         KeyRing? ring = KeyFor((PacketKind)clear[3], new GroupId(BinaryPrimitives.ReadUInt64LittleEndian(clear[20..])));
-        if (ring == null) return packet;
-        int bodyLength = clear.Length - PacketHeader.Size;
-        int total = clear.Length + TrailerSize;
-        Memory<byte> memory = outbox.Allocate(total);
-        Span<byte> sealedPacket = memory.Span;
-        clear[..PacketHeader.Size].CopyTo(sealedPacket);
-        sealedPacket[2] = SealedVersion;
-        BinaryPrimitives.WriteInt32LittleEndian(sealedPacket[PacketHeader.LengthOffset..], total);
-        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], 0);
-        Span<byte> trailer = sealedPacket[(PacketHeader.Size + bodyLength)..];
-        BinaryPrimitives.WriteUInt32LittleEndian(trailer, _salt);
-        BinaryPrimitives.WriteUInt64LittleEndian(trailer[4..], ++_counter);
-        ring.Own.Encrypt(trailer[..12], clear[PacketHeader.Size..], sealedPacket.Slice(PacketHeader.Size, bodyLength), trailer[12..], sealedPacket[..PacketHeader.Size]);
-        BinaryPrimitives.WriteUInt32LittleEndian(sealedPacket[PacketHeader.ChecksumOffset..], Crc32C.Compute(sealedPacket));
-        return memory;
+        return ring == null ? packet : SealInto(ring, clear[..PacketHeader.Size], clear[PacketHeader.Size..], outbox);
     }
 
     /// <summary>

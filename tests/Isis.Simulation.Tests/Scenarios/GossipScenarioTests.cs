@@ -19,14 +19,7 @@ public sealed class GossipScenarioTests(ITestOutputHelper output)
     [MemberData(nameof(Families))]
     public void Large_group_rules_under_loss_crashes_and_partitions_keep_every_guarantee(string family)
     {
-        var failures = new List<string>();
-        for (ulong seed = 0; seed < Seeds; seed++)
-        {
-            SimulationRun run = SimulationRun.Execute(seed, Scenario.ForFamily(family, seed));
-            output.WriteLine(run.Summary);
-            if (!run.Passed) failures.Add(run.Report);
-        }
-        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        SeedSweep.AllPass(output, SeedSweep.Range(0, Seeds), seed => SimulationRun.Execute(seed, Scenario.ForFamily(family, seed)));
     }
 
     [Fact]

@@ -23,14 +23,7 @@ public sealed class SeededScenarioTests(ITestOutputHelper output)
     [MemberData(nameof(Batches))]
     public void Every_seeded_scenario_satisfies_every_guarantee(int batch)
     {
-        var failures = new List<string>();
-        for (ulong seed = (ulong)(batch * SeedsPerBatch); seed < (ulong)((batch + 1) * SeedsPerBatch); seed++)
-        {
-            SimulationRun run = SimulationRun.Execute(seed);
-            output.WriteLine(run.Summary);
-            if (!run.Passed) failures.Add(run.Report);
-        }
-        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        SeedSweep.AllPass(output, SeedSweep.Range((ulong)(batch * SeedsPerBatch), SeedsPerBatch), seed => SimulationRun.Execute(seed));
     }
 
     [Fact]

@@ -20,25 +20,18 @@ public sealed class StateTransferScenarioTests(ITestOutputHelper output)
     [MemberData(nameof(Families))]
     public void Joins_under_traffic_with_checkpoint_makers_crashing_keep_every_guarantee(string family)
     {
-        var failures = new List<string>();
         int made = 0, loaded = 0, restarted = 0, reset = 0;
-        for (ulong seed = 0; seed < Seeds; seed++)
+        SeedSweep.AllPass(output, SeedSweep.Range(0, Seeds), seed => SimulationRun.Execute(seed, Scenario.ForFamily(family, seed), sim => sim.Observer = (_, e) =>
         {
-            SimulationRun run = SimulationRun.Execute(seed, Scenario.ForFamily(family, seed), sim => sim.Observer = (_, e) =>
+            switch (e)
             {
-                switch (e)
-                {
-                    case StateRequested: made++; break;
-                    case StateReceived: loaded++; break;
-                    case StateTransferAborted: restarted++; break;
-                    case StateReset: reset++; break;
-                }
-            });
-            output.WriteLine(run.Summary);
-            if (!run.Passed) failures.Add(run.Report);
-        }
+                case StateRequested: made++; break;
+                case StateReceived: loaded++; break;
+                case StateTransferAborted: restarted++; break;
+                case StateReset: reset++; break;
+            }
+        }));
         output.WriteLine($"{made} checkpoints made, {loaded} loaded, {restarted} transfers restarted, {reset} states lost and restarted empty");
-        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
         // The runs did what they are for: many transfers, and some cut short by their maker's crash.
         Assert.True(loaded >= Seeds, $"only {loaded} checkpoints loaded in {Seeds} runs");
         Assert.True(restarted > 0, "no transfer was cut short, so restarting was not exercised");
