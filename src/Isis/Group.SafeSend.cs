@@ -110,7 +110,7 @@ public sealed partial class Group
     internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, MessageKind.Safe, entry.Payload);
 
     /// <summary>This member holds the history and replayed it (event loop): the join completes once the handlers have run.</summary>
-    internal void OnHistoryReady() => _delivery!.Enqueue(() => _joined?.TrySetResult());
+    internal void OnHistoryReady() => _delivery!.Enqueue(JoinCompleted);
 
     /// <summary>
     /// Multicasts a durable message: in the same total order as OrderedSend, and no member delivers

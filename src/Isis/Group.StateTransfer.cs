@@ -35,7 +35,7 @@ public sealed partial class Group
     private readonly HandlerTable _loaders = new();
     private ChkptMaker? _makers;
     private CheckpointSpool? _spool; // the delivery thread's, while a checkpoint arrives
-    private int _makingCut = -1;     // the delivery thread's: the cut whose checkpoint the MakeChkpt handlers are making, or -1
+    private CheckpointSink? _making; // the delivery thread's: where the running MakeChkpt handlers' parts go, or null
     private bool _makingEnded;
     private long _stateBacklog;      // checkpoint bytes the protocol holds unacknowledged (published after each batch)
     private long _stateBytesPosted;  // checkpoint bytes handed to the event loop and not yet to the protocol
@@ -119,31 +119,50 @@ public sealed partial class Group
     /// <remarks>Blocks while about 4 MiB of the checkpoint are in flight (flow control).</remarks>
     public void SendChkpt(params object?[] args)
     {
-        int cut = CheckMaking(nameof(SendChkpt));
+        CheckpointSink sink = CheckMaking(nameof(SendChkpt));
         byte[] part = EncodeToArray(CheckpointCode, args);
         if (part.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(part.Length, _runtime.Options.MaxMessageSize);
-        PostStateChunk(cut, part, last: false);
-        WaitForStateWindow();
+        sink.Add(part);
     }
 
     /// <summary>Ends the checkpoint (implied when the MakeChkpt handlers return); only from a <see cref="MakeChkpt"/> handler.</summary>
     /// <exception cref="InvalidOperationException">Called outside a MakeChkpt handler, or twice.</exception>
     public void EndOfChkpt()
     {
-        int cut = CheckMaking(nameof(EndOfChkpt));
+        CheckpointSink sink = CheckMaking(nameof(EndOfChkpt));
         _makingEnded = true;
-        PostStateChunk(cut, [], last: true);
+        sink.End();
     }
 
-    private int CheckMaking(string operation)
+    private CheckpointSink CheckMaking(string operation)
     {
-        if (_delivery?.IsCurrentThread != true || _makingCut < 0)
+        if (_delivery?.IsCurrentThread != true || _making == null)
         {
             throw new InvalidOperationException($"{operation} sends a part of this member's checkpoint, so it works only inside a MakeChkpt handler of group '{Name}' " +
                                                 "(register one with g.MakeChkpt += (ChkptMaker)(view => ...)); the runtime calls it when processes join.");
         }
         if (_makingEnded) throw new InvalidOperationException($"{operation} after EndOfChkpt in group '{Name}': the checkpoint is already complete.");
-        return _makingCut;
+        return _making;
+    }
+
+    /// <summary>Where the parts of a checkpoint being made go: to the joiners (state transfer) or to a file (a persistent checkpoint).</summary>
+    private abstract class CheckpointSink
+    {
+        public abstract void Add(byte[] part);
+
+        public abstract void End();
+    }
+
+    /// <summary>Streams the parts to the joiners of the cut, waiting on the protocol's window between parts.</summary>
+    private sealed class TransferSink(Group group, int cut) : CheckpointSink
+    {
+        public override void Add(byte[] part)
+        {
+            group.PostStateChunk(cut, part, last: false);
+            group.WaitForStateWindow();
+        }
+
+        public override void End() => group.PostStateChunk(cut, [], last: true);
     }
 
     private void PostStateChunk(int cut, byte[] part, bool last)
@@ -192,17 +211,26 @@ public sealed partial class Group
 
     internal void OnStateReceived() => _delivery?.Enqueue(LoadCheckpoint);
 
-    internal void OnStateReset(int viewId) => _delivery?.Enqueue(() =>
-    {
-        _spool?.Dispose();
-        _spool = null;
-        _runtime.ReportRuntimeProblem($"group '{Name}': every member that held the group's state left before this member's checkpoint arrived; the group's state is lost and starts empty at view {viewId}");
-    });
-
     private void MakeCheckpoint(int cut)
     {
-        View view = _view ?? throw new InvalidOperationException("a checkpoint is requested only after a view");
-        _makingCut = cut;
+        Exception? failed = RunMakers(new TransferSink(this, cut));
+        if (failed == null) return;
+        // A partial checkpoint would give the joiners a state nobody has: leave instead, so
+        // another member makes theirs.
+        _runtime.CountHandlerException();
+        Log.HandlerThrew(_runtime.Logger, failed, Name, "a MakeChkpt handler threw, so this member's checkpoint is incomplete; it leaves the group and another member makes the joiners' checkpoint");
+        if (_runtime.IsRunning)
+        {
+            try { _ = LeaveWithoutSaving(); }
+            catch (IsisException) { /* already leaving or shut down */ }
+        }
+    }
+
+    /// <summary>Runs the MakeChkpt handlers with their parts going to <paramref name="sink"/> (delivery thread); returns what a handler threw, if one did.</summary>
+    private Exception? RunMakers(CheckpointSink sink)
+    {
+        View view = _view ?? throw new InvalidOperationException("a checkpoint is made only after a view");
+        _making = sink;
         _makingEnded = false;
         try
         {
@@ -212,22 +240,15 @@ public sealed partial class Group
                 foreach (ChkptMaker maker in makers.GetInvocationList().Cast<ChkptMaker>()) maker(view);
             }
             if (!_makingEnded) EndOfChkpt();
+            return null;
         }
         catch (Exception e)
         {
-            // A partial checkpoint would give the joiners a state nobody has: leave instead, so
-            // another member makes theirs.
-            _runtime.CountHandlerException();
-            Log.HandlerThrew(_runtime.Logger, e, Name, "a MakeChkpt handler threw, so this member's checkpoint is incomplete; it leaves the group and another member makes the joiners' checkpoint");
-            if (_runtime.IsRunning)
-            {
-                try { _ = LeaveAsync(); }
-                catch (IsisException) { /* already leaving or shut down */ }
-            }
+            return e;
         }
         finally
         {
-            _makingCut = -1;
+            _making = null;
         }
     }
 
@@ -236,23 +257,26 @@ public sealed partial class Group
         CheckpointSpool? spool = _spool;
         _spool = null;
         if (spool == null) return; // an empty checkpoint: nothing to load
-        using (spool)
+        using (spool) LoadParts(spool.Parts());
+    }
+
+    /// <summary>Hands each part of a checkpoint to the LoadChkpt handlers, in order (delivery thread).</summary>
+    private void LoadParts(IEnumerable<ReadOnlyMemory<byte>> parts)
+    {
+        foreach (ReadOnlyMemory<byte> part in parts)
         {
-            foreach (ReadOnlyMemory<byte> part in spool.Parts())
+            DispatchResult result = _loaders.Dispatch(part);
+            switch (result.Outcome)
             {
-                DispatchResult result = _loaders.Dispatch(part);
-                switch (result.Outcome)
-                {
-                    case DispatchOutcome.Invoked:
-                        break;
-                    case DispatchOutcome.HandlerThrew:
-                        OnHandlerException(result.Exception!);
-                        break;
-                    default:
-                        _runtime.CountMismatch();
-                        Log.CheckpointPartUnmatched(_runtime.Logger, Name, result.Message ?? result.Outcome.ToString());
-                        break;
-                }
+                case DispatchOutcome.Invoked:
+                    break;
+                case DispatchOutcome.HandlerThrew:
+                    OnHandlerException(result.Exception!);
+                    break;
+                default:
+                    _runtime.CountMismatch();
+                    Log.CheckpointPartUnmatched(_runtime.Logger, Name, result.Message ?? result.Outcome.ToString());
+                    break;
             }
         }
     }

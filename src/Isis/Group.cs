@@ -135,12 +135,14 @@ public sealed partial class Group
         EventLoop loop = _runtime.RunningLoop();
         TaskCompletionSource joined;
         List<byte[]>? historyLog;
+        List<Core.Durability.CheckpointMark>? checkpoints;
         lock (_gate)
         {
             if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
             _runtime.Register(this);
             historyLog = _durability == SafeSendDurability.Disk ? OpenHistoryLog() : null;
+            checkpoints = OpenCheckpoints();
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _delivery = new DeliveryThread(Name, DispatchPending, _runtime.Buffers);
@@ -149,7 +151,7 @@ public sealed partial class Group
         loop.Post(() =>
         {
             if (key != null) loop.Node.SetGroupKey(Name, key);
-            loop.Node.Join(Name, loop.Now, historyLog);
+            loop.Node.Join(Name, loop.Now, historyLog, historyLog != null ? checkpoints : null);
         });
         return StopWaitingWhenCancelled(joined.Task, cancellationToken);
     }
@@ -161,9 +163,21 @@ public sealed partial class Group
         LeaveAsync().GetAwaiter().GetResult();
     }
 
-    /// <summary>Leaves the group; completes once the membership service has installed a view without this process.</summary>
+    /// <summary>
+    /// Leaves the group; completes once the membership service has installed a view without this process.
+    /// With <see cref="PersistCheckpoints"/>, this member first saves its checkpoint.
+    /// </summary>
     /// <param name="cancellationToken">Stops waiting (the leave itself goes on).</param>
-    public Task LeaveAsync(CancellationToken cancellationToken = default) =>
+    public Task LeaveAsync(CancellationToken cancellationToken = default)
+    {
+        if (_state <= GroupState.New) throw NotJoinedError(nameof(Leave));
+        Task saved = SaveBeforeLeavingAsync();
+        if (saved.IsCompleted) return LeaveWithoutSaving(cancellationToken);
+        return StopWaitingWhenCancelled(saved.ContinueWith(_ => LeaveWithoutSaving(CancellationToken.None), TaskScheduler.Default).Unwrap(), cancellationToken);
+    }
+
+    /// <summary>Leaves without saving a checkpoint: after a handler threw (the replica may differ), or when the shutdown saved already.</summary>
+    internal Task LeaveWithoutSaving(CancellationToken cancellationToken = default) =>
         GoOut(nameof(Leave), GroupState.New, loop => loop.Node.Leave(Id, loop.Now), cancellationToken);
 
     /// <summary>
@@ -379,7 +393,14 @@ public sealed partial class Group
         // Complete the join after the view handlers saw the view, so Join() returning means the
         // application has observed its first view (with disk durability, also the history's
         // replay: OnHistoryReady completes it).
-        if (HistoryLog == null) _delivery.Enqueue(() => _joined?.TrySetResult());
+        if (HistoryLog == null && first) _delivery.Enqueue(JoinCompleted);
+    }
+
+    /// <summary>Delivery thread: the application has its first view and its state; Join returns.</summary>
+    private void JoinCompleted()
+    {
+        ReleaseRestorable();
+        if (_joined?.TrySetResult() == true) StartCheckpointSchedule();
     }
 
     /// <summary>
@@ -393,6 +414,7 @@ public sealed partial class Group
         ReadOnlySpan<byte> body = query ? payload[Math.Min(8, payload.Length)..] : payload;
         byte[] buffer = _runtime.Buffers.Rent(body.Length);
         body.CopyTo(buffer);
+        if (kind == MessageKind.Safe) CountSafeHanded();
         _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId));
     }
 
@@ -452,7 +474,7 @@ public sealed partial class Group
             : "continuing because LeaveOnHandlerException is false");
         if (leave && _runtime.IsRunning)
         {
-            try { _ = LeaveAsync(); }
+            try { _ = LeaveWithoutSaving(); }
             catch (IsisException) { /* already leaving or shut down */ }
         }
     }
@@ -487,6 +509,7 @@ public sealed partial class Group
             _delivery?.Enqueue(() => RunViewHandlers(final));
         }
         HistoryLog?.Dispose();
+        StopCheckpointSchedule();
         var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
@@ -513,6 +536,7 @@ public sealed partial class Group
         Interlocked.Exchange(ref _windowOpened, null)?.TrySetResult();
         _delivery?.Complete();
         HistoryLog?.Dispose();
+        StopCheckpointSchedule();
     }
 }
 

@@ -168,9 +168,14 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         if (IsRunning && loop.EmbeddedService) HandOverReplica(loop);
         if (IsRunning)
         {
+            // Persistent checkpoints are saved first, while the groups still deliver (bounded: a
+            // save cut short leaves the earlier checkpoints in place).
+            Task[] saves = _groups.Values.Select(g => g.SaveBeforeLeavingAsync()).ToArray();
+            try { Task.WaitAll(saves, TimeSpan.FromSeconds(30)); }
+            catch (AggregateException) { /* reported where it failed */ }
             var leaves = _groups.Values.Select(g =>
             {
-                try { return g.LeaveAsync(); }
+                try { return g.LeaveWithoutSaving(); }
                 catch (IsisException) { return Task.CompletedTask; }
             }).ToArray();
             try { Task.WaitAll(leaves, TimeSpan.FromSeconds(3)); }
@@ -344,7 +349,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRejected(k.Reason);
                 break;
             case StateReset r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId);
+                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId, r.Origin);
                 break;
             case FlushCompleted f:
                 if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);
@@ -355,8 +360,15 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case HistoryReplayed h:
                 if (_groups.TryGetValue(h.Group, out g)) g.OnReplayed(h.Entry);
                 break;
+            case CheckpointRestored c:
+                if (_groups.TryGetValue(c.Group, out g)) g.OnCheckpointRestored(c.Checkpoint);
+                break;
             case HistoryReady h:
-                if (_groups.TryGetValue(h.Group, out g)) g.OnHistoryReady();
+                if (_groups.TryGetValue(h.Group, out g))
+                {
+                    g.OnHistoryPosition(h.Lineage, h.Entries);
+                    g.OnHistoryReady();
+                }
                 break;
             case HistoryNotice n:
                 if (_groups.TryGetValue(n.Group, out g)) ReportHistoryProblem(g.Name, n.Text, error: n.Kind != HistoryNoticeKind.Waiting);

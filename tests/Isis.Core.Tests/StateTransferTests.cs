@@ -53,6 +53,34 @@ public class StateTransferTests
     }
 
     [Fact]
+    public void A_group_that_forms_with_several_new_members_is_founded_by_its_oldest_and_the_others_load_its_state()
+    {
+        // Each application would start from a checkpoint of its own (persistent checkpoints): only
+        // the oldest of the first view may, and the others take its state, so all start equal.
+        var c = new TestCluster(3);
+        c.Checkpoint = (i, _) => [[(byte)i, 1], [(byte)i, 2]];
+        for (int i = 0; i < 3; i++) c.Join(i);
+        c.RunUntil(() => Enumerable.Range(0, 3).All(i => c.CurrentView(i)?.Members.Length == 3));
+
+        // Whatever the service batched into the first view, exactly one process founded the state,
+        // before its first view, and every other loaded that founder's chunks before its first view.
+        int[] founders = Enumerable.Range(0, 3).Where(i => c.Events[i].OfType<StateReset>().Any()).ToArray();
+        int founder = Assert.Single(founders);
+        StateReset founded = c.Events[founder].OfType<StateReset>().Single();
+        Assert.Equal(StateOrigin.Founded, founded.Origin);
+        Assert.True(c.Events[founder].IndexOf(founded) < c.Events[founder].FindIndex(e => e is ViewInstalled));
+        Assert.Equal(c.Id(founder), c.Views(founder).First().Members[0]);
+        Assert.Equal(3, c.Views(founder).First().Members.Length); // the joins arrived together: one view of three new members
+        foreach (int other in Enumerable.Range(0, 3).Where(i => i != founder))
+        {
+            List<NodeEvent> events = c.Events[other];
+            Assert.Equal([founder, founder], events.OfType<StateChunkReceived>().Select(ch => (int)ch.Chunk[0]));
+            Assert.True(events.FindIndex(e => e is StateReceived) < events.FindIndex(e => e is ViewInstalled));
+        }
+        ClusterChecks.AssertVirtualSynchronyAndFifo(c);
+    }
+
+    [Fact]
     public void A_maker_sends_no_more_than_a_window_ahead_of_a_joiner_that_does_not_acknowledge()
     {
         var c = new TestCluster(3, new ProtocolOptions { StateWindowBytes = 4_000 });

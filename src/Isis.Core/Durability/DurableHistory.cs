@@ -73,11 +73,15 @@ internal sealed class DurableHistory
     private HistoryPlan? _decided;
     private string? _lastWaiting;
 
-    public DurableHistory(ProcessNode node, GroupMember member, HistoryLogImage image)
+    // Persistent checkpoints this member kept, newest first (the driver read and checked them).
+    private readonly IReadOnlyList<CheckpointMark> _checkpoints;
+
+    public DurableHistory(ProcessNode node, GroupMember member, HistoryLogImage image, IReadOnlyList<CheckpointMark> checkpoints)
     {
         _node = node;
         _member = member;
         _image = image;
+        _checkpoints = checkpoints;
         // Before the join request leaves (the driver makes it durable before the step's packets):
         // any view that will ever name this incarnation can then be matched to this log.
         Append(HistoryLog.Incarnation(node.Writer, node.Self));
@@ -389,7 +393,29 @@ internal sealed class DurableHistory
         {
             Append(HistoryLog.View(_node.Writer, view));
         }
-        _member.OnHistoryCurrent(entries, plan);
+        _member.OnHistoryCurrent(entries, plan, _lineage, ChooseCheckpoint(entries.Count));
+    }
+
+    /// <summary>
+    /// The newest persistent checkpoint that holds a prefix of this history: made in the same
+    /// lineage (indices of another history mean other SafeSends) and no further than the history
+    /// reaches (a checkpoint past it would hold SafeSends the group no longer has). Checkpoints are
+    /// this member's own: the application's state after a restart is the checkpoint plus the
+    /// entries after it, the same state every member reaches from the history (the SafeSends are
+    /// what survives a total crash; docs/semantics.md).
+    /// </summary>
+    private CheckpointMark? ChooseCheckpoint(long entries)
+    {
+        if (_checkpoints.Count == 0) return null;
+        foreach (CheckpointMark c in _checkpoints)
+        {
+            if (c.Lineage == _lineage && c.Index <= entries) return c;
+        }
+        _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
+            $"none of this member's {_checkpoints.Count} persistent checkpoint(s) holds a part of the group's SafeSend history " +
+            $"({_lineage}, {entries} entries): they were made in another history ({string.Join(", ", _checkpoints.Select(c => $"{c.Name}: {c.Lineage}, {c.Index} entries"))}); " +
+            "the whole history is replayed instead"));
+        return null;
     }
 
     /// <summary>A SafeSend this current member now holds in order (or the view change delivered): it joins the history.</summary>

@@ -129,6 +129,16 @@ internal static class HistoryLog
     }
 }
 
+/// <summary>
+/// A persistent checkpoint a member kept on disk, as the driver names it to the core at join: the
+/// history it was made in and how many of that history's entries the application had applied then
+/// (the checkpoint holds their effects, so a restart replays only the entries after them).
+/// </summary>
+/// <param name="Lineage">The history the checkpoint was made in.</param>
+/// <param name="Index">Entries 1..Index are in it.</param>
+/// <param name="Name">The driver's name for it (a file), handed back in <see cref="Node.CheckpointRestored"/>.</param>
+internal sealed record CheckpointMark(Lineage Lineage, long Index, string Name);
+
 /// <summary>What a member's durable history log held when it joined.</summary>
 /// <param name="Incarnations">Every incarnation that joined with this log (the ones its View records can name).</param>
 /// <param name="LastView">The last view in which this log's member held the whole history, if it ever did.</param>

@@ -101,8 +101,21 @@ internal sealed partial class GroupMember
         if (firstView)
         {
             // A joiner of a group with survivors waits for a checkpoint from whichever of them holds the state.
-            if (Array.IndexOf(view.Joiners, Self) >= 0 && view.Members.Length > view.Joiners.Length) _incomingState = new IncomingState(view.Id, NodeId.None);
-            return [];
+            if (view.Members.Length > view.Joiners.Length)
+            {
+                if (Array.IndexOf(view.Joiners, Self) >= 0) _incomingState = new IncomingState(view.Id, NodeId.None);
+                return [];
+            }
+            // The group forms (every member is new): its oldest member founds the state - from its
+            // persistent checkpoint if it kept one - and the others load theirs from it, so every
+            // member starts from the same state even when each kept a checkpoint of its own.
+            if (view.Members[0] != Self)
+            {
+                _incomingState = new IncomingState(view.Id, view.Members[0]);
+                return [];
+            }
+            _node.Emit(new StateReset(Id, view.Id, StateOrigin.Founded));
+            return [.. view.Members.Skip(1)];
         }
 
         // Survivors still waiting restart at this cut if their transfer cannot finish: its maker left,
@@ -153,7 +166,7 @@ internal sealed partial class GroupMember
             if (reset && maker == Self)
             {
                 _incomingState = null;
-                _node.Emit(new StateReset(Id, view.Id));
+                _node.Emit(new StateReset(Id, view.Id, StateOrigin.HoldersLost));
                 foreach (NodeEvent e in _held) _node.Emit(e); // what stayed (our own completions) goes out now, before the view
                 _held.Clear();
             }

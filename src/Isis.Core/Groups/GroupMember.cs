@@ -73,7 +73,8 @@ internal sealed partial class GroupMember
     /// <param name="id">The group.</param>
     /// <param name="name">The group's name.</param>
     /// <param name="log">With disk durability: what this member's SafeSend history log holds (empty for a new log).</param>
-    public GroupMember(ProcessNode node, GroupId id, string name, HistoryLogImage? log = null)
+    /// <param name="checkpoints">With disk durability: the persistent checkpoints this member kept, newest first.</param>
+    public GroupMember(ProcessNode node, GroupId id, string name, HistoryLogImage? log = null, IReadOnlyList<CheckpointMark>? checkpoints = null)
     {
         _node = node;
         Id = id;
@@ -81,7 +82,7 @@ internal sealed partial class GroupMember
         State = MemberState.Joining;
         _queries = new QueryTracker(id, e => Publish(e), node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
         _order = new TotalOrder { OneAcceptorShort = (node.Options.Mutations & ProtocolMutations.SafeDeliversOneAcceptorShort) != 0 };
-        if (log != null) History = new DurableHistory(node, this, log);
+        if (log != null) History = new DurableHistory(node, this, log, checkpoints ?? []);
     }
 
     public GroupId Id { get; }
@@ -734,8 +735,10 @@ internal sealed partial class GroupMember
     /// them, and the history it now holds (copied or recovered in this view) already has their
     /// SafeSends, so handing them over as well would deliver those twice. Queries among them get a
     /// null reply.
+    /// With a persistent <paramref name="checkpoint"/>, the application restores it instead of
+    /// replaying the entries it holds, and only the entries after them are replayed.
     /// </remarks>
-    internal void OnHistoryCurrent(List<HistoryEntry> entries, HistoryPlan plan)
+    internal void OnHistoryCurrent(List<HistoryEntry> entries, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint)
     {
         int current = View!.Id;
         foreach (NodeEvent e in _held)
@@ -755,8 +758,14 @@ internal sealed partial class GroupMember
         });
         int firstView = _held.FindIndex(e => e is ViewInstalled);
         for (int i = 0; i <= firstView; i++) _node.Emit(_held[i]);
-        foreach (HistoryEntry e in entries) _node.Emit(new HistoryReplayed(Id, e));
-        _node.Emit(new HistoryReady(Id, entries.Count, plan.Mode));
+        int replayFrom = 0;
+        if (checkpoint != null)
+        {
+            _node.Emit(new CheckpointRestored(Id, checkpoint));
+            replayFrom = (int)checkpoint.Index + ((Options.Mutations & ProtocolMutations.RestoreSkipsAnEntry) != 0 ? 1 : 0);
+        }
+        for (int i = replayFrom; i < entries.Count; i++) _node.Emit(new HistoryReplayed(Id, entries[i]));
+        _node.Emit(new HistoryReady(Id, entries.Count, plan.Mode, lineage));
         for (int i = firstView + 1; i < _held.Count; i++) _node.Emit(_held[i]);
         _held.Clear();
         if (State == MemberState.Left) return;

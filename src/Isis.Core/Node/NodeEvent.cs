@@ -61,8 +61,20 @@ internal sealed record MessageDelivered : NodeEvent
 /// </summary>
 internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry Entry) : NodeEvent;
 
-/// <summary>Disk durability: this member holds the group's history (<paramref name="Entries"/> SafeSends, all replayed) and takes part from now on.</summary>
-internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How) : NodeEvent;
+/// <summary>
+/// Disk durability: this member holds the group's history (<paramref name="Entries"/> SafeSends, all
+/// replayed or restored) and takes part from now on. <paramref name="Lineage"/> names that history:
+/// a persistent checkpoint made from here on records it, with the number of SafeSends the
+/// application has applied, so a later restart knows which entries the checkpoint already holds.
+/// </summary>
+internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How, Durability.Lineage Lineage) : NodeEvent;
+
+/// <summary>
+/// Disk durability, before the history's replay: the application loads this member's persistent
+/// checkpoint <paramref name="Checkpoint"/> (one of those the driver named at join), which holds the
+/// history's first <c>Checkpoint.Index</c> entries; only the entries after them are replayed.
+/// </summary>
+internal sealed record CheckpointRestored(GroupId Group, Durability.CheckpointMark Checkpoint) : NodeEvent;
 
 /// <summary>What a <see cref="HistoryNotice"/> reports.</summary>
 internal enum HistoryNoticeKind
@@ -75,6 +87,9 @@ internal enum HistoryNoticeKind
 
     /// <summary>This member's log belongs to another history than the group's; it is kept aside.</summary>
     ForeignLog,
+
+    /// <summary>This member's persistent checkpoints belong to another history, or run past it: none was loaded, the whole history is replayed.</summary>
+    CheckpointNotUsed,
 }
 
 /// <summary>Disk durability: something the operator should know about the SafeSend history (the driver logs it).</summary>
@@ -118,12 +133,22 @@ internal sealed record StateReceived(GroupId Group, int CutViewId, long Chunks) 
 /// </summary>
 internal sealed record StateTransferAborted(GroupId Group, int CutViewId, string Reason) : NodeEvent;
 
+/// <summary>Why a member starts the group's state itself (<see cref="StateReset"/>).</summary>
+internal enum StateOrigin : byte
+{
+    /// <summary>The group forms: no member of its view held a state before (its first view ever, or every member restarted).</summary>
+    Founded = 1,
+
+    /// <summary>Every member that held the group's state left before this member's checkpoint arrived: that state is gone.</summary>
+    HoldersLost = 2,
+}
+
 /// <summary>
-/// State transfer: every member that held the group's state left before this member's checkpoint
-/// arrived. The group's state is gone; this member starts from an empty state at view
-/// <paramref name="CutViewId"/>, and makes the checkpoint for the others that wait.
+/// State transfer: nobody can give this member the group's state, so it starts it at view
+/// <paramref name="CutViewId"/>, before that view, and makes the checkpoint for the others of the view
+/// that wait. It starts from what it kept itself (a persistent checkpoint), or else from an empty state.
 /// </summary>
-internal sealed record StateReset(GroupId Group, int CutViewId) : NodeEvent;
+internal sealed record StateReset(GroupId Group, int CutViewId, StateOrigin Origin) : NodeEvent;
 
 /// <summary>
 /// The group's members seal their packets with a key this process does not hold (or it has one they

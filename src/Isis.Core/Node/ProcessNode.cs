@@ -226,12 +226,17 @@ internal sealed class ProcessNode : IProtocolNode
     /// (empty for a new log); the member then appends to it through <see cref="Outbox.HistoryWrites"/>.
     /// Null keeps SafeSends in memory.
     /// </param>
-    public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null)
+    /// <param name="checkpoints">
+    /// Disk durability: the persistent checkpoints this member kept, newest first, each read in full
+    /// and checked by the driver. On coming to hold the history, the member restores the first that
+    /// belongs to it (<see cref="CheckpointRestored"/>) and replays only the entries after it.
+    /// </param>
+    public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null, IReadOnlyList<Durability.CheckpointMark>? checkpoints = null)
     {
         _now = Outbox.StepTime = now;
         GroupId id = GroupId.FromName(name);
         if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
-        var member = new GroupMember(this, id, name, historyLog == null ? null : Durability.HistoryLog.Read(historyLog));
+        var member = new GroupMember(this, id, name, historyLog == null ? null : Durability.HistoryLog.Read(historyLog), checkpoints);
         _groups[id] = member;
         if (!IsShutDown) member.RequestJoin(now);
         Drain();

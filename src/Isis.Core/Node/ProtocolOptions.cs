@@ -220,4 +220,10 @@ internal enum ProtocolMutations
 
     /// <summary>A packet whose authentication tag does not verify, or that arrives clear where a key is required, is taken anyway.</summary>
     AcceptUnauthenticated = 16384,
+
+    /// <summary>
+    /// A member that restores its persistent checkpoint replays the history from one entry past
+    /// the entry after the checkpoint's: it skips an acknowledged SafeSend.
+    /// </summary>
+    RestoreSkipsAnEntry = 32768,
 }

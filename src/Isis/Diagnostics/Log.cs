@@ -53,6 +53,12 @@ internal static partial class Log
     [LoggerMessage(EventId = 17, Level = LogLevel.Error, Message = "Group {Group}: {Reason}")]
     public static partial void GroupKeyRejected(ILogger logger, string group, string reason);
 
+    [LoggerMessage(EventId = 18, Level = LogLevel.Information, Message = "Group {Group}: checkpoint saved to {Path} ({Parts} parts, {Bytes} bytes)")]
+    public static partial void CheckpointSaved(ILogger logger, string group, string path, long parts, long bytes);
+
+    [LoggerMessage(EventId = 19, Level = LogLevel.Information, Message = "Group {Group}: state restored from checkpoint {Checkpoint}")]
+    public static partial void CheckpointRestored(ILogger logger, string group, string checkpoint);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

@@ -41,7 +41,8 @@ internal sealed class DeliveryThread : IDisposable
 
     public int Backlog => _work.Count;
 
-    public void Enqueue(Action work) => Add((work, default));
+    /// <summary>Queues work; false if the thread has stopped (the group is gone), and then the work never runs.</summary>
+    public bool Enqueue(Action work) => Add((work, default));
 
     /// <summary>Queues a message; its buffer returns to the pool after dispatch (or at once if the thread has stopped).</summary>
     public void Enqueue(in PendingDelivery message)

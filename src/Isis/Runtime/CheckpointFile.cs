@@ -1,0 +1,338 @@
+using System.Buffers.Binary;
+using System.Security.Cryptography;
+using System.Text;
+using Isis.Core.Durability;
+using Isis.Core.Identity;
+
+namespace Isis.Runtime;
+
+/// <summary>
+/// A group's persistent checkpoint on disk: the parts the application's MakeChkpt handlers made,
+/// with where the group's SafeSend history stood (disk durability) and the group's key.
+/// </summary>
+/// <remarks>
+/// <para>Layout (little-endian): the magic <c>ISISCKPT</c>, a format version, the group's name,
+/// the history position (a flag, then the lineage's founder and view and the number of entries
+/// applied), the time it was written, the key (its length, 0 or 32, then the bytes), then each part
+/// as its length and bytes, then an end marker (length -1), the number of parts, and the SHA-256 of
+/// everything before the hash.</para>
+/// <para>Written aside (<c>.tmp</c>, created readable by this account only, since it holds the key),
+/// fsynced, then renamed over the newest after the newest was renamed to the previous: a crash at
+/// any point leaves the newest or the previous checkpoint whole, and a file that was cut short or
+/// changed fails its hash, so it is reported and never loaded.</para>
+/// </remarks>
+internal static class CheckpointFile
+{
+    private static ReadOnlySpan<byte> Magic => "ISISCKPT"u8;
+    private const byte Version = 1;
+    private const int HashBytes = 32;
+    private const int EndMarker = -1;
+
+    /// <summary>The newest checkpoint of <paramref name="group"/> in <paramref name="directory"/>.</summary>
+    public static string NewestPath(string directory, string group) => Path.Combine(directory, FileNameOf(group) + ".checkpoint");
+
+    /// <summary>The one before it, kept in case the newest is damaged.</summary>
+    public static string PreviousPath(string directory, string group) => NewestPath(directory, group) + ".1";
+
+    private static string FileNameOf(string group) => string.Concat(group.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_'));
+
+    /// <summary>Where a group's SafeSend history stood when a checkpoint was made: its lineage and the entries applied.</summary>
+    internal readonly record struct HistoryPosition(Lineage Lineage, long Index);
+
+    /// <summary>Starts writing a new checkpoint aside; <see cref="Writer.Commit"/> makes it the newest.</summary>
+    public static Writer Create(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc)
+    {
+        Directory.CreateDirectory(directory);
+        return new Writer(directory, group, position, key, writtenUtc);
+    }
+
+    /// <summary>A checkpoint being written: parts are appended, then <see cref="Commit"/> renames it into place (or Dispose discards it).</summary>
+    internal sealed class Writer : IDisposable
+    {
+        private readonly string _directory;
+        private readonly string _group;
+        private readonly string _temporary;
+        private readonly FileStream _file;
+        private readonly IncrementalHash _hash = IncrementalHash.CreateHash(HashAlgorithmName.SHA256);
+        private bool _committed;
+
+        internal Writer(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc)
+        {
+            _directory = directory;
+            _group = group;
+            _temporary = NewestPath(directory, group) + ".tmp";
+            var options = new FileStreamOptions { Mode = FileMode.Create, Access = FileAccess.Write, Share = FileShare.None, BufferSize = 1 << 16 };
+            if (!OperatingSystem.IsWindows()) options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+            _file = new FileStream(_temporary, options);
+            var header = new MemoryStream();
+            header.Write(Magic);
+            header.WriteByte(Version);
+            WriteString(header, group);
+            header.WriteByte(position.HasValue ? (byte)1 : (byte)0);
+            Span<byte> buffer = stackalloc byte[8];
+            if (position is { } p)
+            {
+                WriteU64(header, p.Lineage.Founder.Endpoint, buffer);
+                WriteU32(header, p.Lineage.Founder.Incarnation, buffer);
+                WriteI32(header, p.Lineage.ViewId, buffer);
+                WriteI64(header, p.Index, buffer);
+            }
+            WriteI64(header, writtenUtc.Ticks, buffer);
+            header.WriteByte((byte)(key?.Length ?? 0));
+            if (key != null) header.Write(key);
+            Write(header.GetBuffer().AsSpan(0, (int)header.Length));
+        }
+
+        /// <summary>Parts written so far.</summary>
+        public long Parts { get; private set; }
+
+        /// <summary>Bytes written so far (the whole file once committed).</summary>
+        public long Bytes { get; private set; }
+
+        public void Add(ReadOnlySpan<byte> part)
+        {
+            Span<byte> length = stackalloc byte[4];
+            BinaryPrimitives.WriteInt32LittleEndian(length, part.Length);
+            Write(length);
+            Write(part);
+            Parts++;
+        }
+
+        private void Write(ReadOnlySpan<byte> bytes)
+        {
+            _hash.AppendData(bytes);
+            _file.Write(bytes);
+            Bytes += bytes.Length;
+        }
+
+        /// <summary>Ends the file with its part count and hash, makes it durable, and renames it into place (the newest becomes the previous).</summary>
+        public void Commit()
+        {
+            Span<byte> end = stackalloc byte[12];
+            BinaryPrimitives.WriteInt32LittleEndian(end, EndMarker);
+            BinaryPrimitives.WriteInt64LittleEndian(end[4..], Parts);
+            Write(end);
+            _file.Write(_hash.GetHashAndReset());
+            Bytes += HashBytes;
+            _file.Flush(flushToDisk: true);
+            _file.Dispose();
+            string newest = NewestPath(_directory, _group);
+            if (File.Exists(newest)) File.Move(newest, PreviousPath(_directory, _group), overwrite: true);
+            File.Move(_temporary, newest);
+            _committed = true;
+        }
+
+        public void Dispose()
+        {
+            _hash.Dispose();
+            if (_committed) return;
+            _file.Dispose();
+            try { File.Delete(_temporary); }
+            catch (IOException) { /* best effort: the next checkpoint overwrites it */ }
+        }
+    }
+
+    /// <summary>
+    /// A checkpoint read in full and found whole (its hash matches, its structure parses). The file
+    /// stays open until disposed, so a checkpoint written meanwhile (it is renamed over this one)
+    /// does not change what loads.
+    /// </summary>
+    internal sealed class Checked : IDisposable
+    {
+        private readonly FileStream _file;
+        private readonly long _partsAt;
+
+        internal Checked(string path, FileStream file, long partsAt, HistoryPosition? position, byte[]? key, DateTime writtenUtc, long parts, long length)
+        {
+            Path = path;
+            _file = file;
+            _partsAt = partsAt;
+            Position = position;
+            Key = key;
+            WrittenUtc = writtenUtc;
+            Parts = parts;
+            Length = length;
+        }
+
+        public string Path { get; }
+
+        public HistoryPosition? Position { get; }
+
+        public byte[]? Key { get; }
+
+        public DateTime WrittenUtc { get; }
+
+        public long Parts { get; }
+
+        public long Length { get; }
+
+        /// <summary>The parts in order (the file was checked whole when it was opened).</summary>
+        public IEnumerable<byte[]> ReadParts()
+        {
+            _file.Position = _partsAt;
+            byte[] length = new byte[4];
+            for (long i = 0; i < Parts; i++)
+            {
+                _file.ReadExactly(length);
+                byte[] part = new byte[BinaryPrimitives.ReadInt32LittleEndian(length)];
+                _file.ReadExactly(part);
+                yield return part;
+            }
+        }
+
+        public override string ToString() => $"{Path} (written {WrittenUtc:u}, {Parts} parts, {Length} bytes" +
+                                             (Position is { } p ? $", {p.Index} SafeSends of history {p.Lineage})" : ")");
+
+        public void Dispose() => _file.Dispose();
+    }
+
+    /// <summary>
+    /// Opens and checks a checkpoint: null and no problem if there is none; null and the problem
+    /// if it is damaged (cut short, changed, or of another group), never a partial load.
+    /// </summary>
+    public static Checked? Open(string path, string group, out string? problem)
+    {
+        problem = null;
+        if (!File.Exists(path)) return null;
+        FileStream file;
+        try
+        {
+            file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read | FileShare.Delete, 1 << 16);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            problem = $"checkpoint {path} cannot be read: {e.Message}";
+            return null;
+        }
+        try
+        {
+            Checked? c = Check(path, file, group, out problem);
+            if (c == null) file.Dispose();
+            return c;
+        }
+        catch (Exception e) when (e is IOException or EndOfStreamException)
+        {
+            file.Dispose();
+            problem = $"checkpoint {path} cannot be read: {e.Message}";
+            return null;
+        }
+    }
+
+    private static Checked? Check(string path, FileStream file, string group, out string? problem)
+    {
+        long length = file.Length;
+        if (length < Magic.Length + 1 + HashBytes)
+        {
+            problem = $"checkpoint {path} is damaged: it is {length} bytes long, shorter than any checkpoint (cut short by a crash or a full disk?)";
+            return null;
+        }
+        // The hash first, over the whole file: nothing is believed before it matches.
+        using (var hash = IncrementalHash.CreateHash(HashAlgorithmName.SHA256))
+        {
+            byte[] buffer = new byte[1 << 16];
+            long left = length - HashBytes;
+            while (left > 0)
+            {
+                int n = file.Read(buffer, 0, (int)Math.Min(buffer.Length, left));
+                if (n <= 0) throw new EndOfStreamException("the file shrank while it was read");
+                hash.AppendData(buffer, 0, n);
+                left -= n;
+            }
+            byte[] stored = new byte[HashBytes];
+            file.ReadExactly(stored);
+            if (!CryptographicOperations.FixedTimeEquals(stored, hash.GetHashAndReset()))
+            {
+                problem = $"checkpoint {path} is damaged: its SHA-256 does not match its contents (cut short, or changed after it was written)";
+                return null;
+            }
+        }
+        file.Position = 0;
+        var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
+        if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() != Version)
+        {
+            problem = $"checkpoint {path} is not an Isis checkpoint of format {Version}";
+            return null;
+        }
+        string name = ReadString(reader);
+        if (name != group)
+        {
+            problem = $"checkpoint {path} holds group '{name}', not '{group}'";
+            return null;
+        }
+        HistoryPosition? position = null;
+        if (reader.ReadByte() == 1)
+        {
+            var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
+            position = new HistoryPosition(new Lineage(founder, reader.ReadInt32()), reader.ReadInt64());
+        }
+        var written = new DateTime(reader.ReadInt64(), DateTimeKind.Utc);
+        int keyLength = reader.ReadByte();
+        byte[]? key = keyLength == 0 ? null : reader.ReadBytes(keyLength);
+        if (keyLength is not (0 or 32) || position is { Index: < 0 })
+        {
+            problem = $"checkpoint {path} is damaged: its header does not parse";
+            return null;
+        }
+        long partsAt = file.Position;
+        long parts = 0;
+        long end = length - HashBytes;
+        while (true)
+        {
+            int n = reader.ReadInt32();
+            if (n == EndMarker) break;
+            if (n < 0 || file.Position + n > end)
+            {
+                problem = $"checkpoint {path} is damaged: part {parts + 1} runs past the end";
+                return null;
+            }
+            file.Position += n;
+            parts++;
+        }
+        if (reader.ReadInt64() != parts || file.Position != end)
+        {
+            problem = $"checkpoint {path} is damaged: its part count does not match its parts";
+            return null;
+        }
+        problem = null;
+        return new Checked(path, file, partsAt, position, key, written, parts, length);
+    }
+
+    private static void WriteString(Stream s, string value)
+    {
+        byte[] bytes = Encoding.UTF8.GetBytes(value);
+        Span<byte> buffer = stackalloc byte[4];
+        WriteI32(s, bytes.Length, buffer);
+        s.Write(bytes);
+    }
+
+    private static string ReadString(BinaryReader r)
+    {
+        int n = r.ReadInt32();
+        if (n < 0 || n > 4096) throw new EndOfStreamException("a name longer than any group name");
+        return Encoding.UTF8.GetString(r.ReadBytes(n));
+    }
+
+    private static void WriteU64(Stream s, ulong v, Span<byte> b)
+    {
+        BinaryPrimitives.WriteUInt64LittleEndian(b, v);
+        s.Write(b[..8]);
+    }
+
+    private static void WriteI64(Stream s, long v, Span<byte> b)
+    {
+        BinaryPrimitives.WriteInt64LittleEndian(b, v);
+        s.Write(b[..8]);
+    }
+
+    private static void WriteU32(Stream s, uint v, Span<byte> b)
+    {
+        BinaryPrimitives.WriteUInt32LittleEndian(b, v);
+        s.Write(b[..4]);
+    }
+
+    private static void WriteI32(Stream s, int v, Span<byte> b)
+    {
+        BinaryPrimitives.WriteInt32LittleEndian(b, v);
+        s.Write(b[..4]);
+    }
+}
