@@ -96,6 +96,13 @@ internal sealed record Scenario
     public bool LeaveAndRejoin { get; init; }
 
     /// <summary>
+    /// With <see cref="DiskDurability"/>: each process's application keeps persistent checkpoints of
+    /// the history it applied (the newest two survive its crashes, as files would), now and then
+    /// finds its newest one damaged at restart, and restores the one the core picks.
+    /// </summary>
+    public bool PersistentCheckpoints { get; init; }
+
+    /// <summary>
     /// State transfer: checkpoint bytes a maker sends ahead of a joiner's acknowledgement. Small (two
     /// chunks of the simulated application), so that the window and its go-back-N repair work in
     /// every run; it overrides <see cref="Protocol"/>'s.
@@ -263,13 +270,13 @@ internal sealed record Scenario
             "whole-restart" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, SafeFraction = 0.6, OrderedFraction = 0.2,
-                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 },
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5),
             },
             "disk-chaos" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, Crashes = true, RoleCrashes = processes >= 4, LeaveAndRejoin = true,
                 WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5,
-                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 }, PersistentCheckpoints = r.Chance(0.5),
             },
             "host-crash" => new Scenario
             {

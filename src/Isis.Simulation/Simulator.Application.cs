@@ -1,4 +1,6 @@
 using System.Buffers.Binary;
+using Isis.Core.Durability;
+using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 
@@ -29,13 +31,49 @@ internal sealed partial class Simulator
 
         public List<byte[]> IncomingChunks { get; } = new();
 
+        /// <summary>Disk durability: the history entries applied (replayed, restored or delivered), in order; their count is the history position a checkpoint records.</summary>
+        public List<(MessageId Id, ulong Hash)> SafeApplied { get; private set; } = new();
+
+        /// <summary>Disk durability: the history this member holds, once it does.</summary>
+        public Lineage? HistoryLineage { get; set; }
+
         public void Reset()
         {
             Applied = new List<MessageId>();
             IncomingChunks.Clear();
+            SafeApplied = new List<(MessageId, ulong)>();
+            HistoryLineage = null;
+        }
+
+        public void Restore(Checkpoint c)
+        {
+            SafeApplied = [.. c.Entries];
+            Applied = [.. c.Entries.Select(e => e.Id)];
         }
 
         public void Load(List<MessageId> state) => Applied = state;
+    }
+
+    /// <summary>
+    /// A persistent checkpoint of the simulated application of a group with disk durability: the
+    /// history entries it had applied (its durable state) and the lineage of that history, as the
+    /// runtime's checkpoint file records them.
+    /// </summary>
+    internal sealed record Checkpoint(string Name, Lineage Lineage, (MessageId Id, ulong Hash)[] Entries);
+
+    /// <summary>Chance that the application saves a persistent checkpoint after a SafeSend it applies.</summary>
+    private const double CheckpointChance = 0.1;
+
+    /// <summary>Chance that a process finds its newest checkpoint damaged when it restarts (the runtime then names only the older one).</summary>
+    private const double DamagedCheckpointChance = 0.2;
+
+    /// <summary>The checkpoints the driver names to the core at a join: the whole ones, newest first (null without them).</summary>
+    private List<CheckpointMark>? CheckpointsOf(SimProcess p)
+    {
+        if (!Scenario.PersistentCheckpoints || !Scenario.DiskDurability) return null;
+        IEnumerable<Checkpoint> whole = p.Checkpoints;
+        if (p.Checkpoints.Count > 1 && _random.Chance(DamagedCheckpointChance)) whole = whole.Skip(1);
+        return whole.Select(c => new CheckpointMark(c.Lineage, c.Entries.Length, c.Name)).ToList();
     }
 
     private void OnApplicationEvent(NodeId process, NodeEvent e)
@@ -46,6 +84,21 @@ internal sealed partial class Simulator
         {
             case MessageDelivered d when d.Group == _group:
                 p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
+                if (d.Kind == MessageKind.Safe && Scenario.PersistentCheckpoints) ApplySafe(p, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
+                break;
+            case HistoryReplayed r when r.Group == _group && Scenario.PersistentCheckpoints:
+                p.App.SafeApplied.Add((new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), PayloadHash(r.Entry.Payload)));
+                break;
+            case CheckpointRestored c when c.Group == _group:
+                Checkpoint restored = p.Checkpoints.Single(k => k.Name == c.Checkpoint.Name);
+                p.App.Restore(restored);
+                for (int i = 0; i < restored.Entries.Length; i++)
+                {
+                    if (RecordsHistory) History.RecordRestore(_now, process, c.Group, i + 1, restored.Entries[i].Id, restored.Entries[i].Hash);
+                }
+                break;
+            case HistoryReady h when h.Group == _group:
+                p.App.HistoryLineage = h.Lineage;
                 break;
             case GroupLeft l when l.Group == _group:
                 p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
@@ -67,6 +120,15 @@ internal sealed partial class Simulator
                 if (RecordsHistory) History.RecordStateReset(_now, process, r.Group, r.CutViewId);
                 break;
         }
+    }
+
+    /// <summary>A SafeSend the application applied after its history's replay; now and then it saves a checkpoint then, as a schedule would.</summary>
+    private void ApplySafe(SimProcess p, MessageId id, ulong hash)
+    {
+        p.App.SafeApplied.Add((id, hash));
+        if (p.App.HistoryLineage is not { } lineage || !_random.Chance(CheckpointChance)) return;
+        p.Checkpoints.Insert(0, new Checkpoint($"{p.Node!.Self}#{p.App.SafeApplied.Count}", lineage, [.. p.App.SafeApplied]));
+        if (p.Checkpoints.Count > 2) p.Checkpoints.RemoveAt(2);
     }
 
     private void MakeCheckpoint(SimProcess p, StateRequested request)

@@ -150,6 +150,9 @@ internal sealed partial class Simulator
         /// <summary>Logs this process kept aside (another lineage's) instead of replacing them.</summary>
         public readonly List<List<byte[]>> KeptAside = new();
 
+        /// <summary>Persistent checkpoints: the newest first, at most two (they survive crashes, as files would).</summary>
+        public readonly List<Checkpoint> Checkpoints = new();
+
         /// <summary>Some incarnation of this process has held the group's history.</summary>
         public bool EverCurrent;
 
@@ -406,7 +409,7 @@ internal sealed partial class Simulator
         p.WantsGroup = true;
         if (Scenario.GroupKey is { } key) p.Node.SetGroupKey(GroupName, key);
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now, HistoryLogOf(p));
+        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
         Flush(p);
     }
 
@@ -707,7 +710,7 @@ internal sealed partial class Simulator
         }
         p.WantsGroup = true;
         History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now, HistoryLogOf(p));
+        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
         Flush(p);
     }
 

@@ -22,7 +22,8 @@ using Isis.MemberHost;
 // --state: the member keeps a replicated state and transfers it to joiners (ReplicatedState.cs): the
 // messages it applied plus a blob that "fill N" grows by N MiB; "state" prints its digest
 // ({"event":"state","pairs":..,"blobBytes":..,"sha256":..}); "stateMade" and "stateLoaded" lines
-// report each checkpoint; "joined" reports how long Join took.
+// report each checkpoint; "joined" reports how long Join took. --checkpoints DIR (with --state) keeps
+// the checkpoint on disk (Group.PersistCheckpoints); "save" saves it now and answers "saved" (or "saveFailed").
 // With --embedded the membership service is the zero-configuration default: embedded in the
 // member processes and moving between them; P is then the machine's well-known port (a private
 // one per test) and --host-service, --service-only and --replicas do not apply; --seeds lists the
@@ -159,6 +160,7 @@ if (options.SafeLog != null)
     group.SetSafeSendDurability(SafeSendDurability.Disk, options.SafeLog);
 }
 ReplicatedState? state = options.State ? new ReplicatedState(group, output) : null;
+if (options.Checkpoints != null) group.PersistCheckpoints(options.Checkpoints, Timeout.InfiniteTimeSpan);
 var bigEnough = new ManualResetEventSlim(false);
 group.ViewHandlers += (ViewHandler)(v =>
 {
@@ -350,6 +352,20 @@ while ((line = Console.In.ReadLine()) != null)
         case "state" when state != null:
             output.Write(state.Describe());
             break;
+        case "save" when options.Checkpoints != null:
+            _ = Task.Run(() =>
+            {
+                try
+                {
+                    group.SaveCheckpoint();
+                    output.Write(new JsonObject { ["event"] = "saved" });
+                }
+                catch (Exception e)
+                {
+                    output.Write(new JsonObject { ["event"] = "saveFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
+                }
+            });
+            break;
         case "crash-at" when words.Length == 2 && long.TryParse(words[1], CultureInfo.InvariantCulture, out long at) && at > 0:
             Interlocked.Exchange(ref crashAt, at);
             if (order.Count >= at) Crash();
@@ -440,6 +456,8 @@ namespace Isis.MemberHost
         public bool Embedded { get; private set; }
         public bool JoinsLate { get; private set; }
         public bool State { get; private set; }
+
+        public string? Checkpoints { get; private set; }
         public byte[]? SystemKey { get; private set; }
         public byte[]? GroupKey { get; private set; }
         public List<System.Net.IPEndPoint> Seeds { get; private set; } = new();
@@ -504,6 +522,7 @@ namespace Isis.MemberHost
                     case "--embedded": o.Embedded = true; break;
                     case "--joins-late": o.JoinsLate = true; break;
                     case "--state": o.State = true; break;
+                    case "--checkpoints": o.Checkpoints = Value(); break;
                     case "--system-key": o.SystemKey = Convert.FromHexString(Value()); break;
                     case "--group-key": o.GroupKey = Convert.FromHexString(Value()); break;
                     case "--seeds": o.Seeds = Value().Split(',').Select(System.Net.IPEndPoint.Parse).ToList(); break;

@@ -142,6 +142,10 @@ internal static partial class HistoryChecker
     /// others carried on is lost when all its acceptors failed (phi-1 is the limit), so it is not
     /// required. A replay's entries may also end with SafeSends that were logged but never
     /// delivered (a crash cut their acknowledgements short); they were sent, so they are not invented.
+    /// A member that restores a persistent checkpoint has the entries it holds (Restore events)
+    /// before the replay of the rest: they are judged as replayed entries, so a checkpoint of
+    /// another history, or a replay that does not continue exactly where the checkpoint ends, is
+    /// a violation.
     /// </remarks>
     internal static void RecoveredHistory(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
@@ -173,7 +177,7 @@ internal static partial class HistoryChecker
                 case HistoryEventKind.Deliver:
                     deliveredHere.Add((e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))));
                     break;
-                case HistoryEventKind.Replay:
+                case HistoryEventKind.Replay or HistoryEventKind.Restore:
                 {
                     var key = (e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group)));
                     ref var mine = ref CollectionsMarshal.GetValueRefOrAddDefault(replays, key, out bool seen);
@@ -244,7 +248,7 @@ internal static partial class HistoryChecker
             HistoryEvent e = events[i];
             if (e.Kind == HistoryEventKind.LeaveCompleted) CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
             bool safeDelivery = e.Kind == HistoryEventKind.Deliver && e.Primitive == MessageKind.Safe && !e.IsQuery;
-            if (!safeDelivery && e.Kind != HistoryEventKind.Replay) continue;
+            if (!safeDelivery && e.Kind is not (HistoryEventKind.Replay or HistoryEventKind.Restore)) continue;
             MessageId m = e.Message;
             if (safeDelivery && (views.Survived(e.Process, m) || nobodyCameThrough.Contains((m.Group, m.ViewId))) && seenCommitted.Add(m))
             {

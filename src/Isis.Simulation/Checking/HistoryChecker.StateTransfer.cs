@@ -32,7 +32,7 @@ internal static partial class HistoryChecker
         foreach (HistoryEvent e in events)
         {
             if (e.Kind is HistoryEventKind.StateMade or HistoryEventKind.StateLoaded or HistoryEventKind.StateReset) transferring.Add(e.Group);
-            else if (e.Kind == HistoryEventKind.Replay) replaying.Add(e.Group);
+            else if (e.Kind is HistoryEventKind.Replay or HistoryEventKind.Restore) replaying.Add(e.Group);
         }
         transferring.ExceptWith(replaying);
         if (transferring.Count == 0) return;

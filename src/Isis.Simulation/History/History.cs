@@ -168,6 +168,13 @@ internal sealed class History
             Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe,
         });
 
+    /// <summary>Records that <paramref name="process"/> restored entry <paramref name="index"/> of the group's SafeSend history from its persistent checkpoint.</summary>
+    public void RecordRestore(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.Restore)
+        {
+            Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe,
+        });
+
     public void RecordEarlyTimer(long time, NodeId process, long reportedDeadline, string produced) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.EarlyTimer) { LogIndex = reportedDeadline, Description = produced });
 

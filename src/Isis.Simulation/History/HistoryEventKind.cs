@@ -66,6 +66,14 @@ internal enum HistoryEventKind
     Replay,
 
     /// <summary>
+    /// Disk durability with persistent checkpoints: Process's application restored a checkpoint that
+    /// holds entry LogIndex of Group's SafeSend history, the SafeSend Message with PayloadHash (one
+    /// event per entry it holds, 1, 2, ..., before the replay of the entries after them). The checker
+    /// judges these as it judges replayed entries: the application has them either way.
+    /// </summary>
+    Restore,
+
+    /// <summary>
     /// State transfer: Process's application made the checkpoint of Group for the joiners of view
     /// ViewId (the cut): its state then was LogIndex messages with the order-free hash PayloadHash
     /// (a <see cref="StateDigest"/>).

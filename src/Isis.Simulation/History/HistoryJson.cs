@@ -162,7 +162,7 @@ internal static class HistoryJson
     private static bool UsesView(HistoryEventKind k) =>
         k is HistoryEventKind.Send or HistoryEventKind.Deliver or HistoryEventKind.ViewInstall;
 
-    private static bool UsesMessage(HistoryEventKind k) => k is HistoryEventKind.Send or HistoryEventKind.Deliver or HistoryEventKind.Replay;
+    private static bool UsesMessage(HistoryEventKind k) => k is HistoryEventKind.Send or HistoryEventKind.Deliver or HistoryEventKind.Replay or HistoryEventKind.Restore;
 
     private static readonly string[] KindNames = Enum.GetNames<HistoryEventKind>();
 

@@ -14,7 +14,7 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
     [Fact]
     public void Whole_group_restarts_in_random_orders_and_subsets_keep_every_committed_SafeSend_in_order()
     {
-        int recovered = 0, crashedDuringRecovery = 0;
+        int recovered = 0, crashedDuringRecovery = 0, restoredRuns = 0;
         var failures = new List<string>();
         for (ulong seed = 0; seed < 120; seed++)
         {
@@ -25,18 +25,35 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
             int lastWholeCrash = -1;
             for (int i = 0; i < events.Count; i++)
             {
-                if (events[i].Kind == HistoryEventKind.Replay && events[i].LogIndex == 1 && lastWholeCrash >= 0 && i > lastWholeCrash) { recovered++; break; }
+                bool first = events[i].Kind is HistoryEventKind.Replay or HistoryEventKind.Restore && events[i].LogIndex == 1;
+                if (first && lastWholeCrash >= 0 && i > lastWholeCrash) { recovered++; break; }
                 if (events[i].Kind == HistoryEventKind.Crash) lastWholeCrash = i;
             }
             // An incarnation that asked to join after the crash and crashed before it replayed anything.
-            var replayed = events.Where(e => e.Kind == HistoryEventKind.Replay).Select(e => e.Process).ToHashSet();
+            var replayed = events.Where(e => e.Kind is HistoryEventKind.Replay or HistoryEventKind.Restore).Select(e => e.Process).ToHashSet();
+            if (events.Any(e => e.Kind == HistoryEventKind.Restore)) restoredRuns++;
             var joined = events.Where(e => e.Kind == HistoryEventKind.JoinRequested).Select(e => e.Process).ToHashSet();
             if (events.Any(e => e.Kind == HistoryEventKind.Crash && joined.Contains(e.Process) && !replayed.Contains(e.Process) && e.Process.Incarnation > 1)) crashedDuringRecovery++;
         }
-        output.WriteLine($"{recovered} of 120 runs recovered a history after a whole-group crash; {crashedDuringRecovery} had a member crash before it held the history");
+        output.WriteLine($"{recovered} of 120 runs recovered a history after a whole-group crash; {crashedDuringRecovery} had a member crash before it held the history; " +
+                         $"in {restoredRuns} members restored persistent checkpoints and replayed only the entries after them");
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
         Assert.True(recovered >= 100, $"only {recovered} of 120 runs recovered a history");
         Assert.True(crashedDuringRecovery >= 10, $"only {crashedDuringRecovery} of 120 runs crashed a member during a recovery");
+        Assert.True(restoredRuns >= 30, $"only {restoredRuns} of 120 runs restored a persistent checkpoint");
+    }
+
+    [Fact]
+    public void A_restart_that_replays_from_past_where_its_checkpoint_ends_skips_a_SafeSend_and_the_checker_says_so()
+    {
+        var runs = Enumerable.Range(0, 40)
+            .Select(seed => SimulationRun.Execute((ulong)seed, "whole-restart", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.RestoreSkipsAnEntry } }))
+            .ToList();
+        int withCheckpoints = runs.Count(r => r.History.Events.Any(e => e.Kind == HistoryEventKind.Restore));
+        int caught = runs.Count(r => r.Result.Violates("RecoveredHistory"));
+        output.WriteLine($"{caught} of the {withCheckpoints} seeds (of 40) that restored a checkpoint caught the mutation");
+        Assert.True(withCheckpoints >= 10, $"only {withCheckpoints} of 40 seeds restored a checkpoint");
+        Assert.True(caught >= withCheckpoints * 3 / 4, $"the checker caught the mutation in only {caught} of {withCheckpoints} seeds");
     }
 
     [Fact]
@@ -63,7 +80,7 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         {
             SimulationRun run = SimulationRun.Execute(seed, "disk-chaos");
             if (!run.Passed) failures.Add(run.Report);
-            transfers += run.History.Events.Count(e => e.Kind == HistoryEventKind.Replay && e.LogIndex == 1);
+            transfers += run.History.Events.Count(e => e.Kind is HistoryEventKind.Replay or HistoryEventKind.Restore && e.LogIndex == 1);
         }
         output.WriteLine($"{transfers} histories replayed over 80 runs");
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));

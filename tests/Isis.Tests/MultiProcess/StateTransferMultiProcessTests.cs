@@ -73,6 +73,92 @@ public sealed class StateTransferMultiProcessTests(ITestOutputHelper output)
         }
     }
 
+    [Fact]
+    public void After_SIGKILL_of_every_member_the_group_restarts_from_a_persistent_checkpoint_and_a_damaged_newest_one_falls_back_to_the_previous()
+    {
+        const int Members = 3, StateMiB = 4;
+        DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-checkpoints-mp-");
+        using var cluster = new MultiProcessCluster(output, "checkpointed", suspicionCount: 20);
+        try
+        {
+            string[] Args(int i) => ["--state", "--checkpoints", Path.Combine(dir.FullName, $"member{i}"), "--expect-members", S(Members), "--joins-late"];
+            MemberProcess[] members = cluster.StartMany(Members, Args);
+            cluster.WaitForView(members, members, 0, Long, "three members formed");
+            int from = members[0].LineCount;
+            members[0].Command($"fill {StateMiB}");
+            members[0].WaitFor("filled", Long, from: from);
+
+            // Two saves at every member, with updates between and after them.
+            string Save(int pairs, MemberProcess sender, int sends)
+            {
+                int at = sender.LineCount;
+                sender.Command($"send {sends}");
+                sender.WaitFor("sent", Long, s => (int)s["sent"]! == sends, from: at);
+                string digest = Agreed(members, pairs, (long)StateMiB << 20);
+                int[] marks = members.Select(m => m.LineCount).ToArray();
+                foreach (MemberProcess m in members) m.Command("save");
+                for (int i = 0; i < Members; i++) members[i].WaitFor("saved", Long, from: marks[i]);
+                return digest;
+            }
+            string first = Save(100, members[1], 100);
+            string second = Save(150, members[2], 50);
+            Assert.NotEqual(first, second);
+            string unsaved = Agreed(members, 150, (long)StateMiB << 20);
+            int last = members[0].LineCount;
+            members[0].Command("send 25");
+            members[0].WaitFor("sent", Long, s => (int)s["sent"]! == 25, from: last);
+            Assert.NotEqual(unsaved, Agreed(members, 175, (long)StateMiB << 20));
+
+            // The whole group dies at once, and every newest checkpoint is damaged on disk.
+            foreach (MemberProcess m in members) m.Kill();
+            foreach (MemberProcess m in members) Assert.True(m.WaitForExit(TimeSpan.FromSeconds(10)));
+            var group = Isis.Core.Identity.GroupId.FromName("checkpointed");
+            Runtime.TestRuntimes.WaitUntil(() => cluster.Service.Loop?.Service is { } s && s.CommittedView(group) is null or { Members.Length: 0 }, "the service expels every killed member", 60);
+            for (int i = 0; i < Members; i++)
+            {
+                string newest = Isis.Runtime.CheckpointFile.NewestPath(Path.Combine(dir.FullName, $"member{i}"), "checkpointed");
+                byte[] bytes = File.ReadAllBytes(newest);
+                bytes[bytes.Length / 3] ^= 0x01;
+                File.WriteAllBytes(newest, bytes);
+            }
+
+            // Restarted: whoever founds the group restores its previous checkpoint, and the others receive that state.
+            MemberProcess[] restarted = cluster.StartMany(Members, Args);
+            cluster.WaitForView(restarted, restarted, 0, Long, "three restarted members formed");
+            Assert.Equal(first, Agreed(restarted, 100, (long)StateMiB << 20));
+            Assert.All(restarted, m => Assert.NotNull(m.Last("stateLoaded"))); // the founder from its disk, the others by transfer
+            Assert.All(restarted, m => Assert.Contains("SHA-256 does not match", m.StandardError));
+            cluster.Log($"after SIGKILL of all {Members} members, the group restarted from the previous checkpoint ({first}); the damaged newest ones were reported");
+        }
+        catch
+        {
+            output.WriteLine(cluster.Describe());
+            throw;
+        }
+        finally
+        {
+            try { dir.Delete(recursive: true); } catch (IOException) { }
+        }
+    }
+
+    /// <summary>Waits until every member holds <paramref name="pairs"/> messages and the blob, and returns the digest they agree on.</summary>
+    private static string Agreed(MemberProcess[] members, int pairs, long blobBytes)
+    {
+        DateTime deadline = DateTime.UtcNow + Long;
+        while (true)
+        {
+            JsonObject[] states = members.Select(Describe).ToArray();
+            if (states.All(s => (int)s["pairs"]! == pairs && (long)s["blobBytes"]! == blobBytes))
+            {
+                string[] digests = states.Select(s => (string)s["sha256"]!).ToArray();
+                Assert.All(digests, d => Assert.Equal(digests[0], d));
+                return digests[0];
+            }
+            if (DateTime.UtcNow > deadline) Assert.Fail($"the replicas never held {pairs} messages: " + string.Join(", ", states.Select(s => s.ToJsonString())));
+            Thread.Sleep(100);
+        }
+    }
+
     private static JsonObject Describe(MemberProcess m)
     {
         int from = m.LineCount;
