@@ -18,6 +18,10 @@ using Isis;
 // the configuration (appsettings.json, or --Isis:Key=value on the command line). A new instance
 // starts from the others' inventory: when it joins, the oldest instance sends it its copy (state
 // transfer), which it loads before it serves anything.
+//
+// With --Inventory:DataDirectory=DIR (a directory of the instance's own), the instance also keeps
+// its copy on disk (every 10 s and when it stops): after every instance stopped, the first to start
+// again serves the inventory from its checkpoint, and the next ones receive it from that one.
 const int SetCount = 1;
 
 var builder = WebApplication.CreateBuilder(args);
@@ -28,6 +32,7 @@ builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
         group.Handlers[SetCount] += (Action<string, int>)((item, count) => stock[item] = count);
         group.MakeChkpt += (ChkptMaker)(_ => { foreach (var (item, count) in stock) group.SendChkpt(item, count); });
         group.LoadChkpt += (Action<string, int>)((item, count) => stock[item] = count);
+        if (builder.Configuration["Inventory:DataDirectory"] is { Length: > 0 } data) group.PersistCheckpoints(data, TimeSpan.FromSeconds(10));
     });
 builder.Services.AddHealthChecks().AddIsis();
 

@@ -24,11 +24,12 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         private readonly Process _process;
         private readonly System.Text.StringBuilder _log = new();
 
-        public Instance(string dll, int httpPort, int isisPort)
+        public Instance(string dll, int httpPort, int isisPort, string? dataDirectory = null)
         {
             Url = $"http://127.0.0.1:{httpPort}";
             var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
             foreach (string a in (string[])[dll, "--urls", Url, $"--Isis:MembershipServicePort={isisPort}", "--Isis:SuspicionCount=20"]) psi.ArgumentList.Add(a);
+            if (dataDirectory != null) psi.ArgumentList.Add($"--Inventory:DataDirectory={dataDirectory}");
             psi.Environment["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1";
             _process = Process.Start(psi)!;
             _process.OutputDataReceived += (_, e) => { lock (_log) _log.AppendLine(e.Data); };
@@ -45,6 +46,13 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         }
 
         public void Kill() => _process.Kill(); // SIGKILL on Linux
+
+        /// <summary>SIGTERM, as a supervisor stops a service, and waits for the host's graceful stop.</summary>
+        public bool Terminate(TimeSpan timeout)
+        {
+            using (Process kill = Process.Start("kill", ["-TERM", _process.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)])) kill.WaitForExit();
+            return _process.WaitForExit(timeout);
+        }
 
         public void Dispose()
         {
@@ -121,6 +129,53 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         finally
         {
             foreach (Instance i in instances) i.Dispose();
+        }
+    }
+
+    [Fact]
+    public async Task With_a_data_directory_the_inventory_survives_a_stop_of_every_instance()
+    {
+        string dll = typeof(InventoryServiceSampleTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "InventoryServiceDll").Value!;
+        DirectoryInfo data = Directory.CreateTempSubdirectory("isis-inventory-");
+        int isisPort = TestRuntimes.FreeUdpPort();
+        using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
+        var instances = new List<Instance>();
+        try
+        {
+            for (int i = 0; i < 2; i++)
+            {
+                var instance = new Instance(dll, TcpPort(), isisPort, Path.Combine(data.FullName, $"instance{i}"));
+                instances.Add(instance);
+                await Eventually(async () => await http.GetStringAsync(instance.Url + "/health") == "Healthy" ? "ok" : null, $"instance {i} is healthy");
+            }
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/items/apples?count=12", null)).StatusCode);
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[1].Url + "/items/pears?count=3", null)).StatusCode);
+            await Eventually(async () => (await http.GetStringAsync(instances[0].Url + "/items")).Contains("pears") ? "ok" : null, "both writes everywhere");
+
+            // Every instance stops, as a redeploy stops them: the membership service goes with them.
+            foreach (Instance i in instances) Assert.True(i.Terminate(TimeSpan.FromSeconds(30)), $"{i.Url} stopped on SIGTERM");
+            output.WriteLine("stopped every instance");
+
+            // One starts again on its directory and serves the inventory from its checkpoint; a new one gets it by transfer.
+            var back = new Instance(dll, TcpPort(), isisPort, Path.Combine(data.FullName, "instance1"));
+            instances.Add(back);
+            await Eventually(async () => await http.GetStringAsync(back.Url + "/health") == "Healthy" ? "ok" : null, "the restarted instance is healthy");
+            var state = JsonSerializer.Deserialize<Dictionary<string, int>>(await http.GetStringAsync(back.Url + "/items"))!;
+            Assert.Equal(new Dictionary<string, int> { ["apples"] = 12, ["pears"] = 3 }, state);
+            var fresh = new Instance(dll, TcpPort(), isisPort, Path.Combine(data.FullName, "instance2"));
+            instances.Add(fresh);
+            await Eventually(async () => await http.GetStringAsync(fresh.Url + "/health") == "Healthy" ? "ok" : null, "a new instance is healthy");
+            Assert.Equal(await http.GetStringAsync(back.Url + "/items"), await http.GetStringAsync(fresh.Url + "/items"));
+        }
+        catch
+        {
+            foreach (Instance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
+            throw;
+        }
+        finally
+        {
+            foreach (Instance i in instances) i.Dispose();
+            try { data.Delete(recursive: true); } catch (IOException) { }
         }
     }
 
