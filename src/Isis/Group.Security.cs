@@ -1,4 +1,7 @@
+using System.Collections.Concurrent;
+using Isis.Core.Security;
 using Isis.Diagnostics;
+using Isis.Runtime;
 
 namespace Isis;
 
@@ -24,6 +27,69 @@ public sealed partial class Group
         {
             if (_state != GroupState.New) throw new InvalidOperationException($"SetKey must come before Join: group '{Name}' is already {_state.ToString().ToLowerInvariant()}, and its members use the key it joined with.");
             _key = key.ToArray();
+        }
+    }
+
+    // Key rotations under way at this member, by the new key's fingerprint (hex): the key, and who waits.
+    private readonly ConcurrentDictionary<string, (byte[] Key, TaskCompletionSource Done)> _rotations = new();
+
+    /// <summary>
+    /// Moves the group to a new 256-bit key, through a view change: call it at every member with the
+    /// same new key (from your secret store: the key never travels over the network). Each member
+    /// says that it holds the key; once every member of the view has, the group installs a new view
+    /// (same members) in which everything is sealed with the new key, and the old key stops opening
+    /// packets at the view change after that. Returns once this member uses the new key. A process
+    /// that joins later must <see cref="SetKey"/> the new key; the key is also what persistent
+    /// checkpoints store from then on.
+    /// </summary>
+    /// <param name="newKey">32 bytes, the same at every member.</param>
+    /// <exception cref="ArgumentException">The key is not 32 bytes.</exception>
+    /// <exception cref="InvalidOperationException">The group has no key (set one with SetKey before Join), or called from a handler (it would wait for the view change it delivers).</exception>
+    /// <exception cref="IsisException">The group is not joined.</exception>
+    public void RotateKey(ReadOnlySpan<byte> newKey)
+    {
+        if (_delivery?.IsCurrentThread == true) throw ExceptionFactory.BlockingInHandler(Name, nameof(RotateKey));
+        RotateKeyAsync(newKey.ToArray()).GetAwaiter().GetResult();
+    }
+
+    /// <summary>The asynchronous form of <see cref="RotateKey"/>: completes once this member uses the new key.</summary>
+    /// <param name="newKey">32 bytes, the same at every member.</param>
+    /// <param name="cancellationToken">Stops waiting (the rotation itself goes on).</param>
+    public Task RotateKeyAsync(ReadOnlyMemory<byte> newKey, CancellationToken cancellationToken = default)
+    {
+        if (newKey.Length != 32) throw new ArgumentException($"A group key is 32 bytes (AES-256); this one has {newKey.Length}. Generate one with RandomNumberGenerator.GetBytes(32).", nameof(newKey));
+        if (_key == null)
+        {
+            throw new InvalidOperationException($"Group '{Name}' has no key to rotate: its traffic is not sealed. Set one with SetKey before Join; RotateKey then moves the group to a new one.");
+        }
+        if (_state != GroupState.Joined) throw NotJoinedError(nameof(RotateKey));
+        byte[] key = newKey.ToArray();
+        string fingerprint = Convert.ToHexString(PacketSealer.Fingerprint(key));
+        if (Convert.ToHexString(PacketSealer.Fingerprint(_key)) == fingerprint) return Task.CompletedTask;
+        var rotation = _rotations.GetOrAdd(fingerprint, _ => (key, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously)));
+        EventLoop loop = _runtime.RunningLoop();
+        loop.Post(() => loop.Node.StageGroupKey(Name, key, loop.Now));
+        return StopWaitingWhenCancelled(rotation.Done.Task, cancellationToken);
+    }
+
+    /// <summary>Event loop: the group moved to the key named by <paramref name="fingerprint"/>.</summary>
+    internal void OnKeyRotated(int viewId, byte[] fingerprint)
+    {
+        string hex = Convert.ToHexString(fingerprint);
+        if (_rotations.TryRemove(hex, out var rotation))
+        {
+            _key = rotation.Key; // what persistent checkpoints store from now on
+            rotation.Done.TrySetResult();
+        }
+        Log.GroupKeyRotated(_runtime.Logger, Name, hex, viewId);
+    }
+
+    /// <summary>The group is gone here: rotations that waited fail with <paramref name="reason"/>.</summary>
+    private void FailRotations(Exception reason)
+    {
+        foreach (string fingerprint in _rotations.Keys)
+        {
+            if (_rotations.TryRemove(fingerprint, out var rotation)) rotation.Done.TrySetException(reason);
         }
     }
 

@@ -510,6 +510,7 @@ public sealed partial class Group
         }
         HistoryLog?.Dispose();
         StopCheckpointSchedule();
+        FailRotations(new IsisException($"This member left group '{Name}' before the group moved to the new key."));
         var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
@@ -537,6 +538,7 @@ public sealed partial class Group
         _delivery?.Complete();
         HistoryLog?.Dispose();
         StopCheckpointSchedule();
+        FailRotations(reason);
     }
 }
 

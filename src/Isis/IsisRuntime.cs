@@ -348,6 +348,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case GroupKeyRejected k:
                 if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRejected(k.Reason);
                 break;
+            case GroupKeyRotated k:
+                if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRotated(k.ViewId, k.Fingerprint);
+                break;
             case StateReset r:
                 if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId, r.Origin);
                 break;

@@ -1,5 +1,7 @@
+using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
+using Isis.Core.Wire;
 
 namespace Isis.Core.Groups;
 
@@ -20,8 +22,18 @@ namespace Isis.Core.Groups;
 /// service to expel it, at its first retransmission. Other members do the same after
 /// <see cref="SuspectAfter"/> failures. The process has by then told its application why.</item>
 /// <item>A member whose packets opened once is never suspected for failures afterwards: forgeries
-/// that name it are dropped and counted only.</item>
+/// that name it are dropped and counted only (until the group moves to a new key: then it must
+/// prove the new one).</item>
 /// </list>
+/// <para>Key rotation, through a view change. The new key never travels: each member's application
+/// hands it to its process (<see cref="ProcessNode.StageGroupKey"/>, from its own secret store), and
+/// the member announces its fingerprint in the group's total order ("I hold it"), again in each view
+/// until the group moves. Once the announcements of every member of a view have been delivered
+/// (every member sees them in the same order, so all decide at the same point), the group moves to
+/// that key at the next view install: the view's oldest member asks the membership service for a view
+/// change with the same members. At the install every survivor switches (each held the key), and the
+/// previous key still opens packets until the next view change, so what was sent around the install
+/// is not lost. A joiner must come with the key the group uses when it joins.</para>
 /// </remarks>
 internal sealed partial class GroupMember
 {
@@ -64,6 +76,92 @@ internal sealed partial class GroupMember
     {
         if (_suspectedForKey.Add(member)) _node.Suspect(member);
     }
+
+    // Key rotation: the next key this member holds (its fingerprint), the fingerprints the view's
+    // members announced (by rank), and the key the group moves to at the next install.
+    private byte[]? _heldNextKey;
+    private readonly Dictionary<int, byte[]> _keyHolders = new();
+    private byte[]? _moveToKey;
+    private long _nextViewChangeRequestAt;
+    private bool _retireKeyAtInstall;
+
+    /// <summary>The application handed its process the group's next key: announce it (now, or in the next view).</summary>
+    public void OnKeyStaged(byte[] fingerprint, long now)
+    {
+        if (_node.Sealer.UsesGroupKey(Id, fingerprint)) return;
+        _heldNextKey = fingerprint;
+        AnnounceHeldKey();
+    }
+
+    private void AnnounceHeldKey()
+    {
+        if (_heldNextKey == null || State is not (MemberState.Active or MemberState.Joining)) return;
+        var message = new StreamMessage(MessageKind.KeyRotation, _heldNextKey);
+        if (State == MemberState.Active && !_wedged && _node.LeaseHeld && Current && _pendingSends.Count == 0) SendNow(message);
+        else _pendingSends.Enqueue(message);
+    }
+
+    /// <summary>A member's "I hold the next key", at its place in the total order.</summary>
+    private void OnKeyHeld(int rank, ReadOnlySpan<byte> fingerprint)
+    {
+        if (!Security.PacketSealer.IsFingerprint(fingerprint)) { _node.Counters.DroppedMalformed++; return; }
+        if (_moveToKey != null || _node.Sealer.UsesGroupKey(Id, fingerprint)) return;
+        _keyHolders[rank] = fingerprint.ToArray();
+        for (int r = 0; r < View!.Members.Length; r++)
+        {
+            if (!_keyHolders.TryGetValue(r, out byte[]? held) || !held.AsSpan().SequenceEqual(fingerprint)) return;
+        }
+        // Every member holds it: the group moves to it at the next install; the oldest asks for one.
+        _moveToKey = fingerprint.ToArray();
+        if (MyRank == 0) RequestViewChange(_node.Now);
+    }
+
+    private void RequestViewChange(long now)
+    {
+        _nextViewChangeRequestAt = now + Options.RetryInterval;
+        _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.ViewChangeRequest, Self, Id, View!.Id, 0)).Finish());
+    }
+
+    /// <summary>Timers: the oldest member repeats its view change request until the view changes (the service does not replicate requests).</summary>
+    private void TickKeyRotation(long now)
+    {
+        if (_moveToKey != null && MyRank == 0 && State == MemberState.Active && now >= _nextViewChangeRequestAt) RequestViewChange(now);
+    }
+
+    private long KeyRotationDeadline => _moveToKey != null && MyRank == 0 && State == MemberState.Active ? _nextViewChangeRequestAt : long.MaxValue;
+
+    /// <summary>
+    /// At each install, before the view is published: the previous key retires if the group moved
+    /// at the last install; the group moves to its next key if every member of the last view held it.
+    /// </summary>
+    private void OnViewForKeyRotation(GroupView view)
+    {
+        if (_retireKeyAtInstall)
+        {
+            _node.Sealer.RetireGroupKey(Id);
+            _retireKeyAtInstall = false;
+        }
+        byte[]? move = _moveToKey;
+        _moveToKey = null;
+        _keyHolders.Clear();
+        if (move == null) return;
+        if (!_node.Sealer.SwitchGroupKey(Id, move))
+        {
+            // It announced the key, so it held it: only a process whose key was replaced since can get here.
+            Invariant.Check(false, $"{Self} announced it held key {Convert.ToHexString(move)} of group {Name} but cannot switch to it");
+            return;
+        }
+        _retireKeyAtInstall = true;
+        if (_heldNextKey != null && _heldNextKey.AsSpan().SequenceEqual(move)) _heldNextKey = null;
+        // Everyone must prove the new key now: a process that lacks it is refused as any other would be.
+        _authenticated.Clear();
+        _authenticationFailures.Clear();
+        _suspectedForKey.Clear();
+        _node.Emit(new GroupKeyRotated(Id, view.Id, move));
+    }
+
+    /// <summary>At each install, once the view's sends are queued: a member that holds a next key says so in the new view.</summary>
+    private void ReannounceHeldKey() => AnnounceHeldKey();
 
     /// <summary>At each install: forget what is known of processes no longer in the view.</summary>
     private void OnViewForSecurity(GroupView view)

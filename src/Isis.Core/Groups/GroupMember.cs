@@ -242,6 +242,7 @@ internal sealed partial class GroupMember
         _tree = view.Members.Length >= Options.GossipFromMembers ? new StabilityTree(_node, this, view, rank, Options.StabilityTreeFanout, now) : null;
         NodeId[] stateFor = OnViewForStateTransfer(view, firstView);
         OnViewForSecurity(view);
+        OnViewForKeyRotation(view);
         if (State == MemberState.Joining) State = MemberState.Active;
         _node.Counters.ViewsInstalled++;
         Publish(new ViewInstalled(Id, view));
@@ -252,9 +253,10 @@ internal sealed partial class GroupMember
 
         // Sends issued while joining or wedged go out in this view; control messages of the old
         // view refer to its positions and are void now.
-        var keep = resend.Concat(_pendingSends.Where(m => !m.Kind.IsControl())).ToList();
+        var keep = resend.Concat(_pendingSends.Where(m => !m.Kind.IsProtocol())).ToList();
         _pendingSends.Clear();
         foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
+        ReannounceHeldKey();
         SendPending();
         // Last: it may make this member current at once, which hands over what waited.
         History?.OnViewInstalled(view, rank, now);
@@ -515,7 +517,7 @@ internal sealed partial class GroupMember
             case MessageKind.Ordered or MessageKind.QueryOrdered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
                 Deliver(rank, seq, message); // deliberate bug
                 break;
-            case MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe:
+            case MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe or MessageKind.KeyRotation:
                 _order.Add(rank, seq, message, announce: MyRank == TotalOrder.SequencerRank);
                 DeliverOrdered();
                 break;
@@ -559,6 +561,11 @@ internal sealed partial class GroupMember
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
     private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
     {
+        if (message.Kind == MessageKind.KeyRotation)
+        {
+            OnKeyHeld(rank, message.Payload.Span); // the protocol's own, at its place in the total order
+            return;
+        }
         if (Current)
         {
             _node.Outbox.Delivered(Id, View!.Id, View.Members[rank], seq, message.Kind, message.Payload, atViewEnd);
@@ -627,6 +634,7 @@ internal sealed partial class GroupMember
 
         Coordinator?.Tick(now);
         History?.Tick(now);
+        TickKeyRotation(now);
         if (_outgoingStates.Count > 0) TickStateTransfers(now);
         _queries.Tick(now);
         // While a Flush waits, ask every member for its digest at once, and again each NAK interval
@@ -695,6 +703,7 @@ internal sealed partial class GroupMember
             if (View == null || State == MemberState.Left) return d;
             if (Coordinator != null) d = Math.Min(d, Coordinator.NextDeadline);
             if (History != null) d = Math.Min(d, History.NextDeadline);
+            d = Math.Min(d, KeyRotationDeadline);
             if (_outgoingStates.Count > 0) d = Math.Min(d, StateTransferDeadline());
             d = Math.Min(d, _queries.NextDeadline);
             if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0 && !Relaying) d = Math.Min(d, _nextFlushPokeAt);
@@ -780,6 +789,8 @@ internal sealed partial class GroupMember
         (_tree != null ? " " + _tree.Describe() : "") +
         (_incomingState is { } st ? $" awaiting state of v{st.Cut} from {(st.Maker.IsNone ? "its maker" : st.Maker)} ({st.Received} chunks)" : "") +
         (_outgoingStates.Count > 0 ? " making state for " + string.Join(",", _outgoingStates.Values.Select(o => $"v{o.Cut}:{o.Count}{(o.Ended ? "/end" : "")}[{string.Join(" ", o.Receivers.Select(r => $"{r.Key}:{r.Value.Acked}/{r.Value.SentThrough}"))}]")) : "") +
+        (_keyHolders.Count > 0 ? $" next key held by ranks {string.Join(",", _keyHolders.Keys.Order())}" : "") +
+        (_moveToKey != null ? $" moving to key {Convert.ToHexString(_moveToKey)}" : "") +
         " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>

@@ -26,19 +26,25 @@ internal enum MessageKind : byte
 
     /// <summary>An acceptor's acknowledgement: it holds every position of the total order up to the 8-byte number in the payload.</summary>
     SafeAccept = 7,
+
+    /// <summary>"I hold the group's next key": its fingerprint (16 bytes), in the total order (see GroupMember.Security.cs, key rotation).</summary>
+    KeyRotation = 8,
 }
 
 internal static class MessageKinds
 {
     /// <summary>Whether messages of this kind wait for the total order.</summary>
-    public static bool IsOrdered(this MessageKind kind) => kind is MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe;
+    public static bool IsOrdered(this MessageKind kind) => kind is MessageKind.Ordered or MessageKind.QueryOrdered or MessageKind.Safe or MessageKind.QuerySafe or MessageKind.KeyRotation;
 
     public static bool IsSafe(this MessageKind kind) => kind is MessageKind.Safe or MessageKind.QuerySafe;
 
     public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe;
 
-    /// <summary>Protocol messages the application never sees.</summary>
+    /// <summary>Protocol messages about the view's positions: void once the view ends (never resent in the next).</summary>
     public static bool IsControl(this MessageKind kind) => kind is MessageKind.OrderAnnouncement or MessageKind.SafeAccept;
+
+    /// <summary>Messages the application never sees: the control messages and the key rotation's announcements.</summary>
+    public static bool IsProtocol(this MessageKind kind) => kind.IsControl() || kind == MessageKind.KeyRotation;
 
     /// <summary>The ordering primitive a kind is checked under (queries count as their ordering).</summary>
     public static MessageKind Primitive(this MessageKind kind) =>
@@ -59,5 +65,5 @@ internal static class MessageKinds
 /// </remarks>
 internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null)
 {
-    public bool IsApplication => !Kind.IsControl();
+    public bool IsApplication => !Kind.IsProtocol();
 }

@@ -147,6 +147,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         public readonly List<NodeId> PendingJoins = new();
         public readonly HashSet<NodeId> PendingLeaves = new();
         public bool Terminating;
+        public bool ChangeRequested; // a member asked for a view change with the same members (not replicated: it asks again)
         public long ChangeDueAt;
         public FlushAttempt? Flush;
         /// <summary>The change whose view (or deletion) awaits commitment; its joiners count as joining.</summary>
@@ -160,6 +161,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
             PendingJoins.Clear();
             PendingLeaves.Clear();
             Terminating = false;
+            ChangeRequested = false;
             ChangeDueAt = 0;
             Flush = null;
             Proposed = null;
@@ -238,7 +240,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     private static bool IsProcessRequest(PacketKind kind) => kind is PacketKind.Heartbeat or PacketKind.JoinRequest
         or PacketKind.LeaveRequest or PacketKind.FlushDone or PacketKind.Suspect or PacketKind.InstallAck or PacketKind.TerminateRequest
-        or PacketKind.HostRetiring;
+        or PacketKind.HostRetiring or PacketKind.ViewChangeRequest;
 
     private bool HandleProcessRequest(in PacketHeader h, ReadOnlySpan<byte> body)
     {
@@ -287,6 +289,11 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
                 if (!r.Complete) return false;
                 Heard(h.Sender);
                 OnTerminateRequest(h.Sender, h.Group);
+                return true;
+            case PacketKind.ViewChangeRequest:
+                if (!r.Complete) return false;
+                Heard(h.Sender);
+                OnViewChangeRequest(h.Sender, h.Group, h.View);
                 return true;
             case PacketKind.Suspect:
             {
@@ -651,10 +658,24 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         MaybeStartChange(id, g);
     }
 
+    /// <summary>
+    /// A member asks for a view change of its group with the same members (a key rotation takes
+    /// effect at the next install): one is started unless a later view than the one it names exists
+    /// or a change is already on its way (either installs a new view, which is all it needs).
+    /// </summary>
+    private void OnViewChangeRequest(NodeId node, GroupId id, int viewId)
+    {
+        if (!_groups.TryGetValue(id, out GroupRecord? g) || Array.IndexOf(g.Members, node) < 0 || g.ViewId != viewId) return;
+        g.ChangeRequested = true;
+        MaybeStartChange(id, g);
+    }
+
     /// <summary>Starts the next view change of a group if one is due (or <paramref name="force"/>d) and none is running.</summary>
     private void MaybeStartChange(GroupId id, GroupRecord g, bool force = false)
     {
         if (g.Flush != null || g.Proposed != null || g.AwaitingInstallAck.Count > 0) return;
+        force |= g.ChangeRequested && !g.Terminating;
+        g.ChangeRequested = false;
 
         var survivors = g.Members.Where(m => !_expelled.Contains(m) && !_expelProposed.Contains(m)).ToArray();
         // While the group is being deleted, joiners wait: they start the group afresh once it is gone.

@@ -156,6 +156,13 @@ internal sealed record StateReset(GroupId Group, int CutViewId, StateOrigin Orig
 /// </summary>
 internal sealed record GroupKeyRejected(GroupId Group, string Reason) : NodeEvent;
 
+/// <summary>
+/// The group moved to its next key (named by <paramref name="Fingerprint"/>) at the install of view
+/// <paramref name="ViewId"/>: every member of the view before held it, and everything of this view on
+/// is sealed with it. The previous key opens packets until the next view change.
+/// </summary>
+internal sealed record GroupKeyRotated(GroupId Group, int ViewId, byte[] Fingerprint) : NodeEvent;
+
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
 internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 

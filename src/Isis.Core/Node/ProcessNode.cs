@@ -163,6 +163,20 @@ internal sealed class ProcessNode : IProtocolNode
     /// </summary>
     public void SetGroupKey(string name, byte[] key) => Sealer.SetGroupKey(GroupId.FromName(name), key);
 
+    /// <summary>
+    /// Key rotation: this process holds <paramref name="key"/> as the group's next key (packets sealed
+    /// with it open from now on), and its member says so to the group. The group moves to it at the
+    /// view change after every member said so (<see cref="GroupKeyRotated"/>).
+    /// </summary>
+    public void StageGroupKey(string name, byte[] key, long now)
+    {
+        _now = Outbox.StepTime = now;
+        GroupId id = GroupId.FromName(name);
+        byte[] fingerprint = Sealer.StageGroupKey(id, key);
+        if (!IsShutDown && _groups.TryGetValue(id, out GroupMember? member)) member.OnKeyStaged(fingerprint, now);
+        Drain();
+    }
+
     public Outbox Outbox { get; }
 
     public NodeCounters Counters { get; } = new();

@@ -48,6 +48,12 @@ internal enum OpenVerdict
 /// <para>Replays: a receiver keeps, per sender and key, the highest counter it accepted and which of the
 /// 1,024 before it it has seen; a repeated or older counter is dropped. Packets are sealed as they
 /// leave, so a retransmission carries a new counter and is never mistaken for a replay.</para>
+/// <para>Key rotation (GroupMember.Security.cs): a group's next key is <i>staged</i> before the group
+/// moves to it, and a packet that does not open with the current key is tried with the staged ones
+/// (a member that installed the view of the move seals with the new key before this one installs
+/// it); after the move the old key is <i>retiring</i> and still opens packets until the next view
+/// change retires it, so nothing sent around the move is lost. Keys are named by a fingerprint
+/// (<see cref="Fingerprint"/>), never sent.</para>
 /// </remarks>
 internal sealed class PacketSealer
 {
@@ -64,6 +70,11 @@ internal sealed class PacketSealer
     private ulong _counter;
     private KeyRing? _system;
     private readonly Dictionary<GroupId, KeyRing> _groups = new();
+    private readonly Dictionary<GroupId, List<KeyRing>> _staged = new();   // a group's next keys, newest last
+    private readonly Dictionary<GroupId, KeyRing> _retiring = new();       // a group's previous key, until the view change after the move
+    private const int MaxStagedKeys = 4;
+    private const int FingerprintSize = 16;
+    private static readonly byte[] FingerprintLabel = Encoding.ASCII.GetBytes("isis key fingerprint v1");
     private byte[] _plain = new byte[16 * 1024];
 
     /// <param name="self">This process's incarnation: its packets are sealed under a key derived for it.</param>
@@ -89,7 +100,70 @@ internal sealed class PacketSealer
     {
         if (key == null) _groups.Remove(group);
         else _groups[group] = new KeyRing(CheckKey(key), _self);
+        _staged.Remove(group);
+        _retiring.Remove(group);
     }
+
+    /// <summary>A key's name on the wire: the first 16 bytes of SHA-256 over a label and the key (the key itself never travels).</summary>
+    public static byte[] Fingerprint(ReadOnlySpan<byte> key)
+    {
+        byte[] data = [.. FingerprintLabel, .. key];
+        return SHA256.HashData(data)[..FingerprintSize];
+    }
+
+    /// <summary>True if <paramref name="fingerprint"/> names a well-formed fingerprint.</summary>
+    public static bool IsFingerprint(ReadOnlySpan<byte> fingerprint) => fingerprint.Length == FingerprintSize;
+
+    /// <summary>Holds <paramref name="key"/> as a next key of <paramref name="group"/> (packets sealed with it open from now on); returns its fingerprint.</summary>
+    public byte[] StageGroupKey(GroupId group, byte[] key)
+    {
+        var ring = new KeyRing(CheckKey(key), _self);
+        if (!_staged.TryGetValue(group, out List<KeyRing>? staged)) _staged[group] = staged = new List<KeyRing>();
+        staged.RemoveAll(r => r.Fingerprint.AsSpan().SequenceEqual(ring.Fingerprint));
+        staged.Add(ring);
+        if (staged.Count > MaxStagedKeys) staged.RemoveAt(0);
+        return ring.Fingerprint;
+    }
+
+    /// <summary>True if the group's current key is the one named by <paramref name="fingerprint"/>.</summary>
+    public bool UsesGroupKey(GroupId group, ReadOnlySpan<byte> fingerprint) =>
+        _groups.TryGetValue(group, out KeyRing? ring) && ring.Fingerprint.AsSpan().SequenceEqual(fingerprint);
+
+    /// <summary>True if this process holds the key named by <paramref name="fingerprint"/> for the group (current or staged).</summary>
+    public bool HoldsGroupKey(GroupId group, ReadOnlySpan<byte> fingerprint) =>
+        UsesGroupKey(group, fingerprint) || StagedRing(group, fingerprint) != null;
+
+    private KeyRing? StagedRing(GroupId group, ReadOnlySpan<byte> fingerprint)
+    {
+        if (!_staged.TryGetValue(group, out List<KeyRing>? staged)) return null;
+        foreach (KeyRing r in staged)
+        {
+            if (r.Fingerprint.AsSpan().SequenceEqual(fingerprint)) return r;
+        }
+        return null;
+    }
+
+    /// <summary>
+    /// The group moves to its staged key named by <paramref name="fingerprint"/>: it seals from now on;
+    /// the current key retires (it still opens packets until <see cref="RetireGroupKey"/>). False if
+    /// this process does not hold that key.
+    /// </summary>
+    public bool SwitchGroupKey(GroupId group, ReadOnlySpan<byte> fingerprint)
+    {
+        if (UsesGroupKey(group, fingerprint)) return true;
+        KeyRing? next = StagedRing(group, fingerprint);
+        if (next == null || !_groups.TryGetValue(group, out KeyRing? current)) return false;
+        _staged[group].Remove(next);
+        _retiring[group] = current;
+        _groups[group] = next;
+        return true;
+    }
+
+    /// <summary>The view change after a move: the previous key opens nothing any more.</summary>
+    public void RetireGroupKey(GroupId group) => _retiring.Remove(group);
+
+    /// <summary>True while the group's previous key still opens packets (between a move and the next view change).</summary>
+    public bool IsRetiringGroupKey(GroupId group) => _retiring.ContainsKey(group);
 
     /// <summary>True if the group's member traffic is sealed with a key of its own.</summary>
     public bool HasGroupKey(GroupId group) => _groups.ContainsKey(group);
@@ -183,6 +257,20 @@ internal sealed class PacketSealer
         KeyRing? ring = KeyFor(h.Kind, h.Group);
         if (!sealedPacket) return ring == null || _acceptUnauthenticated ? OpenVerdict.Clear : OpenVerdict.KeyRequired;
         if (ring == null) return OpenVerdict.NoKey;
+        OpenVerdict verdict = OpenWith(ring, h, packet, out plain);
+        if (verdict != OpenVerdict.Unauthenticated || h.Kind < PacketKind.Data || ring == _system) return verdict;
+        // Around a key rotation: the next keys (a member that moved already), then the previous one (one that has not yet).
+        if (_staged.TryGetValue(h.Group, out List<KeyRing>? staged))
+        {
+            for (int i = staged.Count - 1; i >= 0 && verdict == OpenVerdict.Unauthenticated; i--) verdict = OpenWith(staged[i], h, packet, out plain);
+        }
+        if (verdict == OpenVerdict.Unauthenticated && _retiring.TryGetValue(h.Group, out KeyRing? previous)) verdict = OpenWith(previous, h, packet, out plain);
+        return verdict;
+    }
+
+    private OpenVerdict OpenWith(KeyRing ring, PacketHeader h, ReadOnlySpan<byte> packet, out ReadOnlySpan<byte> plain)
+    {
+        plain = packet;
         int bodyLength = packet.Length - PacketHeader.Size - TrailerSize;
         if (bodyLength < 0) return OpenVerdict.Unauthenticated;
         ReadOnlySpan<byte> trailer = packet[(PacketHeader.Size + bodyLength)..];
@@ -237,6 +325,8 @@ internal sealed class PacketSealer
     private sealed class KeyRing(byte[] key, NodeId self)
     {
         private readonly Dictionary<NodeId, Peer> _peers = new();
+
+        public byte[] Fingerprint { get; } = PacketSealer.Fingerprint(key);
 
         public AesGcm Own { get; } = new(Derive(key, self), TagSize);
 

@@ -27,6 +27,7 @@ internal enum PacketKind : byte
     ReplicaAppendReply = 17, // follower -> leader; body: success, match index (or where to resume), the append's send time
 
     TerminateRequest = 18,  // member -> oracle: delete the group (every member leaves in one view change)
+    ViewChangeRequest = 19, // member -> oracle; View = its current view: install a new view even with the same members (a key rotation takes effect at one)
 
     // Member <-> member, within one view of one group.
     Data = 20,              // Number = sequence number of the message in its sender's stream

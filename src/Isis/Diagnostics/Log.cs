@@ -59,6 +59,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 19, Level = LogLevel.Information, Message = "Group {Group}: state restored from checkpoint {Checkpoint}")]
     public static partial void CheckpointRestored(ILogger logger, string group, string checkpoint);
 
+    [LoggerMessage(EventId = 20, Level = LogLevel.Information, Message = "Group {Group}: the group moved to key {Fingerprint} at view {ViewId}")]
+    public static partial void GroupKeyRotated(ILogger logger, string group, string fingerprint, int viewId);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

@@ -46,6 +46,76 @@ public sealed class GroupKeyTests
     }
 
     [Fact]
+    public async Task Rotating_the_key_moves_the_group_to_it_at_a_view_change_without_losing_traffic_and_only_the_new_key_joins()
+    {
+        using var runtimes = new TestRuntimes();
+        byte[] oldKey = RandomNumberGenerator.GetBytes(32), newKey = RandomNumberGenerator.GetBytes(32);
+        var delivered = new ConcurrentDictionary<int, ConcurrentQueue<int>>();
+        var members = new List<Group>();
+        for (int i = 0; i < 3; i++)
+        {
+            var g = new Group(runtimes.Start(), "rotating");
+            g.SetKey(oldKey);
+            var mine = delivered[i] = new ConcurrentQueue<int>();
+            g.Handlers[Put] += (Action<int>)(n => mine.Enqueue(n));
+            await g.JoinAsync();
+            members.Add(g);
+        }
+        TestRuntimes.WaitUntil(() => members.All(m => m.GetView()?.Members.Length == 3), "three members");
+        int viewBefore = members[0].GetView()!.ViewId;
+
+        // Traffic flows while the members are handed the new key one after the other.
+        using var stop = new CancellationTokenSource();
+        int sent = 0;
+        Task sender = Task.Run(() =>
+        {
+            while (!stop.IsCancellationRequested && sent < 20_000) members[2].Send(Put, ++sent);
+        });
+        Task first = members[0].RotateKeyAsync(newKey);
+        Thread.Sleep(100);
+        Assert.False(first.IsCompleted, "the group cannot move before every member holds the key");
+        Task[] rest = [members[1].RotateKeyAsync(newKey), members[2].RotateKeyAsync(newKey)];
+        await Task.WhenAll([first, .. rest]).WaitAsync(TimeSpan.FromSeconds(30)); // every member moved to the new key
+        stop.Cancel();
+        await sender;
+        members[2].Flush();
+        TestRuntimes.WaitUntil(() => delivered.Values.All(d => d.Count == sent), "every message sent around the move is delivered everywhere");
+        Assert.All(delivered.Values, d => Assert.Equal(Enumerable.Range(1, sent), d));
+        // One view change, same members.
+        View after = members[0].GetView()!;
+        Assert.Equal(viewBefore + 1, after.ViewId);
+        Assert.Equal(3, after.Members.Length);
+
+        // A process with the old key is refused; one with the new key joins.
+        var stale = new Group(runtimes.Start(), "rotating");
+        stale.SetKey(oldKey);
+        var refused = await Assert.ThrowsAsync<IsisException>(() => stale.JoinAsync().WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Contains("key", refused.Message);
+        var fresh = new Group(runtimes.Start(), "rotating");
+        fresh.SetKey(newKey);
+        var freshDelivered = new ConcurrentQueue<int>();
+        fresh.Handlers[Put] += (Action<int>)(n => freshDelivered.Enqueue(n));
+        await fresh.JoinAsync().WaitAsync(TimeSpan.FromSeconds(30));
+        members[0].Send(Put, -1);
+        TestRuntimes.WaitUntil(() => freshDelivered.Contains(-1), "the process with the new key takes part");
+    }
+
+    [Fact]
+    public void Rotating_the_key_of_a_group_without_one_or_to_a_bad_key_says_what_to_do()
+    {
+        using var runtimes = new TestRuntimes();
+        var plain = new Group(runtimes.Start(), "plain");
+        plain.Join();
+        var noKey = Assert.Throws<InvalidOperationException>(() => plain.RotateKey(RandomNumberGenerator.GetBytes(32)));
+        Assert.Contains("SetKey before Join", noKey.Message);
+        var keyed = new Group(runtimes.Start(), "keyed");
+        keyed.SetKey(RandomNumberGenerator.GetBytes(32));
+        Assert.Throws<IsisException>(() => keyed.RotateKey(RandomNumberGenerator.GetBytes(32))); // not joined
+        keyed.Join();
+        Assert.Throws<ArgumentException>(() => keyed.RotateKey(new byte[16]));
+    }
+
+    [Fact]
     public async Task With_a_system_key_a_process_without_it_cannot_reach_the_membership_service()
     {
         using var runtimes = new TestRuntimes();
