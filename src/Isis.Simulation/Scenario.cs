@@ -118,6 +118,12 @@ internal sealed record Scenario
     /// </summary>
     public bool Forgeries { get; init; }
 
+    /// <summary>
+    /// With <see cref="GroupKey"/>: the group's key is rotated a few times (see Simulator.KeyRotation.cs),
+    /// and with <see cref="Forgeries"/> the attacker also forges with the keys the group left behind.
+    /// </summary>
+    public bool KeyRotations { get; init; }
+
     /// <summary>State transfer: chance that the member asked for a checkpoint crashes within 30 ms, while it streams it.</summary>
     public double CrashMakerChance { get; init; }
 
@@ -329,13 +335,13 @@ internal sealed record Scenario
             "secured" => new Scenario
             {
                 Name = family, Processes = 3 + r.Next(5), Crashes = true, LeaveAndRejoin = true, Forgeries = true, GroupKey = SimulatedGroupKey,
-                Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey },
+                Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey }, KeyRotations = r.Chance(0.5),
                 Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 1_000 },
             },
             "secured-chaos" => new Scenario
             {
                 Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
-                Forgeries = true, GroupKey = SimulatedGroupKey, Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey },
+                Forgeries = true, GroupKey = SimulatedGroupKey, Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey }, KeyRotations = r.Chance(0.5),
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
             "state-transfer" => new Scenario

@@ -31,8 +31,11 @@ internal sealed partial class Simulator
         _captured.Add((from, packet));
     }
 
+    private long _attacksUntil;
+
     private void PlanForgeries(long healAt)
     {
+        _attacksUntil = healAt;
         for (int i = 0, n = 60 + _random.Next(60); i < n; i++) At(_random.NextInRange(200_000, healAt), Attack);
     }
 
@@ -54,8 +57,12 @@ internal sealed partial class Simulator
         if (sender == target.Node.Self) return;
         var payload = new byte[16];
         for (int i = 0; i < payload.Length; i++) payload[i] = (byte)_random.Next(256);
-        byte[] forged = new PacketWriter().Begin(new PacketHeader(PacketKind.Data, sender, _group, view.Id, 1 + _random.Next(200)))
+        // With a leaked old key the attacker is a former member: it guesses the next sequence number well.
+        bool oldKey = Scenario.KeyRotations && _keyInUse > 0;
+        long seq = oldKey ? target.Node.FindGroup(_group)!.HeldThrough(rank) + 1 + _random.Next(2) : 1 + _random.Next(200);
+        byte[] forged = new PacketWriter().Begin(new PacketHeader(PacketKind.Data, sender, _group, view.Id, seq))
             .I32(rank).U8((byte)MessageKind.Send).I32(0).Tail(payload).Finish();
+        if (oldKey && ForgeWithOldKey(target.Node.Self, sender, forged) is { } sealedWithOldKey) forged = sealedWithOldKey;
         _forgeriesSent++;
         _network.Send(sender.Endpoint, target.Endpoint, forged, _now);
     }

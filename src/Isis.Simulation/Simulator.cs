@@ -407,9 +407,14 @@ internal sealed partial class Simulator
             p.Node = new ProcessNode(self, _serviceEndpoints, options, _now);
         }
         p.WantsGroup = true;
-        if (Scenario.GroupKey is { } key) p.Node.SetGroupKey(GroupName, key);
+        if (KeyForStart() is { } key)
+        {
+            p.Node.SetGroupKey(GroupName, key);
+            NoteStartingKey(p);
+        }
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
 
@@ -512,6 +517,7 @@ internal sealed partial class Simulator
         Observer?.Invoke(process, e);
         // What the simulated application does with some events.
         OnApplicationEvent(process, e);
+        if (Scenario.KeyRotations && ProcessOf(process) is { } keyed) OnKeyEvent(keyed, e);
         switch (e)
         {
             case MessageDelivered d when d.Kind.IsQuery():
@@ -598,6 +604,7 @@ internal sealed partial class Simulator
     {
         Scenario s = Scenario;
         if (s.Forgeries) PlanForgeries(healAt);
+        if (s.KeyRotations) PlanKeyRotations(healAt);
         if (s.Crashes)
         {
             for (int i = 0, n = 1 + _random.Next(3); i < n; i++)
@@ -710,7 +717,13 @@ internal sealed partial class Simulator
         }
         p.WantsGroup = true;
         History.RecordJoinRequested(_now, p.Node.Self, _group);
+        if (Scenario.KeyRotations)
+        {
+            p.Node.SetGroupKey(GroupName, KeyForStart()!); // the key the group uses now
+            NoteStartingKey(p);
+        }
         p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
 

@@ -31,9 +31,15 @@ namespace Isis.Core.Groups;
 /// until the group moves. Once the announcements of every member of a view have been delivered
 /// (every member sees them in the same order, so all decide at the same point), the group moves to
 /// that key at the next view install: the view's oldest member asks the membership service for a view
-/// change with the same members. At the install every survivor switches (each held the key), and the
-/// previous key still opens packets until the next view change, so what was sent around the install
-/// is not lost. A joiner must come with the key the group uses when it joins.</para>
+/// change with the same members. At the install every survivor switches (each held the key). The
+/// previous key still opens packets until the next view change, which the oldest member asks for at
+/// once: what members that had not installed yet sent around the move is not refused (and does not
+/// make them look like processes without the key), and a holder of the previous key can inject
+/// nothing after that second view change. A member that took no part in a move (it joined in the view
+/// the group moved at, or was away when it moved and came back with the old key and the new one)
+/// adopts the next key it holds as soon as a packet of a member of its view opens only with that key:
+/// members seal only with the key the group uses. A process that holds only keys the group left is
+/// refused like any process without the key.</para>
 /// </remarks>
 internal sealed partial class GroupMember
 {
@@ -83,7 +89,7 @@ internal sealed partial class GroupMember
     private readonly Dictionary<int, byte[]> _keyHolders = new();
     private byte[]? _moveToKey;
     private long _nextViewChangeRequestAt;
-    private bool _retireKeyAtInstall;
+    private int _retireAfterView = -1; // the previous key retires at the first install after this view (the one it moved in), which the oldest asks for
 
     /// <summary>The application handed its process the group's next key: announce it (now, or in the next view).</summary>
     public void OnKeyStaged(byte[] fingerprint, long now)
@@ -122,13 +128,16 @@ internal sealed partial class GroupMember
         _node.SendToOracle(_node.Writer.Begin(new PacketHeader(PacketKind.ViewChangeRequest, Self, Id, View!.Id, 0)).Finish());
     }
 
+    /// <summary>The oldest member wants a view change: to move to the next key, or to retire the previous one.</summary>
+    private bool WantsViewChange => (_moveToKey != null || _retireAfterView == View?.Id) && MyRank == 0 && State == MemberState.Active;
+
     /// <summary>Timers: the oldest member repeats its view change request until the view changes (the service does not replicate requests).</summary>
     private void TickKeyRotation(long now)
     {
-        if (_moveToKey != null && MyRank == 0 && State == MemberState.Active && now >= _nextViewChangeRequestAt) RequestViewChange(now);
+        if (WantsViewChange && now >= _nextViewChangeRequestAt) RequestViewChange(now);
     }
 
-    private long KeyRotationDeadline => _moveToKey != null && MyRank == 0 && State == MemberState.Active ? _nextViewChangeRequestAt : long.MaxValue;
+    private long KeyRotationDeadline => WantsViewChange ? _nextViewChangeRequestAt : long.MaxValue;
 
     /// <summary>
     /// At each install, before the view is published: the previous key retires if the group moved
@@ -136,28 +145,62 @@ internal sealed partial class GroupMember
     /// </summary>
     private void OnViewForKeyRotation(GroupView view)
     {
-        if (_retireKeyAtInstall)
-        {
-            _node.Sealer.RetireGroupKey(Id);
-            _retireKeyAtInstall = false;
-        }
         byte[]? move = _moveToKey;
         _moveToKey = null;
         _keyHolders.Clear();
-        if (move == null) return;
-        if (!_node.Sealer.SwitchGroupKey(Id, move))
+        if (move != null && _node.Sealer.UsesGroupKey(Id, move))
         {
-            // It announced the key, so it held it: only a process whose key was replaced since can get here.
-            Invariant.Check(false, $"{Self} announced it held key {Convert.ToHexString(move)} of group {Name} but cannot switch to it");
+            // It adopted the key in the last view, from a member that installed this one first: the
+            // group moves now, so the previous key retires after this view, as everyone's does.
+            _retireAfterView = view.Id;
+            RequestRetirement();
             return;
         }
-        _retireKeyAtInstall = true;
-        if (_heldNextKey != null && _heldNextKey.AsSpan().SequenceEqual(move)) _heldNextKey = null;
+        if (_retireAfterView >= 0 && view.Id > _retireAfterView)
+        {
+            if ((Options.Mutations & ProtocolMutations.RetiredKeyStillOpens) == 0) _node.Sealer.RetireGroupKey(Id);
+            _retireAfterView = -1;
+            _node.Emit(new GroupKeyRetired(Id, view.Id));
+        }
+        if (move == null) return;
+        // It announced the key, so it holds it.
+        // The members that moved with it may not have installed the move yet: their packets still open with the previous key.
+        NodeId[] movers = view.Members.Where(m => Array.IndexOf(view.Joiners, m) < 0).ToArray();
+        bool switched = _node.Sealer.SwitchGroupKey(Id, move, movers);
+        if (!switched) Invariant.Check(false, $"{Self} announced it held key {Convert.ToHexString(move)} of group {Name} but cannot switch to it");
+        Adopted(view, move);
+    }
+
+    /// <summary>
+    /// A packet of <paramref name="sender"/>, a member of this view, opened only with a next key this
+    /// process holds: the sender seals with it, so the group uses it (a member that took part in the
+    /// move, and installed it before this one did, or this member missed the move): adopt it now.
+    /// </summary>
+    internal void OnOpenedWithNextKey(NodeId sender, byte[] fingerprint)
+    {
+        if (View == null || !View.Contains(sender) || State == MemberState.Left) return;
+        // The previous key keeps opening the packets of this view's other members until the next view change.
+        if (!_node.Sealer.SwitchGroupKey(Id, fingerprint, View.Members)) return;
+        Adopted(View, fingerprint);
+    }
+
+    /// <summary>The oldest member asks for the view change that retires the previous key, at the next tick.</summary>
+    private void RequestRetirement()
+    {
+        if (MyRank == 0) _nextViewChangeRequestAt = _node.Now;
+    }
+
+    /// <summary>This member seals with the key named by <paramref name="fingerprint"/> from now on; the previous key retires after <paramref name="view"/>.</summary>
+    private void Adopted(GroupView view, byte[] fingerprint)
+    {
+        _retireAfterView = view.Id;
+        RequestRetirement();
+        if (_heldNextKey != null && _heldNextKey.AsSpan().SequenceEqual(fingerprint)) _heldNextKey = null;
         // Everyone must prove the new key now: a process that lacks it is refused as any other would be.
         _authenticated.Clear();
         _authenticationFailures.Clear();
         _suspectedForKey.Clear();
-        _node.Emit(new GroupKeyRotated(Id, view.Id, move));
+        _node.Emit(new GroupKeyRotated(Id, view.Id, fingerprint));
     }
 
     /// <summary>At each install, once the view's sends are queued: a member that holds a next key says so in the new view.</summary>

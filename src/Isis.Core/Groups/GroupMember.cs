@@ -109,6 +109,9 @@ internal sealed partial class GroupMember
 
     public int PendingSends => _pendingSends.Count;
 
+    /// <summary>The sequence number through which this member holds <paramref name="rank"/>'s messages of the view without a gap (the simulator's insider attacker guesses from it).</summary>
+    internal long HeldThrough(int rank) => rank >= 0 && rank < _streams.Length ? _streams[rank].Contiguous : 0;
+
     public bool IsWedged => _wedged;
 
     private NodeId Self => _node.Self;
@@ -790,7 +793,7 @@ internal sealed partial class GroupMember
         (_incomingState is { } st ? $" awaiting state of v{st.Cut} from {(st.Maker.IsNone ? "its maker" : st.Maker)} ({st.Received} chunks)" : "") +
         (_outgoingStates.Count > 0 ? " making state for " + string.Join(",", _outgoingStates.Values.Select(o => $"v{o.Cut}:{o.Count}{(o.Ended ? "/end" : "")}[{string.Join(" ", o.Receivers.Select(r => $"{r.Key}:{r.Value.Acked}/{r.Value.SentThrough}"))}]")) : "") +
         (_keyHolders.Count > 0 ? $" next key held by ranks {string.Join(",", _keyHolders.Keys.Order())}" : "") +
-        (_moveToKey != null ? $" moving to key {Convert.ToHexString(_moveToKey)}" : "") +
+        (_moveToKey != null ? $" moving to key {Convert.ToHexString(_moveToKey)}" : "") + _node.Sealer.DescribeGroupKeys(Id) +
         " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>

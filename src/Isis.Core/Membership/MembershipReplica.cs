@@ -661,11 +661,13 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     /// <summary>
     /// A member asks for a view change of its group with the same members (a key rotation takes
     /// effect at the next install): one is started unless a later view than the one it names exists
-    /// or a change is already on its way (either installs a new view, which is all it needs).
+    /// or a change from it is already on its way (either installs a new view, which is all it needs;
+    /// the member asks again until it sees one).
     /// </summary>
     private void OnViewChangeRequest(NodeId node, GroupId id, int viewId)
     {
         if (!_groups.TryGetValue(id, out GroupRecord? g) || Array.IndexOf(g.Members, node) < 0 || g.ViewId != viewId) return;
+        if (g.Flush != null || g.Proposed != null) return;
         g.ChangeRequested = true;
         MaybeStartChange(id, g);
     }

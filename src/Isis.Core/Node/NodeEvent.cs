@@ -163,6 +163,9 @@ internal sealed record GroupKeyRejected(GroupId Group, string Reason) : NodeEven
 /// </summary>
 internal sealed record GroupKeyRotated(GroupId Group, int ViewId, byte[] Fingerprint) : NodeEvent;
 
+/// <summary>The group's previous key opens nothing here any more, from the install of view <paramref name="ViewId"/> on (the view change after the move).</summary>
+internal sealed record GroupKeyRetired(GroupId Group, int ViewId) : NodeEvent;
+
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
 internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
 

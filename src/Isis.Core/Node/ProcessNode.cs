@@ -475,7 +475,11 @@ internal sealed class ProcessNode : IProtocolNode
                 member?.OnUnauthenticated(h.Sender, _now);
                 return;
             }
-            if (verdict == Security.OpenVerdict.Opened && member != null && Sealer.HasGroupKey(h.Group)) member.OnAuthenticated(h.Sender);
+            if (verdict == Security.OpenVerdict.Opened && member != null && Sealer.HasGroupKey(h.Group))
+            {
+                member.OnAuthenticated(h.Sender);
+                if (Sealer.LastOpenedWithStagedKey is { } next) member.OnOpenedWithNextKey(h.Sender, next);
+            }
             if (h.Kind == PacketKind.Bundle)
             {
                 HandleBundle(source, h, PacketDecoder.Body(packet));

@@ -226,4 +226,7 @@ internal enum ProtocolMutations
     /// the entry after the checkpoint's: it skips an acknowledged SafeSend.
     /// </summary>
     RestoreSkipsAnEntry = 32768,
+
+    /// <summary>After a key rotation the previous key never retires: it still opens packets views later.</summary>
+    RetiredKeyStillOpens = 65536,
 }

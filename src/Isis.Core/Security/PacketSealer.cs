@@ -71,7 +71,7 @@ internal sealed class PacketSealer
     private KeyRing? _system;
     private readonly Dictionary<GroupId, KeyRing> _groups = new();
     private readonly Dictionary<GroupId, List<KeyRing>> _staged = new();   // a group's next keys, newest last
-    private readonly Dictionary<GroupId, KeyRing> _retiring = new();       // a group's previous key, until the view change after the move
+    private readonly Dictionary<GroupId, (KeyRing Ring, HashSet<NodeId> Senders)> _retiring = new(); // a group's previous key, until the view change after the move, from the members that moved
     private const int MaxStagedKeys = 4;
     private const int FingerprintSize = 16;
     private static readonly byte[] FingerprintLabel = Encoding.ASCII.GetBytes("isis key fingerprint v1");
@@ -145,22 +145,40 @@ internal sealed class PacketSealer
 
     /// <summary>
     /// The group moves to its staged key named by <paramref name="fingerprint"/>: it seals from now on;
-    /// the current key retires (it still opens packets until <see cref="RetireGroupKey"/>). False if
-    /// this process does not hold that key.
+    /// the current key retires: it still opens packets of <paramref name="movers"/> (the members that
+    /// moved with this one, which may not have installed the move yet) until <see cref="RetireGroupKey"/>,
+    /// and nobody else's (a process that comes with the old key is refused). Keys staged before this
+    /// one are dropped: keys are handed over in order, so the group will never use them, and they
+    /// must not open anything. False if this process does not hold that key.
     /// </summary>
-    public bool SwitchGroupKey(GroupId group, ReadOnlySpan<byte> fingerprint)
+    public bool SwitchGroupKey(GroupId group, ReadOnlySpan<byte> fingerprint, IEnumerable<NodeId> movers)
     {
         if (UsesGroupKey(group, fingerprint)) return true;
         KeyRing? next = StagedRing(group, fingerprint);
         if (next == null || !_groups.TryGetValue(group, out KeyRing? current)) return false;
-        _staged[group].Remove(next);
-        _retiring[group] = current;
+        List<KeyRing> staged = _staged[group];
+        staged.RemoveRange(0, staged.IndexOf(next) + 1);
+        _retiring[group] = (current, [.. movers]);
         _groups[group] = next;
         return true;
     }
 
     /// <summary>The view change after a move: the previous key opens nothing any more.</summary>
     public void RetireGroupKey(GroupId group) => _retiring.Remove(group);
+
+    /// <summary>The group's keys by the first bytes of their fingerprints, for diagnostics: "key 1a2b next 3c4d retiring 5e6f" (empty without a key).</summary>
+    public string DescribeGroupKeys(GroupId group)
+    {
+        if (!_groups.TryGetValue(group, out KeyRing? current)) return "";
+        static string Short(KeyRing r) => Convert.ToHexString(r.Fingerprint, 0, 2).ToLowerInvariant();
+        string text = " key " + Short(current);
+        if (_staged.TryGetValue(group, out List<KeyRing>? staged) && staged.Count > 0) text += " next " + string.Join(",", staged.Select(Short));
+        if (_retiring.TryGetValue(group, out var previous)) text += " retiring " + Short(previous.Ring);
+        return text;
+    }
+
+    /// <summary>The fingerprint of the staged key the last packet opened with (null if it opened with the current key, or not at all).</summary>
+    public byte[]? LastOpenedWithStagedKey { get; private set; }
 
     /// <summary>True while the group's previous key still opens packets (between a move and the next view change).</summary>
     public bool IsRetiringGroupKey(GroupId group) => _retiring.ContainsKey(group);
@@ -253,6 +271,7 @@ internal sealed class PacketSealer
     public OpenVerdict Open(PacketHeader h, ReadOnlySpan<byte> packet, out ReadOnlySpan<byte> plain)
     {
         plain = packet;
+        LastOpenedWithStagedKey = null;
         bool sealedPacket = packet[2] == SealedVersion;
         KeyRing? ring = KeyFor(h.Kind, h.Group);
         if (!sealedPacket) return ring == null || _acceptUnauthenticated ? OpenVerdict.Clear : OpenVerdict.KeyRequired;
@@ -262,9 +281,16 @@ internal sealed class PacketSealer
         // Around a key rotation: the next keys (a member that moved already), then the previous one (one that has not yet).
         if (_staged.TryGetValue(h.Group, out List<KeyRing>? staged))
         {
-            for (int i = staged.Count - 1; i >= 0 && verdict == OpenVerdict.Unauthenticated; i--) verdict = OpenWith(staged[i], h, packet, out plain);
+            for (int i = staged.Count - 1; i >= 0 && verdict == OpenVerdict.Unauthenticated; i--)
+            {
+                verdict = OpenWith(staged[i], h, packet, out plain);
+                if (verdict == OpenVerdict.Opened) LastOpenedWithStagedKey = staged[i].Fingerprint;
+            }
         }
-        if (verdict == OpenVerdict.Unauthenticated && _retiring.TryGetValue(h.Group, out KeyRing? previous)) verdict = OpenWith(previous, h, packet, out plain);
+        if (verdict == OpenVerdict.Unauthenticated && _retiring.TryGetValue(h.Group, out var previous) && previous.Senders.Contains(h.Sender))
+        {
+            verdict = OpenWith(previous.Ring, h, packet, out plain);
+        }
         return verdict;
     }
 

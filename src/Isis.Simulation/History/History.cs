@@ -143,6 +143,9 @@ internal sealed class History
             case DecisionCommitted c:
                 RecordCommit(time, process, c.Index, c.Holders, c.Voters, c.ConfigurationIndex);
                 break;
+            case GroupKeyRotated k:
+                Add(new HistoryEvent(time, process, HistoryEventKind.KeyRotated) { Group = k.Group, ViewId = k.ViewId, PayloadHash = System.Buffers.Binary.BinaryPrimitives.ReadUInt64BigEndian(k.Fingerprint) });
+                break;
             case HistoryReplayed r:
                 RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload));
                 break;

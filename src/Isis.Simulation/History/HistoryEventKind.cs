@@ -73,6 +73,9 @@ internal enum HistoryEventKind
     /// </summary>
     Restore,
 
+    /// <summary>Process's member of Group moved to a new key at the install of view ViewId; PayloadHash holds the key's fingerprint (first 8 bytes). For diagnostics: no property judges it.</summary>
+    KeyRotated,
+
     /// <summary>
     /// State transfer: Process's application made the checkpoint of Group for the joiners of view
     /// ViewId (the cut): its state then was LogIndex messages with the order-free hash PayloadHash
