@@ -305,7 +305,14 @@ internal sealed class TcpTransport : IPacketTransport
         Interlocked.Increment(ref _dials);
         var connection = new Connection(new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp) { NoDelay = true }, peer.Endpoint, dialled: true);
         _open.TryAdd(connection.Socket, 0);
-        if (!Register(connection)) return Current(peer.Endpoint); // an accepted one that the pair keeps came first
+        if (!Register(connection))
+        {
+            // An accepted one that the pair keeps came first: this socket never connects, so it is
+            // closed here (it was counted open, and nothing else would ever close it).
+            _open.TryRemove(connection.Socket, out _);
+            connection.Socket.Dispose();
+            return Current(peer.Endpoint);
+        }
         StartThread(() => DialAndSend(connection), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(peer.Endpoint).Port}");
         return connection;
     }
