@@ -16,7 +16,7 @@ namespace Isis.Tests.Packaging;
 [Collection(MultiProcessCollection.Name)]
 public sealed class PackageTests
 {
-    private static readonly string[] Packages = ["Isis.Core", "Isis", "Isis.Hosting", "Isis.Simulation"];
+    private static readonly string[] Packages = ["Isis.Core", "Isis", "Isis.Hosting", "Isis.Collections", "Isis.Simulation"];
 
     [Fact]
     public void The_packages_carry_their_metadata_and_an_app_restores_builds_and_runs_against_them_from_a_folder_feed()
@@ -95,6 +95,7 @@ public sealed class PackageTests
         {
             "Isis" => [$"Isis.Core {version}", "MessagePack 2.5.307"],
             "Isis.Hosting" => [$"Isis {version}"],
+            "Isis.Collections" => [$"Isis {version}"],
             "Isis.Simulation" => [$"Isis.Core {version}"],
             _ => [],
         };

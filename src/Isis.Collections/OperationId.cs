@@ -1,0 +1,45 @@
+namespace Isis.Collections;
+
+/// <summary>
+/// Names one update of a replicated collection: the instance that issued it and its sequence number
+/// there. Returned by every update; pass it to <c>WaitForAsync</c> to read after it.
+/// </summary>
+/// <param name="Issuer">The issuing member (its address, which names one incarnation of one process).</param>
+/// <param name="Sequence">The issuer's count of updates to this collection, from 1.</param>
+public readonly record struct OperationId(string Issuer, long Sequence) : IComparable<OperationId>
+{
+    /// <summary>Orders by issuer, then sequence: the order in which updates left unmerged at a view change are applied.</summary>
+    /// <param name="other">The other id.</param>
+    public int CompareTo(OperationId other)
+    {
+        int byIssuer = string.CompareOrdinal(Issuer, other.Issuer);
+        return byIssuer != 0 ? byIssuer : Sequence.CompareTo(other.Sequence);
+    }
+
+    /// <inheritdoc />
+    public override string ToString() => $"{Issuer}/{Sequence}";
+}
+
+/// <summary>How the group agrees on the order in which pending updates join a collection's history.</summary>
+public enum MergeOrdering
+{
+    /// <summary>The sequencer's merge lists go by OrderedSend: one total order, cheap.</summary>
+    Ordered,
+
+    /// <summary>The merge lists go by SafeSend: no member merges before the group's acceptors hold the list.</summary>
+    Safe,
+}
+
+/// <summary>Options of a replicated collection; the same at every member.</summary>
+public sealed class ReplicatedCollectionOptions
+{
+    /// <summary>How merge lists are ordered (default <see cref="MergeOrdering.Ordered"/>).</summary>
+    public MergeOrdering Ordering { get; set; } = MergeOrdering.Ordered;
+
+    /// <summary>
+    /// How long the sequencer gathers pending updates before it announces their order (default 2 ms).
+    /// Longer means fewer merge messages and staler pessimistic reads; <see cref="TimeSpan.Zero"/>
+    /// announces each update as it arrives.
+    /// </summary>
+    public TimeSpan MergeInterval { get; set; } = TimeSpan.FromMilliseconds(2);
+}

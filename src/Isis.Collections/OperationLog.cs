@@ -1,0 +1,223 @@
+namespace Isis.Collections;
+
+/// <summary>
+/// The Tempest history/pending model of one replicated collection, on one group (the papers'
+/// "broadcast-broadcast" fixed sequencer on Isis primitives).
+/// </summary>
+/// <remarks>
+/// <list type="number">
+/// <item><b>Pending.</b> An update is multicast with Send to every member, which keeps it as pending
+/// (in arrival order) until it is merged. Optimistic reads see the history with the pending updates
+/// applied in that order.</item>
+/// <item><b>Merge.</b> The view's oldest member is the sequencer: it lists the updates in the order they
+/// reached it and multicasts the list (OrderedSend or SafeSend). Every member appends the listed
+/// updates to its history in list order, waiting for one it has not received yet (its Send comes
+/// from another sender, so it may arrive after the list). Lists are totally ordered, so every
+/// member's history is a prefix of one sequence.</item>
+/// <item><b>View changes.</b> Virtual synchrony gives every member that survives a view the same
+/// messages of it. At the next view, before anything of it, each member merges what the view left:
+/// the listed updates it holds, in list order (a listed update no survivor received is gone with
+/// its issuer), then every pending update in id order. So all start the new view with one history
+/// and nothing pending, and a joiner's checkpoint (made right after the view) is the whole state.
+/// A list made in an earlier view that arrives in a later one is void (its updates were merged).</item>
+/// </list>
+/// Handlers run on the group's delivery thread; reads come from any thread.
+/// </remarks>
+internal sealed class OperationLog<TOp>
+{
+    internal const int MergeCode = 31_000;
+
+    private readonly Group _group;
+    private readonly ReplicatedCollectionOptions _options;
+    private readonly Action<TOp> _applyToHistory;
+    private readonly Lock _gate = new();
+    private readonly List<(OperationId Id, TOp Op)> _pending = new();
+    private readonly Dictionary<OperationId, TOp> _pendingById = new();
+    private readonly Queue<OperationId> _merged = new(); // listed, waiting for their update to arrive
+    private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal);
+    private readonly List<(OperationId Id, TaskCompletionSource Done)> _waiters = new();
+    private List<OperationId> _toAnnounce = new();
+    private readonly Timer _announceTimer;
+    private bool _announceScheduled;
+    private int _viewId = -1;
+    private bool _sequencer;
+    private string? _self;
+    private long _nextSequence;
+
+    /// <summary>The log of a new collection on <paramref name="group"/>: not joined yet, and holding no other collection.</summary>
+    public static OperationLog<TOp> Create(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory)
+    {
+        if (group.GetView() != null) throw new InvalidOperationException($"Create the replicated collection of group '{group.Name}' before Join(): a joiner receives the collection's state when it joins.");
+        if (group.Handlers[MergeCode].Count > 0)
+        {
+            throw new InvalidOperationException($"Group '{group.Name}' already holds a replicated collection; each collection needs a group of its own (create another Group with its own name).");
+        }
+        return new OperationLog<TOp>(group, options, applyToHistory);
+    }
+
+    private OperationLog(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory)
+    {
+        _group = group;
+        _options = options ?? new ReplicatedCollectionOptions();
+        if (_options.MergeInterval < TimeSpan.Zero) throw new ArgumentOutOfRangeException(nameof(options), _options.MergeInterval, "The merge interval is a duration: zero or more.");
+        _applyToHistory = applyToHistory;
+        _announceTimer = new Timer(_ => Announce());
+        group.Handlers[MergeCode] += (Action<int, string[], long[]>)OnMerge;
+        group.ViewHandlers += (ViewHandler)OnView;
+    }
+
+    /// <summary>Updates merged into the history here so far.</summary>
+    public long HistoryLength { get; private set; }
+
+    /// <summary>Bumped at every change of the history or the pending set (for the optimistic view's cache).</summary>
+    public long Version { get; private set; }
+
+    public int PendingCount
+    {
+        get { lock (_gate) return _pending.Count; }
+    }
+
+    /// <summary>The pending updates in arrival order, with the version they belong to.</summary>
+    public (TOp[] Pending, long Version) PendingSnapshot()
+    {
+        lock (_gate) return (_pending.Select(p => p.Op).ToArray(), Version);
+    }
+
+    /// <summary>Runs <paramref name="read"/> on a consistent state (no update applied meanwhile).</summary>
+    public T Read<T>(Func<T> read)
+    {
+        lock (_gate) return read();
+    }
+
+    // ---------------------------------------------------------------- issuing (any thread)
+
+    /// <summary>The id of this member's next update; the group must be joined.</summary>
+    public OperationId NextId(string operation)
+    {
+        View view = _group.GetView() ?? throw new InvalidOperationException($"{operation} multicasts to the collection's group '{_group.Name}', which this member has not joined yet: call Join() first.");
+        lock (_gate)
+        {
+            _self ??= view.Members[view.GetMyRank()].ToString();
+            return new OperationId(_self, ++_nextSequence);
+        }
+    }
+
+    /// <summary>Completes once the update named by <paramref name="id"/> is in this member's history.</summary>
+    public Task WaitForAsync(OperationId id, CancellationToken cancellationToken)
+    {
+        TaskCompletionSource done;
+        lock (_gate)
+        {
+            if (_appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence) return Task.CompletedTask;
+            done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            _waiters.Add((id, done));
+        }
+        return done.Task.WaitAsync(cancellationToken);
+    }
+
+    // ---------------------------------------------------------------- delivery thread
+
+    /// <summary>An update arrived (its Send was delivered): it is pending until a merge list names it.</summary>
+    public void OnUpdate(OperationId id, TOp op)
+    {
+        bool schedule = false;
+        lock (_gate)
+        {
+            _pending.Add((id, op));
+            _pendingById[id] = op;
+            Version++;
+            if (_sequencer)
+            {
+                _toAnnounce.Add(id);
+                schedule = !_announceScheduled;
+                _announceScheduled = true;
+            }
+            ApplyMerged();
+        }
+        if (!schedule) return;
+        if (_options.MergeInterval == TimeSpan.Zero) Announce();
+        else _announceTimer.Change(_options.MergeInterval, Timeout.InfiniteTimeSpan);
+    }
+
+    private void OnMerge(int viewId, string[] issuers, long[] sequences)
+    {
+        lock (_gate)
+        {
+            if (viewId != _viewId || issuers.Length != sequences.Length) return; // made in an earlier view: merged at its end
+            for (int i = 0; i < issuers.Length; i++) _merged.Enqueue(new OperationId(issuers[i], sequences[i]));
+            ApplyMerged();
+        }
+    }
+
+    /// <summary>Appends the listed updates to the history in list order, as far as they have arrived.</summary>
+    private void ApplyMerged()
+    {
+        while (_merged.Count > 0 && _pendingById.Remove(_merged.Peek(), out TOp? op))
+        {
+            OperationId id = _merged.Dequeue();
+            _pending.RemoveAt(_pending.FindIndex(p => p.Id == id));
+            Apply(id, op);
+        }
+    }
+
+    private void OnView(View view)
+    {
+        lock (_gate)
+        {
+            // What the last view left, the same at every member that came through it.
+            while (_merged.TryDequeue(out OperationId id))
+            {
+                if (_pendingById.Remove(id, out TOp? op)) Apply(id, op);
+            }
+            foreach (var (id, op) in _pending.Where(p => _pendingById.ContainsKey(p.Id)).OrderBy(p => p.Id).ToList()) Apply(id, op);
+            _pending.Clear();
+            _pendingById.Clear();
+            _toAnnounce = new List<OperationId>();
+            _viewId = view.ViewId;
+            int rank = view.GetMyRank();
+            _sequencer = rank == 0;
+            if (rank >= 0) _self ??= view.Members[rank].ToString();
+            Version++;
+        }
+    }
+
+    private void Apply(OperationId id, TOp op)
+    {
+        _applyToHistory(op);
+        HistoryLength++;
+        Version++;
+        _appliedThrough[id.Issuer] = Math.Max(_appliedThrough.GetValueOrDefault(id.Issuer), id.Sequence);
+        for (int i = _waiters.Count - 1; i >= 0; i--)
+        {
+            if (_waiters[i].Id.Issuer != id.Issuer || _waiters[i].Id.Sequence > id.Sequence) continue;
+            _waiters[i].Done.TrySetResult();
+            _waiters.RemoveAt(i);
+        }
+    }
+
+    // ---------------------------------------------------------------- the sequencer (timer thread)
+
+    private void Announce()
+    {
+        List<OperationId> batch;
+        int viewId;
+        lock (_gate)
+        {
+            _announceScheduled = false;
+            if (!_sequencer || _toAnnounce.Count == 0) return;
+            batch = _toAnnounce;
+            _toAnnounce = new List<OperationId>();
+            viewId = _viewId;
+        }
+        object?[] args = [viewId, batch.Select(b => b.Issuer).ToArray(), batch.Select(b => b.Sequence).ToArray()];
+        try
+        {
+            Task sent = _options.Ordering == MergeOrdering.Safe ? _group.SafeSendAsync(MergeCode, args) : _group.OrderedSendAsync(MergeCode, args);
+            _ = sent.ContinueWith(t => _ = t.Exception, TaskScheduler.Default); // a list lost to a view change is merged at its end
+        }
+        catch (IsisException)
+        {
+            // The group is leaving or the runtime stopped: the next view (if any) merges what is pending.
+        }
+    }
+}

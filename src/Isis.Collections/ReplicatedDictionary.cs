@@ -1,0 +1,156 @@
+using System.Collections;
+using System.Collections.Immutable;
+using System.Diagnostics.CodeAnalysis;
+
+namespace Isis.Collections;
+
+/// <summary>
+/// A dictionary fully replicated across the members of a group (Tempest's replicated collections):
+/// every member holds all of it and reads its own copy; updates are requests multicast to every
+/// member, pending until the group merges them into the history in one order.
+/// </summary>
+/// <remarks>
+/// <para><b>Reads.</b> The dictionary itself (<see cref="IReadOnlyDictionary{TKey, TValue}"/>) is the
+/// <i>pessimistic</i> view: the merged history only, stable (every member passes through the same
+/// states in the same order) but possibly stale. <see cref="Optimistic"/> also applies the pending
+/// updates in the order they arrived here: more recent, but tentative (the merge may order them
+/// otherwise). <see cref="WaitForAsync"/> reads after a given update.</para>
+/// <para><b>Setup.</b> Construct it on the group before <see cref="Group.Join"/> (it registers the
+/// group's handlers for request codes 31,000 to 31,002, its view handler and checkpoint handlers: a
+/// joiner receives the history by state transfer, and <see cref="Group.PersistCheckpoints"/> keeps it
+/// on disk). One collection per group, and the same options at every member. Keys and values are
+/// sent as message arguments, so they must be types the group can send (primitives, strings,
+/// collections of them, or MessagePack types).</para>
+/// <para>How the order is agreed: see docs/architecture.md, "Replicated collections".</para>
+/// </remarks>
+/// <typeparam name="TKey">The key type.</typeparam>
+/// <typeparam name="TValue">The value type.</typeparam>
+public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKey, TValue> where TKey : notnull
+{
+    private const int SetCode = 31_001, RemoveCode = 31_002;
+    private const int PartSize = 1_000;
+
+    private readonly Group _group;
+    private readonly OperationLog<Update> _log;
+    private volatile ImmutableDictionary<TKey, TValue> _history = ImmutableDictionary<TKey, TValue>.Empty;
+    private OptimisticState _optimistic = new(ImmutableDictionary<TKey, TValue>.Empty, -1);
+
+    /// <summary>The optimistic view last built, and the log version it reflects.</summary>
+    private sealed record OptimisticState(ImmutableDictionary<TKey, TValue> State, long Version);
+
+    /// <summary>One update: set a key, or remove it.</summary>
+    private readonly record struct Update(bool Remove, TKey Key, TValue? Value);
+
+    /// <summary>Creates the collection on <paramref name="group"/>, which must not be joined yet.</summary>
+    /// <param name="group">The group whose members hold the collection.</param>
+    /// <param name="options">How updates are ordered; the same at every member.</param>
+    /// <exception cref="InvalidOperationException">The group is already joined, or holds another replicated collection.</exception>
+    public ReplicatedDictionary(Group group, ReplicatedCollectionOptions? options = null)
+    {
+        ArgumentNullException.ThrowIfNull(group);
+        _group = group;
+        _log = OperationLog<Update>.Create(group, options, Apply);
+        group.Handlers[SetCode] += (Action<string, long, TKey, TValue>)((issuer, seq, key, value) => _log.OnUpdate(new OperationId(issuer, seq), new Update(false, key, value)));
+        group.Handlers[RemoveCode] += (Action<string, long, TKey>)((issuer, seq, key) => _log.OnUpdate(new OperationId(issuer, seq), new Update(true, key, default)));
+        group.MakeChkpt += (ChkptMaker)(_ =>
+        {
+            // The history as this member holds it at the cut (nothing is pending there: see OperationLog).
+            ImmutableDictionary<TKey, TValue> state = _history;
+            foreach (KeyValuePair<TKey, TValue>[] part in state.Chunk(PartSize)) group.SendChkpt(part);
+        });
+        group.LoadChkpt += (Action<KeyValuePair<TKey, TValue>[]>)(part => _history = _history.SetItems(part));
+    }
+
+    /// <summary>The group this collection lives on.</summary>
+    public Group Group => _group;
+
+    /// <summary>Sets <paramref name="key"/> to <paramref name="value"/> at every member; completes once the update is multicast (pending).</summary>
+    /// <param name="key">The key.</param>
+    /// <param name="value">The value.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    /// <exception cref="InvalidOperationException">The group is not joined yet.</exception>
+    public async ValueTask<OperationId> SetAsync(TKey key, TValue value)
+    {
+        OperationId id = _log.NextId(nameof(SetAsync));
+        await _group.SendAsync(SetCode, id.Issuer, id.Sequence, key, value).ConfigureAwait(false);
+        return id;
+    }
+
+    /// <summary>Removes <paramref name="key"/> at every member (nothing if it is absent when the update is merged).</summary>
+    /// <param name="key">The key.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    /// <exception cref="InvalidOperationException">The group is not joined yet.</exception>
+    public async ValueTask<OperationId> RemoveAsync(TKey key)
+    {
+        OperationId id = _log.NextId(nameof(RemoveAsync));
+        await _group.SendAsync(RemoveCode, id.Issuer, id.Sequence, key).ConfigureAwait(false);
+        return id;
+    }
+
+    /// <summary>Completes once the update <paramref name="id"/> is merged into this member's history: a pessimistic read after it sees it.</summary>
+    /// <param name="id">An id an update of this collection returned.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task WaitForAsync(OperationId id, CancellationToken cancellationToken = default) => _log.WaitForAsync(id, cancellationToken);
+
+    /// <summary>
+    /// The optimistic view: the history with the pending updates applied in the order they arrived
+    /// here. A snapshot: it does not change under the caller.
+    /// </summary>
+    public IReadOnlyDictionary<TKey, TValue> Optimistic
+    {
+        get
+        {
+            OptimisticState cached = Volatile.Read(ref _optimistic);
+            (Update[] pending, long now, ImmutableDictionary<TKey, TValue> history) = _log.Read(() =>
+            {
+                (Update[] p, long v) = _log.PendingSnapshot();
+                return (p, v, _history);
+            });
+            if (cached.Version == now) return cached.State;
+            ImmutableDictionary<TKey, TValue>.Builder merged = history.ToBuilder();
+            foreach (Update u in pending) ApplyTo(merged, u);
+            var fresh = new OptimisticState(merged.ToImmutable(), now);
+            Volatile.Write(ref _optimistic, fresh);
+            return fresh.State;
+        }
+    }
+
+    /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
+    public int PendingCount => _log.PendingCount;
+
+    /// <summary>Updates merged into this member's history since it joined (or loaded its state).</summary>
+    public long MergedCount => _log.HistoryLength;
+
+    private void Apply(Update u) => _history = u.Remove ? _history.Remove(u.Key) : _history.SetItem(u.Key, u.Value!);
+
+    private static void ApplyTo(ImmutableDictionary<TKey, TValue>.Builder state, Update u)
+    {
+        if (u.Remove) state.Remove(u.Key);
+        else state[u.Key] = u.Value!;
+    }
+
+    // ---------------------------------------------------------------- IReadOnlyDictionary: the history
+
+    /// <inheritdoc />
+    public TValue this[TKey key] => _history[key];
+
+    /// <inheritdoc />
+    public IEnumerable<TKey> Keys => _history.Keys;
+
+    /// <inheritdoc />
+    public IEnumerable<TValue> Values => _history.Values;
+
+    /// <inheritdoc />
+    public int Count => _history.Count;
+
+    /// <inheritdoc />
+    public bool ContainsKey(TKey key) => _history.ContainsKey(key);
+
+    /// <inheritdoc />
+    public bool TryGetValue(TKey key, [MaybeNullWhen(false)] out TValue value) => _history.TryGetValue(key, out value);
+
+    /// <inheritdoc />
+    public IEnumerator<KeyValuePair<TKey, TValue>> GetEnumerator() => _history.GetEnumerator();
+
+    IEnumerator IEnumerable.GetEnumerator() => GetEnumerator();
+}

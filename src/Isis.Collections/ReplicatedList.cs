@@ -1,0 +1,144 @@
+using System.Collections;
+using System.Collections.Immutable;
+
+namespace Isis.Collections;
+
+/// <summary>
+/// An ordered list fully replicated across the members of a group: every member holds all of it and
+/// reads its own copy; updates (add, insert, set, remove at an index) are requests multicast to every
+/// member, pending until the group merges them into the history in one order.
+/// </summary>
+/// <remarks>
+/// <para>The list itself (<see cref="IReadOnlyList{T}"/>) is the <i>pessimistic</i> view: the merged
+/// history, the same sequence of states at every member. <see cref="Optimistic"/> also applies the
+/// pending updates in the order they arrived here. An index is resolved when the update is merged,
+/// against the history as it stands then: an index out of range at that point makes the update do
+/// nothing, at every member alike.</para>
+/// <para>Setup as for <see cref="ReplicatedDictionary{TKey, TValue}"/>: construct it before
+/// <see cref="Group.Join"/>, one collection per group, the same options at every member.</para>
+/// </remarks>
+/// <typeparam name="T">The element type (one the group can send).</typeparam>
+public sealed class ReplicatedList<T> : IReadOnlyList<T>
+{
+    private const int AddCode = 31_011, InsertCode = 31_012, SetCode = 31_013, RemoveAtCode = 31_014;
+    private const int PartSize = 1_000;
+
+    private readonly Group _group;
+    private readonly OperationLog<Update> _log;
+    private volatile ImmutableList<T> _history = ImmutableList<T>.Empty;
+    private OptimisticState _optimistic = new(ImmutableList<T>.Empty, -1);
+
+    private enum Kind : byte { Add, Insert, Set, RemoveAt }
+
+    private readonly record struct Update(Kind Kind, int Index, T? Item);
+
+    private sealed record OptimisticState(ImmutableList<T> State, long Version);
+
+    /// <summary>Creates the collection on <paramref name="group"/>, which must not be joined yet.</summary>
+    /// <param name="group">The group whose members hold the collection.</param>
+    /// <param name="options">How updates are ordered; the same at every member.</param>
+    /// <exception cref="InvalidOperationException">The group is already joined, or holds another replicated collection.</exception>
+    public ReplicatedList(Group group, ReplicatedCollectionOptions? options = null)
+    {
+        ArgumentNullException.ThrowIfNull(group);
+        _group = group;
+        _log = OperationLog<Update>.Create(group, options, Apply);
+        group.Handlers[AddCode] += (Action<string, long, T>)((issuer, seq, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Add, -1, item)));
+        group.Handlers[InsertCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Insert, index, item)));
+        group.Handlers[SetCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Set, index, item)));
+        group.Handlers[RemoveAtCode] += (Action<string, long, int>)((issuer, seq, index) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.RemoveAt, index, default)));
+        group.MakeChkpt += (ChkptMaker)(_ =>
+        {
+            ImmutableList<T> state = _history;
+            foreach (T[] part in state.Chunk(PartSize)) group.SendChkpt(part);
+        });
+        group.LoadChkpt += (Action<T[]>)(part => _history = _history.AddRange(part));
+    }
+
+    /// <summary>The group this collection lives on.</summary>
+    public Group Group => _group;
+
+    /// <summary>Appends <paramref name="item"/> at every member.</summary>
+    /// <param name="item">The element.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    public ValueTask<OperationId> AddAsync(T item) => Issue(nameof(AddAsync), AddCode, item);
+
+    /// <summary>Inserts <paramref name="item"/> at <paramref name="index"/> (resolved when merged; beyond the end, nothing).</summary>
+    /// <param name="index">Where, in the history at merge time (0 to its count).</param>
+    /// <param name="item">The element.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    public ValueTask<OperationId> InsertAsync(int index, T item) => Issue(nameof(InsertAsync), InsertCode, index, item);
+
+    /// <summary>Replaces the element at <paramref name="index"/> (resolved when merged; out of range, nothing).</summary>
+    /// <param name="index">Which, in the history at merge time.</param>
+    /// <param name="item">The new element.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    public ValueTask<OperationId> SetAsync(int index, T item) => Issue(nameof(SetAsync), SetCode, index, item);
+
+    /// <summary>Removes the element at <paramref name="index"/> (resolved when merged; out of range, nothing).</summary>
+    /// <param name="index">Which, in the history at merge time.</param>
+    /// <returns>The update's id, for <see cref="WaitForAsync"/>.</returns>
+    public ValueTask<OperationId> RemoveAtAsync(int index) => Issue(nameof(RemoveAtAsync), RemoveAtCode, index);
+
+    private async ValueTask<OperationId> Issue(string operation, int code, params object?[] args)
+    {
+        OperationId id = _log.NextId(operation);
+        await _group.SendAsync(code, [id.Issuer, id.Sequence, .. args]).ConfigureAwait(false);
+        return id;
+    }
+
+    /// <summary>Completes once the update <paramref name="id"/> is merged into this member's history.</summary>
+    /// <param name="id">An id an update of this collection returned.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task WaitForAsync(OperationId id, CancellationToken cancellationToken = default) => _log.WaitForAsync(id, cancellationToken);
+
+    /// <summary>The optimistic view: the history with the pending updates applied in the order they arrived here (a snapshot).</summary>
+    public IReadOnlyList<T> Optimistic
+    {
+        get
+        {
+            OptimisticState cached = Volatile.Read(ref _optimistic);
+            (Update[] pending, long now, ImmutableList<T> history) = _log.Read(() =>
+            {
+                (Update[] p, long v) = _log.PendingSnapshot();
+                return (p, v, _history);
+            });
+            if (cached.Version == now) return cached.State;
+            ImmutableList<T> state = history;
+            foreach (Update u in pending) state = ApplyTo(state, u);
+            var fresh = new OptimisticState(state, now);
+            Volatile.Write(ref _optimistic, fresh);
+            return fresh.State;
+        }
+    }
+
+    /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
+    public int PendingCount => _log.PendingCount;
+
+    /// <summary>Updates merged into this member's history since it joined (or loaded its state).</summary>
+    public long MergedCount => _log.HistoryLength;
+
+    private void Apply(Update u) => _history = ApplyTo(_history, u);
+
+    private static ImmutableList<T> ApplyTo(ImmutableList<T> list, Update u) => u.Kind switch
+    {
+        Kind.Add => list.Add(u.Item!),
+        Kind.Insert when u.Index >= 0 && u.Index <= list.Count => list.Insert(u.Index, u.Item!),
+        Kind.Set when u.Index >= 0 && u.Index < list.Count => list.SetItem(u.Index, u.Item!),
+        Kind.RemoveAt when u.Index >= 0 && u.Index < list.Count => list.RemoveAt(u.Index),
+        _ => list, // out of range at merge time: nothing, at every member alike
+    };
+
+    // ---------------------------------------------------------------- IReadOnlyList: the history
+
+    /// <inheritdoc />
+    public T this[int index] => _history[index];
+
+    /// <inheritdoc />
+    public int Count => _history.Count;
+
+    /// <inheritdoc />
+    public IEnumerator<T> GetEnumerator() => _history.GetEnumerator();
+
+    IEnumerator IEnumerable.GetEnumerator() => GetEnumerator();
+}
