@@ -1,0 +1,158 @@
+using System.Collections.Concurrent;
+using System.Net;
+using System.Net.Sockets;
+using Isis.Collections;
+using Isis.Tests.Runtime;
+
+namespace Isis.Tests.Collections;
+
+/// <summary>
+/// Adaptive redundant querying (issue 15, item 3) against real HTTP servers on loopback, each with a
+/// delay and a failure switch the test controls. The delays differ by hundreds of milliseconds, so
+/// the assertions are about which replicas serve, never about how fast.
+/// </summary>
+public sealed class RedundantQueryClientTests
+{
+    /// <summary>A replica: answers its own name after a delay (or 503 when broken), counting reads and probes.</summary>
+    private sealed class Replica : IDisposable
+    {
+        private readonly HttpListener _listener = new();
+        private readonly CancellationTokenSource _stop = new();
+        public readonly ConcurrentQueue<string> Paths = new();
+        public volatile int DelayMs;
+        public volatile bool Broken;
+
+        public Replica(string name)
+        {
+            Name = name;
+            for (int attempt = 0; ; attempt++)
+            {
+                int port = FreeTcpPort();
+                Uri = new Uri($"http://127.0.0.1:{port}/");
+                _listener.Prefixes.Clear();
+                _listener.Prefixes.Add(Uri.ToString());
+                try
+                {
+                    _listener.Start();
+                    break;
+                }
+                catch (HttpListenerException) when (attempt < 5)
+                {
+                    // The port was taken between the probe and the bind: another one.
+                }
+            }
+            _ = Task.Run(Serve);
+        }
+
+        public string Name { get; }
+
+        public Uri Uri { get; private set; } = null!;
+
+        public int Reads => Paths.Count(p => p.StartsWith("/items", StringComparison.Ordinal));
+
+        private async Task Serve()
+        {
+            while (!_stop.IsCancellationRequested)
+            {
+                HttpListenerContext context;
+                try
+                {
+                    context = await _listener.GetContextAsync();
+                }
+                catch (Exception e) when (e is HttpListenerException or ObjectDisposedException or InvalidOperationException)
+                {
+                    return;
+                }
+                _ = Task.Run(async () =>
+                {
+                    Paths.Enqueue(context.Request.Url!.AbsolutePath);
+                    try
+                    {
+                        if (DelayMs > 0) await Task.Delay(DelayMs, _stop.Token);
+                        context.Response.StatusCode = Broken ? 503 : 200;
+                        byte[] body = System.Text.Encoding.UTF8.GetBytes(Name);
+                        await context.Response.OutputStream.WriteAsync(body);
+                        context.Response.Close();
+                    }
+                    catch (Exception e) when (e is OperationCanceledException or HttpListenerException or ObjectDisposedException)
+                    {
+                        // Stopping, or the client went away.
+                    }
+                });
+            }
+        }
+
+        public void Dispose()
+        {
+            _stop.Cancel();
+            _listener.Close();
+        }
+
+        private static int FreeTcpPort()
+        {
+            using var s = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+            s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+            return ((IPEndPoint)s.LocalEndPoint!).Port;
+        }
+    }
+
+    private static RedundantQueryOptions Fast => new() { ProbeInterval = TimeSpan.FromMilliseconds(100), Timeout = TimeSpan.FromSeconds(2) };
+
+    [Fact]
+    public async Task Reads_go_to_the_k_fastest_replicas_and_follow_them_when_their_speed_changes()
+    {
+        using Replica a = new("a"), b = new("b"), c = new("c");
+        c.DelayMs = 400;
+        using var client = new RedundantQueryClient([a.Uri, b.Uri, c.Uri], Fast);
+        TestRuntimes.WaitUntil(() => client.Replicas[^1].BaseAddress == c.Uri && client.Replicas[^1].Latency > TimeSpan.FromMilliseconds(150), "the probes found c slow");
+        for (int i = 0; i < 20; i++) Assert.Contains(await client.GetStringAsync("/items/x"), new[] { "a", "b" });
+        Assert.Equal(20, a.Reads);
+        Assert.Equal(20, b.Reads); // k = 2: each read went to both fast replicas
+        Assert.Equal(0, c.Reads);
+
+        // a slows down and c recovers: the probes notice, and reads move to b and c.
+        a.DelayMs = 400;
+        c.DelayMs = 0;
+        TestRuntimes.WaitUntil(() => client.Replicas[^1].BaseAddress == a.Uri && client.Replicas[^1].Latency > TimeSpan.FromMilliseconds(150), "the probes found a slow");
+        int aBefore = a.Reads;
+        for (int i = 0; i < 20; i++) Assert.Contains(await client.GetStringAsync("/items/y"), new[] { "b", "c" });
+        Assert.Equal(aBefore, a.Reads);
+        Assert.True(c.Reads >= 20);
+    }
+
+    [Fact]
+    public async Task The_first_answer_wins_and_a_failed_replica_is_left_out_until_a_probe_finds_it_back()
+    {
+        using Replica a = new("a"), b = new("b"), c = new("c");
+        var options = Fast;
+        options.Redundancy = 3;
+        b.DelayMs = 1_500;
+        c.DelayMs = 1_500;
+        using var client = new RedundantQueryClient([a.Uri, b.Uri, c.Uri], options);
+        Assert.Equal("a", await client.GetStringAsync("/items/x")); // sent to all three; a answers first
+
+        // a fails (503): the read still succeeds from another replica, and a is marked down.
+        a.Broken = true;
+        b.DelayMs = 0;
+        Assert.Equal("b", await client.GetStringAsync("/items/y"));
+        Assert.False(client.Replicas.Single(r => r.BaseAddress == a.Uri).Up);
+        // Repaired: a probe brings it back.
+        a.Broken = false;
+        TestRuntimes.WaitUntil(() => client.Replicas.Single(r => r.BaseAddress == a.Uri).Up, "a probe found a back");
+    }
+
+    [Fact]
+    public async Task When_every_replica_fails_the_error_says_why_for_each()
+    {
+        using Replica a = new("a"), b = new("b");
+        a.Broken = true;
+        b.Broken = true;
+        using var client = new RedundantQueryClient([a.Uri, b.Uri], new RedundantQueryOptions { Redundancy = 1, ProbeInterval = TimeSpan.FromSeconds(10) });
+        var failed = await Assert.ThrowsAsync<HttpRequestException>(() => client.GetStringAsync("/items/z"));
+        Assert.Contains(a.Uri.ToString(), failed.Message);
+        Assert.Contains(b.Uri.ToString(), failed.Message); // k = 1: the second replica was tried after the first failed
+        Assert.Contains("503", failed.Message);
+        Assert.Throws<ArgumentException>(() => new RedundantQueryClient([]));
+        Assert.Throws<ArgumentException>(() => new RedundantQueryClient([a.Uri], new RedundantQueryOptions { Redundancy = 0 }));
+    }
+}
