@@ -65,21 +65,23 @@ internal static class CheckpointFile
             if (!OperatingSystem.IsWindows()) options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
             _file = new FileStream(_temporary, options);
             var header = new MemoryStream();
-            header.Write(Magic);
-            header.WriteByte(Version);
-            WriteString(header, group);
-            header.WriteByte(position.HasValue ? (byte)1 : (byte)0);
-            Span<byte> buffer = stackalloc byte[8];
-            if (position is { } p)
+            using (var w = new BinaryWriter(header, Encoding.UTF8, leaveOpen: true)) // little-endian, as the reader expects
             {
-                WriteU64(header, p.Lineage.Founder.Endpoint, buffer);
-                WriteU32(header, p.Lineage.Founder.Incarnation, buffer);
-                WriteI32(header, p.Lineage.ViewId, buffer);
-                WriteI64(header, p.Index, buffer);
+                w.Write(Magic);
+                w.Write(Version);
+                w.Write(group);
+                w.Write(position.HasValue);
+                if (position is { } p)
+                {
+                    w.Write(p.Lineage.Founder.Endpoint);
+                    w.Write(p.Lineage.Founder.Incarnation);
+                    w.Write(p.Lineage.ViewId);
+                    w.Write(p.Index);
+                }
+                w.Write(writtenUtc.Ticks);
+                w.Write((byte)(key?.Length ?? 0));
+                if (key != null) w.Write(key);
             }
-            WriteI64(header, writtenUtc.Ticks, buffer);
-            header.WriteByte((byte)(key?.Length ?? 0));
-            if (key != null) header.Write(key);
             Write(header.GetBuffer().AsSpan(0, (int)header.Length));
         }
 
@@ -253,14 +255,14 @@ internal static class CheckpointFile
             problem = $"checkpoint {path} is not an Isis checkpoint of format {Version}";
             return null;
         }
-        string name = ReadString(reader);
+        string name = reader.ReadString();
         if (name != group)
         {
             problem = $"checkpoint {path} holds group '{name}', not '{group}'";
             return null;
         }
         HistoryPosition? position = null;
-        if (reader.ReadByte() == 1)
+        if (reader.ReadBoolean())
         {
             var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
             position = new HistoryPosition(new Lineage(founder, reader.ReadInt32()), reader.ReadInt64());
@@ -295,44 +297,5 @@ internal static class CheckpointFile
         }
         problem = null;
         return new Checked(path, file, partsAt, position, key, written, parts, length);
-    }
-
-    private static void WriteString(Stream s, string value)
-    {
-        byte[] bytes = Encoding.UTF8.GetBytes(value);
-        Span<byte> buffer = stackalloc byte[4];
-        WriteI32(s, bytes.Length, buffer);
-        s.Write(bytes);
-    }
-
-    private static string ReadString(BinaryReader r)
-    {
-        int n = r.ReadInt32();
-        if (n < 0 || n > 4096) throw new EndOfStreamException("a name longer than any group name");
-        return Encoding.UTF8.GetString(r.ReadBytes(n));
-    }
-
-    private static void WriteU64(Stream s, ulong v, Span<byte> b)
-    {
-        BinaryPrimitives.WriteUInt64LittleEndian(b, v);
-        s.Write(b[..8]);
-    }
-
-    private static void WriteI64(Stream s, long v, Span<byte> b)
-    {
-        BinaryPrimitives.WriteInt64LittleEndian(b, v);
-        s.Write(b[..8]);
-    }
-
-    private static void WriteU32(Stream s, uint v, Span<byte> b)
-    {
-        BinaryPrimitives.WriteUInt32LittleEndian(b, v);
-        s.Write(b[..4]);
-    }
-
-    private static void WriteI32(Stream s, int v, Span<byte> b)
-    {
-        BinaryPrimitives.WriteInt32LittleEndian(b, v);
-        s.Write(b[..4]);
     }
 }
