@@ -38,6 +38,8 @@ internal sealed class OperationLog<TOp>
     private readonly List<(OperationId Id, TaskCompletionSource Done)> _waiters = new();
     private List<OperationId> _toAnnounce = new();
     private readonly Timer _announceTimer;
+    private readonly Lock _announcing = new();
+    private readonly Lock _issuing = new();
     private bool _announceScheduled;
     private int _viewId = -1;
     private bool _sequencer;
@@ -91,14 +93,24 @@ internal sealed class OperationLog<TOp>
 
     // ---------------------------------------------------------------- issuing (any thread)
 
-    /// <summary>The id of this member's next update; the group must be joined.</summary>
-    public OperationId NextId(string operation)
+    /// <summary>
+    /// Multicasts an update (request code <paramref name="code"/>, its id first) and returns its id
+    /// with the task that completes when it is handed to the group. Ids are drawn and handed over
+    /// under one lock, so an issuer's sequence numbers are its send order: merges keep it, and
+    /// <see cref="WaitForAsync"/> relies on it.
+    /// </summary>
+    public (OperationId Id, Task Sent) Issue(string operation, int code, params object?[] args)
     {
         View view = _group.GetView() ?? throw new InvalidOperationException($"{operation} multicasts to the collection's group '{_group.Name}', which this member has not joined yet: call Join() first.");
-        lock (_gate)
+        lock (_issuing)
         {
-            _self ??= view.Members[view.GetMyRank()].ToString();
-            return new OperationId(_self, ++_nextSequence);
+            OperationId id;
+            lock (_gate)
+            {
+                _self ??= view.Members[view.GetMyRank()].ToString();
+                id = new OperationId(_self, ++_nextSequence);
+            }
+            return (id, _group.SendAsync(code, [id.Issuer, id.Sequence, .. args]));
         }
     }
 
@@ -199,25 +211,32 @@ internal sealed class OperationLog<TOp>
 
     private void Announce()
     {
-        List<OperationId> batch;
-        int viewId;
-        lock (_gate)
+        // One announcer at a time, from taking the batch to handing it to the group: two timer
+        // callbacks racing could otherwise multicast a later list before an earlier one, and merge
+        // an issuer's updates out of the order it sent them.
+        lock (_announcing)
         {
-            _announceScheduled = false;
-            if (!_sequencer || _toAnnounce.Count == 0) return;
-            batch = _toAnnounce;
-            _toAnnounce = new List<OperationId>();
-            viewId = _viewId;
-        }
-        object?[] args = [viewId, batch.Select(b => b.Issuer).ToArray(), batch.Select(b => b.Sequence).ToArray()];
-        try
-        {
-            Task sent = _options.Ordering == MergeOrdering.Safe ? _group.SafeSendAsync(MergeCode, args) : _group.OrderedSendAsync(MergeCode, args);
-            _ = sent.ContinueWith(t => _ = t.Exception, TaskScheduler.Default); // a list lost to a view change is merged at its end
-        }
-        catch (IsisException)
-        {
-            // The group is leaving or the runtime stopped: the next view (if any) merges what is pending.
+            List<OperationId> batch;
+            int viewId;
+            lock (_gate)
+            {
+                _announceScheduled = false;
+                if (!_sequencer || _toAnnounce.Count == 0) return;
+                batch = _toAnnounce;
+                _toAnnounce = new List<OperationId>();
+                viewId = _viewId;
+            }
+            object?[] args = [viewId, batch.Select(b => b.Issuer).ToArray(), batch.Select(b => b.Sequence).ToArray()];
+            try
+            {
+                // The async forms hand messages over in call order (a caller waiting for flow control keeps its place).
+                Task sent = _options.Ordering == MergeOrdering.Safe ? _group.SafeSendAsync(MergeCode, args) : _group.OrderedSendAsync(MergeCode, args);
+                _ = sent.ContinueWith(t => _ = t.Exception, TaskScheduler.Default); // a list lost to a view change is merged at its end
+            }
+            catch (IsisException)
+            {
+                // The group is leaving or the runtime stopped: the next view (if any) merges what is pending.
+            }
         }
     }
 }

@@ -71,8 +71,8 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     /// <exception cref="InvalidOperationException">The group is not joined yet.</exception>
     public async ValueTask<OperationId> SetAsync(TKey key, TValue value)
     {
-        OperationId id = _log.NextId(nameof(SetAsync));
-        await _group.SendAsync(SetCode, id.Issuer, id.Sequence, key, value).ConfigureAwait(false);
+        (OperationId id, Task sent) = _log.Issue(nameof(SetAsync), SetCode, key, value);
+        await sent.ConfigureAwait(false);
         return id;
     }
 
@@ -82,8 +82,8 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     /// <exception cref="InvalidOperationException">The group is not joined yet.</exception>
     public async ValueTask<OperationId> RemoveAsync(TKey key)
     {
-        OperationId id = _log.NextId(nameof(RemoveAsync));
-        await _group.SendAsync(RemoveCode, id.Issuer, id.Sequence, key).ConfigureAwait(false);
+        (OperationId id, Task sent) = _log.Issue(nameof(RemoveAsync), RemoveCode, key);
+        await sent.ConfigureAwait(false);
         return id;
     }
 

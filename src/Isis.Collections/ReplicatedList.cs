@@ -82,8 +82,8 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
 
     private async ValueTask<OperationId> Issue(string operation, int code, params object?[] args)
     {
-        OperationId id = _log.NextId(operation);
-        await _group.SendAsync(code, [id.Issuer, id.Sequence, .. args]).ConfigureAwait(false);
+        (OperationId id, Task sent) = _log.Issue(operation, code, args);
+        await sent.ConfigureAwait(false);
         return id;
     }
 
