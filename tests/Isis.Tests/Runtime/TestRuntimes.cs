@@ -17,7 +17,10 @@ internal sealed class TestRuntimes : IDisposable
 
     public IsisOptions Options(Action<IsisOptions>? adjust = null)
     {
-        var o = new IsisOptions { MembershipServicePort = ServicePort, HeartbeatInterval = TimeSpan.FromMilliseconds(50), SuspicionCount = 4 };
+        // Failures are detected after 10 silent heartbeats (0.5 s; a process without the service gives up
+        // after about 1 s): CI runs these tests beside multi-process ones on two cores, where an event
+        // loop can stall for half a second, and 4 heartbeats let such a stall read as a failure.
+        var o = new IsisOptions { MembershipServicePort = ServicePort, HeartbeatInterval = TimeSpan.FromMilliseconds(50), SuspicionCount = 10 };
         adjust?.Invoke(o);
         return o;
     }
