@@ -26,7 +26,11 @@ public enum MergeOrdering
     /// <summary>The sequencer's merge lists go by OrderedSend: one total order, cheap.</summary>
     Ordered,
 
-    /// <summary>The merge lists go by SafeSend: no member merges before the group's acceptors hold the list.</summary>
+    /// <summary>
+    /// The merge lists go by SafeSend: no member merges before the group's acceptors hold the list.
+    /// That protects the order against crashes of acceptors, not the updates against a restart of
+    /// every member (they travel by Send); for that, keep the collection with <see cref="Group.PersistCheckpoints"/>.
+    /// </summary>
     Safe,
 }
 

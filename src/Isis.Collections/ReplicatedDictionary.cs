@@ -21,7 +21,9 @@ namespace Isis.Collections;
 /// on disk). One collection per group, and the same options at every member. Keys and values are
 /// sent as message arguments, so they must be types the group can send (primitives, strings,
 /// collections of them, or MessagePack types).</para>
-/// <para>How the order is agreed: see docs/architecture.md, "Replicated collections".</para>
+/// <para>How the order is agreed: see docs/architecture.md, "Replicated collections". What survives a
+/// restart of every member is what <see cref="Group.PersistCheckpoints"/> saved; SafeSend's disk
+/// durability does not apply to a collection (its updates travel by Send).</para>
 /// </remarks>
 /// <typeparam name="TKey">The key type.</typeparam>
 /// <typeparam name="TValue">The value type.</typeparam>
