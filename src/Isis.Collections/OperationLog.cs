@@ -79,16 +79,31 @@ internal sealed class OperationLog<TOp>
         get { lock (_gate) return _pending.Count; }
     }
 
-    /// <summary>The pending updates in arrival order, with the version they belong to.</summary>
-    public (TOp[] Pending, long Version) PendingSnapshot()
-    {
-        lock (_gate) return (_pending.Select(p => p.Op).ToArray(), Version);
-    }
+    // The optimistic view last built, and the version it reflects.
+    private sealed record OptimisticCache(object State, long Version);
 
-    /// <summary>Runs <paramref name="read"/> on a consistent state (no update applied meanwhile).</summary>
-    public T Read<T>(Func<T> read)
+    private OptimisticCache? _optimistic;
+
+    /// <summary>
+    /// The optimistic view: <paramref name="applyPending"/> applied to the history (<paramref name="history"/>,
+    /// read with the pending updates, in arrival order, at one version). Rebuilt only when something changed.
+    /// </summary>
+    public TState Optimistic<TState>(Func<TState> history, Func<TState, TOp[], TState> applyPending) where TState : class
     {
-        lock (_gate) return read();
+        OptimisticCache? cached = Volatile.Read(ref _optimistic);
+        TState state;
+        TOp[] pending;
+        long version;
+        lock (_gate)
+        {
+            if (cached?.Version == Version) return (TState)cached.State;
+            state = history();
+            pending = _pending.Select(p => p.Op).ToArray();
+            version = Version;
+        }
+        TState fresh = applyPending(state, pending);
+        Volatile.Write(ref _optimistic, new OptimisticCache(fresh, version));
+        return fresh;
     }
 
     // ---------------------------------------------------------------- issuing (any thread)

@@ -35,10 +35,6 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     private readonly Group _group;
     private readonly OperationLog<Update> _log;
     private volatile ImmutableDictionary<TKey, TValue> _history = ImmutableDictionary<TKey, TValue>.Empty;
-    private OptimisticState _optimistic = new(ImmutableDictionary<TKey, TValue>.Empty, -1);
-
-    /// <summary>The optimistic view last built, and the log version it reflects.</summary>
-    private sealed record OptimisticState(ImmutableDictionary<TKey, TValue> State, long Version);
 
     /// <summary>One update: set a key, or remove it.</summary>
     private readonly record struct Update(bool Remove, TKey Key, TValue? Value);
@@ -98,24 +94,12 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     /// The optimistic view: the history with the pending updates applied in the order they arrived
     /// here. A snapshot: it does not change under the caller.
     /// </summary>
-    public IReadOnlyDictionary<TKey, TValue> Optimistic
+    public IReadOnlyDictionary<TKey, TValue> Optimistic => _log.Optimistic(() => _history, (history, pending) =>
     {
-        get
-        {
-            OptimisticState cached = Volatile.Read(ref _optimistic);
-            (Update[] pending, long now, ImmutableDictionary<TKey, TValue> history) = _log.Read(() =>
-            {
-                (Update[] p, long v) = _log.PendingSnapshot();
-                return (p, v, _history);
-            });
-            if (cached.Version == now) return cached.State;
-            ImmutableDictionary<TKey, TValue>.Builder merged = history.ToBuilder();
-            foreach (Update u in pending) ApplyTo(merged, u);
-            var fresh = new OptimisticState(merged.ToImmutable(), now);
-            Volatile.Write(ref _optimistic, fresh);
-            return fresh.State;
-        }
-    }
+        ImmutableDictionary<TKey, TValue>.Builder merged = history.ToBuilder();
+        foreach (Update u in pending) ApplyTo(merged, u);
+        return merged.ToImmutable();
+    });
 
     /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
     public int PendingCount => _log.PendingCount;

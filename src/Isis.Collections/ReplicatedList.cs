@@ -26,13 +26,10 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
     private readonly Group _group;
     private readonly OperationLog<Update> _log;
     private volatile ImmutableList<T> _history = ImmutableList<T>.Empty;
-    private OptimisticState _optimistic = new(ImmutableList<T>.Empty, -1);
 
     private enum Kind : byte { Add, Insert, Set, RemoveAt }
 
     private readonly record struct Update(Kind Kind, int Index, T? Item);
-
-    private sealed record OptimisticState(ImmutableList<T> State, long Version);
 
     /// <summary>Creates the collection on <paramref name="group"/>, which must not be joined yet.</summary>
     /// <param name="group">The group whose members hold the collection.</param>
@@ -93,24 +90,7 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
     public Task WaitForAsync(OperationId id, CancellationToken cancellationToken = default) => _log.WaitForAsync(id, cancellationToken);
 
     /// <summary>The optimistic view: the history with the pending updates applied in the order they arrived here (a snapshot).</summary>
-    public IReadOnlyList<T> Optimistic
-    {
-        get
-        {
-            OptimisticState cached = Volatile.Read(ref _optimistic);
-            (Update[] pending, long now, ImmutableList<T> history) = _log.Read(() =>
-            {
-                (Update[] p, long v) = _log.PendingSnapshot();
-                return (p, v, _history);
-            });
-            if (cached.Version == now) return cached.State;
-            ImmutableList<T> state = history;
-            foreach (Update u in pending) state = ApplyTo(state, u);
-            var fresh = new OptimisticState(state, now);
-            Volatile.Write(ref _optimistic, fresh);
-            return fresh.State;
-        }
-    }
+    public IReadOnlyList<T> Optimistic => _log.Optimistic(() => _history, (history, pending) => pending.Aggregate(history, ApplyTo));
 
     /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
     public int PendingCount => _log.PendingCount;

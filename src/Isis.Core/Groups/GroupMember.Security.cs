@@ -92,7 +92,7 @@ internal sealed partial class GroupMember
     private int _retireAfterView = -1; // the previous key retires at the first install after this view (the one it moved in), which the oldest asks for
 
     /// <summary>The application handed its process the group's next key: announce it (now, or in the next view).</summary>
-    public void OnKeyStaged(byte[] fingerprint, long now)
+    public void OnKeyStaged(byte[] fingerprint)
     {
         if (_node.Sealer.UsesGroupKey(Id, fingerprint)) return;
         _heldNextKey = fingerprint;
@@ -202,9 +202,6 @@ internal sealed partial class GroupMember
         _suspectedForKey.Clear();
         _node.Emit(new GroupKeyRotated(Id, view.Id, fingerprint));
     }
-
-    /// <summary>At each install, once the view's sends are queued: a member that holds a next key says so in the new view.</summary>
-    private void ReannounceHeldKey() => AnnounceHeldKey();
 
     /// <summary>At each install: forget what is known of processes no longer in the view.</summary>
     private void OnViewForSecurity(GroupView view)

@@ -259,7 +259,7 @@ internal sealed partial class GroupMember
         var keep = resend.Concat(_pendingSends.Where(m => !m.Kind.IsProtocol())).ToList();
         _pendingSends.Clear();
         foreach (StreamMessage m in keep) _pendingSends.Enqueue(m);
-        ReannounceHeldKey();
+        AnnounceHeldKey(); // a member that holds a next key says so again in the new view
         SendPending();
         // Last: it may make this member current at once, which hands over what waited.
         History?.OnViewInstalled(view, rank, now);

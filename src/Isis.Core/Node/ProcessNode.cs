@@ -173,7 +173,7 @@ internal sealed class ProcessNode : IProtocolNode
         _now = Outbox.StepTime = now;
         GroupId id = GroupId.FromName(name);
         byte[] fingerprint = Sealer.StageGroupKey(id, key);
-        if (!IsShutDown && _groups.TryGetValue(id, out GroupMember? member)) member.OnKeyStaged(fingerprint, now);
+        if (!IsShutDown && _groups.TryGetValue(id, out GroupMember? member)) member.OnKeyStaged(fingerprint);
         Drain();
     }
 

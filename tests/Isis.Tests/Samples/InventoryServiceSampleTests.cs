@@ -24,13 +24,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         var instances = new List<SampleInstance>();
         try
         {
-            for (int i = 0; i < 3; i++)
-            {
-                var instance = new SampleInstance(dll, isisPort);
-                instances.Add(instance);
-                // Each joins before the next starts.
-                await instance.WaitHealthy(http, $"instance {i} is healthy");
-            }
+            await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort), http); // each joins before the next starts
 
             HttpResponseMessage put = await http.PutAsync(instances[0].Url + "/items/apples?count=12", null);
             Assert.Equal(HttpStatusCode.NoContent, put.StatusCode);
@@ -78,12 +72,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         var instances = new List<SampleInstance>();
         try
         {
-            for (int i = 0; i < 2; i++)
-            {
-                var instance = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, $"instance{i}"));
-                instances.Add(instance);
-                await instance.WaitHealthy(http, $"instance {i} is healthy");
-            }
+            await SampleInstance.StartOneByOne(instances, 2, i => new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, $"instance{i}")), http);
             Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/items/apples?count=12", null)).StatusCode);
             Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[1].Url + "/items/pears?count=3", null)).StatusCode);
             await SampleInstance.Eventually(async () => (await http.GetStringAsync(instances[0].Url + "/items")).Contains("pears") ? "ok" : null, "both writes everywhere");

@@ -55,6 +55,21 @@ internal sealed class SampleInstance : IDisposable
         return _process.WaitForExit(timeout);
     }
 
+    /// <summary>
+    /// Starts <paramref name="count"/> instances one after the other, each healthy (in its group)
+    /// before the next starts; each is in <paramref name="instances"/> before it is waited for, so the
+    /// caller disposes (and reports) it whatever happens.
+    /// </summary>
+    public static async Task StartOneByOne(List<SampleInstance> instances, int count, Func<int, SampleInstance> start, HttpClient http)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            SampleInstance instance = start(i);
+            instances.Add(instance);
+            await instance.WaitHealthy(http, $"instance {i} is healthy");
+        }
+    }
+
     /// <summary>Waits until the instance answers its health check.</summary>
     public Task WaitHealthy(HttpClient http, string what) =>
         Eventually(async () => await http.GetStringAsync(Url + "/health") == "Healthy" ? "ok" : null, what);

@@ -24,12 +24,7 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
         var instances = new List<SampleInstance>();
         try
         {
-            for (int i = 0; i < 3; i++)
-            {
-                var instance = new SampleInstance(dll, isisPort);
-                instances.Add(instance);
-                await instance.WaitHealthy(http, $"instance {i} is healthy");
-            }
+            await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort), http);
             using var frontEnd = new RedundantQueryClient(instances.Select(i => new Uri(i.Url)), new RedundantQueryOptions { ProbeInterval = TimeSpan.FromMilliseconds(200), Timeout = TimeSpan.FromSeconds(2) });
 
             // A write answered by one instance is in its history; the others merge it too.
