@@ -46,4 +46,12 @@ public sealed class ReplicatedCollectionOptions
     /// announces each update as it arrives.
     /// </summary>
     public TimeSpan MergeInterval { get; set; } = TimeSpan.FromMilliseconds(2);
+
+    /// <summary>
+    /// How often each member compares its history with a random peer's (default 1 s). A member whose
+    /// history is still shorter than what a peer held a round earlier (its handlers trail) pulls the
+    /// missing entries from the peer in bulk, off its delivery thread; the updates it then receives
+    /// late are dropped as duplicates.
+    /// </summary>
+    public TimeSpan GossipInterval { get; set; } = TimeSpan.FromSeconds(1);
 }

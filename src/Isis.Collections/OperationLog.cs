@@ -2,7 +2,8 @@ namespace Isis.Collections;
 
 /// <summary>
 /// The Tempest history/pending model of one replicated collection, on one group (the papers'
-/// "broadcast-broadcast" fixed sequencer on Isis primitives).
+/// "broadcast-broadcast" fixed sequencer on Isis primitives), with gossip repair for a member that
+/// trails (<c>OperationLog.Repair.cs</c>).
 /// </summary>
 /// <remarks>
 /// <list type="number">
@@ -13,17 +14,24 @@ namespace Isis.Collections;
 /// reached it and multicasts the list (OrderedSend or SafeSend). Every member appends the listed
 /// updates to its history in list order, waiting for one it has not received yet (its Send comes
 /// from another sender, so it may arrive after the list). Lists are totally ordered, so every
-/// member's history is a prefix of one sequence.</item>
+/// member's history is a prefix of one sequence, and a position names one update everywhere.</item>
 /// <item><b>View changes.</b> Virtual synchrony gives every member that survives a view the same
 /// messages of it. At the next view, before anything of it, each member merges what the view left:
 /// the listed updates it holds, in list order (a listed update no survivor received is gone with
 /// its issuer), then every pending update in id order. So all start the new view with one history
 /// and nothing pending, and a joiner's checkpoint (made right after the view) is the whole state.
 /// A list made in an earlier view that arrives in a later one is void (its updates were merged).</item>
+/// <item><b>Repair.</b> A member whose handlers trail (an overloaded or stalled application) may take
+/// part of the history from a peer in bulk, off its delivery thread (<c>OperationLog.Repair.cs</c>).
+/// The updates and list entries it then receives late are already in its history: an issuer's
+/// updates join the history in its send order, so one number per issuer tells, and they are
+/// dropped as duplicates. It still receives every message of the view, so it merges what the view
+/// leaves like everyone else.</item>
 /// </list>
-/// Handlers run on the group's delivery thread; reads come from any thread.
+/// Handlers run on the group's delivery thread, repairs on the gossip task; both change the state
+/// under <see cref="_gate"/>. Reads come from any thread.
 /// </remarks>
-internal sealed class OperationLog<TOp>
+internal sealed partial class OperationLog<TOp>
 {
     internal const int MergeCode = 31_000;
 
@@ -31,11 +39,12 @@ internal sealed class OperationLog<TOp>
     private readonly ReplicatedCollectionOptions _options;
     private readonly Action<TOp> _applyToHistory;
     private readonly Lock _gate = new();
-    private readonly List<(OperationId Id, TOp Op)> _pending = new();
     private readonly Dictionary<OperationId, TOp> _pendingById = new();
+    private readonly List<OperationId> _arrivals = new(); // pending ids in arrival order; merged ones are dropped lazily
     private readonly Queue<OperationId> _merged = new(); // listed, waiting for their update to arrive
     private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal);
     private readonly List<(OperationId Id, TaskCompletionSource Done)> _waiters = new();
+    private readonly RetainedHistory<TOp> _history = new();
     private List<OperationId> _toAnnounce = new();
     private readonly Timer _announceTimer;
     private readonly Lock _announcing = new();
@@ -47,36 +56,42 @@ internal sealed class OperationLog<TOp>
     private long _nextSequence;
 
     /// <summary>The log of a new collection on <paramref name="group"/>: not joined yet, and holding no other collection.</summary>
-    public static OperationLog<TOp> Create(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory)
+    public static OperationLog<TOp> Create(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory, IOperationCodec<TOp> codec)
     {
         if (group.GetView() != null) throw new InvalidOperationException($"Create the replicated collection of group '{group.Name}' before Join(): a joiner receives the collection's state when it joins.");
         if (group.Handlers[MergeCode].Count > 0)
         {
             throw new InvalidOperationException($"Group '{group.Name}' already holds a replicated collection; each collection needs a group of its own (create another Group with its own name).");
         }
-        return new OperationLog<TOp>(group, options, applyToHistory);
+        return new OperationLog<TOp>(group, options, applyToHistory, codec);
     }
 
-    private OperationLog(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory)
+    private OperationLog(Group group, ReplicatedCollectionOptions? options, Action<TOp> applyToHistory, IOperationCodec<TOp> codec)
     {
         _group = group;
         _options = options ?? new ReplicatedCollectionOptions();
         if (_options.MergeInterval < TimeSpan.Zero) throw new ArgumentOutOfRangeException(nameof(options), _options.MergeInterval, "The merge interval is a duration: zero or more.");
+        if (_options.GossipInterval <= TimeSpan.Zero) throw new ArgumentOutOfRangeException(nameof(options), _options.GossipInterval, "The gossip interval must be positive.");
         _applyToHistory = applyToHistory;
+        _codec = codec;
         _announceTimer = new Timer(_ => Announce());
         group.Handlers[MergeCode] += (Action<int, string[], long[]>)OnMerge;
+        group.Handlers[PullCode] += (Action<string, string, long, long, bool>)OnPull;
         group.ViewHandlers += (ViewHandler)OnView;
     }
 
-    /// <summary>Updates merged into the history here so far.</summary>
-    public long HistoryLength { get; private set; }
+    /// <summary>Updates in this member's history: the position the next one takes (the same position names the same update at every member).</summary>
+    public long HistoryLength
+    {
+        get { lock (_gate) return _history.Length; }
+    }
 
     /// <summary>Bumped at every change of the history or the pending set (for the optimistic view's cache).</summary>
     public long Version { get; private set; }
 
     public int PendingCount
     {
-        get { lock (_gate) return _pending.Count; }
+        get { lock (_gate) return _pendingById.Count; }
     }
 
     // The optimistic view last built, and the version it reflects.
@@ -98,12 +113,36 @@ internal sealed class OperationLog<TOp>
         {
             if (cached?.Version == Version) return (TState)cached.State;
             state = history();
-            pending = _pending.Select(p => p.Op).ToArray();
+            pending = PendingInArrivalOrder().Select(p => p.Op).ToArray();
             version = Version;
         }
         TState fresh = applyPending(state, pending);
         Volatile.Write(ref _optimistic, new OptimisticCache(fresh, version));
         return fresh;
+    }
+
+    /// <summary>The history as it stands (read by <paramref name="read"/>), with where it ends: what a checkpoint carries.</summary>
+    public (TState State, long Length, long Chain) Snapshot<TState>(Func<TState> read)
+    {
+        lock (_gate) return (read(), _history.Length, _history.Chain);
+    }
+
+    /// <summary>A checkpoint's header arrived: the history loaded with it ends at <paramref name="length"/>, with chain hash <paramref name="chain"/>.</summary>
+    public void OnCheckpointLoaded(long length, long chain)
+    {
+        lock (_gate)
+        {
+            _history.Reset(length, chain);
+            Version++;
+        }
+    }
+
+    private IEnumerable<(OperationId Id, TOp Op)> PendingInArrivalOrder()
+    {
+        foreach (OperationId id in _arrivals)
+        {
+            if (_pendingById.TryGetValue(id, out TOp? op)) yield return (id, op);
+        }
     }
 
     // ---------------------------------------------------------------- issuing (any thread)
@@ -135,12 +174,16 @@ internal sealed class OperationLog<TOp>
         TaskCompletionSource done;
         lock (_gate)
         {
-            if (_appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence) return Task.CompletedTask;
+            if (IsApplied(id)) return Task.CompletedTask;
             done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             _waiters.Add((id, done));
         }
         return done.Task.WaitAsync(cancellationToken);
     }
+
+    // An issuer's updates join the history in its send order (Send is FIFO, lists keep arrival
+    // order, and the end-of-view merge orders by id), so one number per issuer says which are in.
+    private bool IsApplied(OperationId id) => _appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence;
 
     // ---------------------------------------------------------------- delivery thread
 
@@ -150,8 +193,13 @@ internal sealed class OperationLog<TOp>
         bool schedule = false;
         lock (_gate)
         {
-            _pending.Add((id, op));
+            if (IsApplied(id))
+            {
+                _lateDuplicates++; // a repair put it in the history before its Send got here
+                return;
+            }
             _pendingById[id] = op;
+            _arrivals.Add(id);
             Version++;
             if (_sequencer)
             {
@@ -179,10 +227,17 @@ internal sealed class OperationLog<TOp>
     /// <summary>Appends the listed updates to the history in list order, as far as they have arrived.</summary>
     private void ApplyMerged()
     {
-        while (_merged.Count > 0 && _pendingById.Remove(_merged.Peek(), out TOp? op))
+        while (_merged.Count > 0)
         {
-            OperationId id = _merged.Dequeue();
-            _pending.RemoveAt(_pending.FindIndex(p => p.Id == id));
+            OperationId id = _merged.Peek();
+            if (IsApplied(id))
+            {
+                _merged.Dequeue(); // a repair got here first
+                _lateDuplicates++;
+                continue;
+            }
+            if (!_pendingById.Remove(id, out TOp? op)) return; // its update has not arrived yet
+            _merged.Dequeue();
             Apply(id, op);
         }
     }
@@ -191,29 +246,43 @@ internal sealed class OperationLog<TOp>
     {
         lock (_gate)
         {
-            // What the last view left, the same at every member that came through it.
-            while (_merged.TryDequeue(out OperationId id))
-            {
-                if (_pendingById.Remove(id, out TOp? op)) Apply(id, op);
-            }
-            foreach (var (id, op) in _pending.Where(p => _pendingById.ContainsKey(p.Id)).OrderBy(p => p.Id).ToList()) Apply(id, op);
-            _pending.Clear();
+            MergeWhatTheViewLeft();
             _pendingById.Clear();
+            _arrivals.Clear();
             _toAnnounce = new List<OperationId>();
             _viewId = view.ViewId;
             int rank = view.GetMyRank();
             _sequencer = rank == 0;
             if (rank >= 0) _self ??= view.Members[rank].ToString();
+            OnMembersChanged(view);
             Version++;
         }
+        StartRepairLoop();
+    }
+
+    /// <summary>
+    /// What the last view left, the same at every member that came through it: the listed updates
+    /// it holds in list order (one no survivor received is gone with its issuer), then the pending
+    /// ones in id order. A member that a repair already carried past part of it (a peer merged it
+    /// first) finds that part applied and goes on from there, in the same order.
+    /// </summary>
+    private void MergeWhatTheViewLeft()
+    {
+        while (_merged.TryDequeue(out OperationId id))
+        {
+            if (_pendingById.Remove(id, out TOp? op)) Apply(id, op);
+        }
+        foreach (var (id, op) in PendingInArrivalOrder().OrderBy(p => p.Id).ToList()) Apply(id, op);
     }
 
     private void Apply(OperationId id, TOp op)
     {
+        _pendingById.Remove(id);
         _applyToHistory(op);
-        HistoryLength++;
+        _history.Append(id, op);
         Version++;
         _appliedThrough[id.Issuer] = Math.Max(_appliedThrough.GetValueOrDefault(id.Issuer), id.Sequence);
+        if (_arrivals.Count > 64 && _arrivals.Count > 2 * _pendingById.Count) _arrivals.RemoveAll(a => !_pendingById.ContainsKey(a));
         for (int i = _waiters.Count - 1; i >= 0; i--)
         {
             if (_waiters[i].Id.Issuer != id.Issuer || _waiters[i].Id.Sequence > id.Sequence) continue;

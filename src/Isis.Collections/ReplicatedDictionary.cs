@@ -47,14 +47,22 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     {
         ArgumentNullException.ThrowIfNull(group);
         _group = group;
-        _log = OperationLog<Update>.Create(group, options, Apply);
+        _log = OperationLog<Update>.Create(group, options, Apply, new Codec());
+        _log.Repaired += e => Repaired?.Invoke(this, e);
         group.Handlers[SetCode] += (Action<string, long, TKey, TValue>)((issuer, seq, key, value) => _log.OnUpdate(new OperationId(issuer, seq), new Update(false, key, value)));
         group.Handlers[RemoveCode] += (Action<string, long, TKey>)((issuer, seq, key) => _log.OnUpdate(new OperationId(issuer, seq), new Update(true, key, default)));
         group.MakeChkpt += (ChkptMaker)(_ =>
         {
-            // The history as this member holds it at the cut (nothing is pending there: see OperationLog).
-            ImmutableDictionary<TKey, TValue> state = _history;
+            // The history as this member holds it at the cut (nothing is pending there: see OperationLog),
+            // after where it ends, so the loader's positions are everyone's.
+            var (state, length, chain) = _log.Snapshot(() => _history);
+            group.SendChkpt(length, chain);
             foreach (KeyValuePair<TKey, TValue>[] part in state.Chunk(PartSize)) group.SendChkpt(part);
+        });
+        group.LoadChkpt += (Action<long, long>)((length, chain) =>
+        {
+            _history = ImmutableDictionary<TKey, TValue>.Empty;
+            _log.OnCheckpointLoaded(length, chain);
         });
         group.LoadChkpt += (Action<KeyValuePair<TKey, TValue>[]>)(part => _history = _history.SetItems(part));
     }
@@ -104,8 +112,17 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
     public int PendingCount => _log.PendingCount;
 
-    /// <summary>Updates merged into this member's history since it joined (or loaded its state).</summary>
+    /// <summary>Updates in this member's history since the collection was created (each merged update takes the next position, the same at every member).</summary>
     public long MergedCount => _log.HistoryLength;
+
+    /// <summary>
+    /// Raised (on the collection's gossip task) when a repair put updates into this member's history
+    /// from a peer because its own handlers trailed (<see cref="ReplicatedCollectionOptions.GossipInterval"/>): the application may recompute what it derives from the collection.
+    /// </summary>
+    public event EventHandler<HistoryRepairedEventArgs>? Repaired;
+
+    /// <summary>What the collection did at this member: history, gossip and repairs.</summary>
+    public ReplicatedCollectionStatistics Statistics => _log.Statistics;
 
     private void Apply(Update u) => _history = u.Remove ? _history.Remove(u.Key) : _history.SetItem(u.Key, u.Value!);
 
@@ -113,6 +130,22 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
     {
         if (u.Remove) state.Remove(u.Key);
         else state[u.Key] = u.Value!;
+    }
+
+    /// <summary>Updates in bulk (a repair): which remove, the keys, the values.</summary>
+    private sealed class Codec : IOperationCodec<Update>
+    {
+        public IList[] NewReplyLists() => [new List<bool[]>(), new List<TKey[]>(), new List<TValue?[]>()];
+
+        public object[] Encode(IReadOnlyList<Update> ops) =>
+            [ops.Select(u => u.Remove).ToArray(), ops.Select(u => u.Key).ToArray(), ops.Select(u => u.Value).ToArray()];
+
+        public Update[]? Decode(IList[] lists, int index)
+        {
+            if (lists[0][index] is not bool[] removes || lists[1][index] is not TKey[] keys || lists[2][index] is not TValue?[] values) return null;
+            if (keys.Length != removes.Length || values.Length != removes.Length) return null;
+            return removes.Select((remove, i) => new Update(remove, keys[i], values[i])).ToArray();
+        }
     }
 
     // ---------------------------------------------------------------- IReadOnlyDictionary: the history

@@ -39,15 +39,22 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
     {
         ArgumentNullException.ThrowIfNull(group);
         _group = group;
-        _log = OperationLog<Update>.Create(group, options, Apply);
+        _log = OperationLog<Update>.Create(group, options, Apply, new Codec());
+        _log.Repaired += e => Repaired?.Invoke(this, e);
         group.Handlers[AddCode] += (Action<string, long, T>)((issuer, seq, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Add, -1, item)));
         group.Handlers[InsertCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Insert, index, item)));
         group.Handlers[SetCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Set, index, item)));
         group.Handlers[RemoveAtCode] += (Action<string, long, int>)((issuer, seq, index) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.RemoveAt, index, default)));
         group.MakeChkpt += (ChkptMaker)(_ =>
         {
-            ImmutableList<T> state = _history;
+            var (state, length, chain) = _log.Snapshot(() => _history);
+            group.SendChkpt(length, chain);
             foreach (T[] part in state.Chunk(PartSize)) group.SendChkpt(part);
+        });
+        group.LoadChkpt += (Action<long, long>)((length, chain) =>
+        {
+            _history = ImmutableList<T>.Empty;
+            _log.OnCheckpointLoaded(length, chain);
         });
         group.LoadChkpt += (Action<T[]>)(part => _history = _history.AddRange(part));
     }
@@ -95,8 +102,17 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
     /// <summary>Updates pending here: multicast, not yet merged into the history.</summary>
     public int PendingCount => _log.PendingCount;
 
-    /// <summary>Updates merged into this member's history since it joined (or loaded its state).</summary>
+    /// <summary>Updates in this member's history since the collection was created (each merged update takes the next position, the same at every member).</summary>
     public long MergedCount => _log.HistoryLength;
+
+    /// <summary>
+    /// Raised (on the collection's gossip task) when a repair put updates into this member's history
+    /// from a peer because its own handlers trailed (<see cref="ReplicatedCollectionOptions.GossipInterval"/>): the application may recompute what it derives from the list.
+    /// </summary>
+    public event EventHandler<HistoryRepairedEventArgs>? Repaired;
+
+    /// <summary>What the collection did at this member: history, gossip and repairs.</summary>
+    public ReplicatedCollectionStatistics Statistics => _log.Statistics;
 
     private void Apply(Update u) => _history = ApplyTo(_history, u);
 
@@ -108,6 +124,22 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
         Kind.RemoveAt when u.Index >= 0 && u.Index < list.Count => list.RemoveAt(u.Index),
         _ => list, // out of range at merge time: nothing, at every member alike
     };
+
+    /// <summary>Updates in bulk (a repair): kinds, indices, elements.</summary>
+    private sealed class Codec : IOperationCodec<Update>
+    {
+        public IList[] NewReplyLists() => [new List<byte[]>(), new List<int[]>(), new List<T?[]>()];
+
+        public object[] Encode(IReadOnlyList<Update> ops) =>
+            [ops.Select(u => (byte)u.Kind).ToArray(), ops.Select(u => u.Index).ToArray(), ops.Select(u => u.Item).ToArray()];
+
+        public Update[]? Decode(IList[] lists, int index)
+        {
+            if (lists[0][index] is not byte[] kinds || lists[1][index] is not int[] indices || lists[2][index] is not T?[] items) return null;
+            if (indices.Length != kinds.Length || items.Length != kinds.Length || kinds.Any(k => k > (byte)Kind.RemoveAt)) return null;
+            return kinds.Select((kind, i) => new Update((Kind)kind, indices[i], items[i])).ToArray();
+        }
+    }
 
     // ---------------------------------------------------------------- IReadOnlyList: the history
 

@@ -118,6 +118,9 @@ public sealed partial class Group
     /// <summary>The current view, or null before the first view is installed.</summary>
     public View? GetView() => _view;
 
+    /// <summary>True from Join until this member leaves the group or its runtime stops.</summary>
+    internal bool IsActive => _state is GroupState.Joining or GroupState.Joined && _runtime.IsRunning;
+
     // ---------------------------------------------------------------- join and leave
 
     /// <summary>Joins the group; returns once the first view containing this process is installed.</summary>
