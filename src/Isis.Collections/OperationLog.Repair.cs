@@ -15,10 +15,9 @@ internal sealed partial class OperationLog<TOp>
 
     private readonly IOperationCodec<TOp> _codec;
     private readonly SemaphoreSlim _kick = new(0, 1);
-    private readonly Dictionary<string, long> _known = new(StringComparer.Ordinal); // members' history lengths, as last heard
     private int _repairLoopStarted;
     private long _behindTarget; // a peer's length, seen last round, that this member had not reached then
-    private long _lateDuplicates, _repairedEntries, _repairs, _gossipRounds, _divergences, _tooFarBehind;
+    private long _repairedEntries, _repairs, _gossipRounds, _divergences;
 
     /// <summary>Raised on the gossip task after a repair put entries into this member's history.</summary>
     public event Action<HistoryRepairedEventArgs>? Repaired;
@@ -31,16 +30,16 @@ internal sealed partial class OperationLog<TOp>
             {
                 return new ReplicatedCollectionStatistics
                 {
-                    HistoryLength = _history.Length,
-                    Pending = _pendingById.Count,
+                    HistoryLength = _log.History.Length,
+                    Pending = _log.PendingCount,
                     Repairs = _repairs,
                     RepairedEntries = _repairedEntries,
-                    LateDuplicates = _lateDuplicates,
+                    LateDuplicates = _log.LateDuplicates,
                     GossipRounds = _gossipRounds,
-                    RetainedEntries = _history.Count,
-                    RetainedFrom = _history.Start,
+                    RetainedEntries = _log.History.Count,
+                    RetainedFrom = _log.History.Start,
                     Divergences = _divergences,
-                    Trailing = _behindTarget > _history.Length,
+                    Trailing = _behindTarget > _log.History.Length,
                 };
             }
         }
@@ -102,8 +101,8 @@ internal sealed partial class OperationLog<TOp>
         bool want;
         lock (_gate)
         {
-            length = _history.Length;
-            chain = _history.Chain;
+            length = _log.History.Length;
+            chain = _log.History.Chain;
             want = _behindTarget > length;
         }
         // A reply carries, in this order: the responder's history length, whether its chain agrees
@@ -111,7 +110,7 @@ internal sealed partial class OperationLog<TOp>
         // the first entry, the entries' issuers and sequence numbers, then the updates in the codec's arrays.
         var header = new IList[] { new List<long>(), new List<bool>(), new List<long>(), new List<long>(), new List<string[]>(), new List<long[]>() };
         IList[] ops = _codec.NewReplyLists();
-        object?[] request = [new QueryTimeout(_options.GossipInterval * 4, QueryTimeoutAction.NullReply), PullCode, peer.ToString(), _self ?? "", length, chain, want, new EOLMarker(), .. header, .. ops];
+        object?[] request = [new QueryTimeout(_options.GossipInterval * 4, QueryTimeoutAction.NullReply), PullCode, peer.ToString(), _log.Self ?? "", length, chain, want, new EOLMarker(), .. header, .. ops];
         if (_group.Query(1, request) < 1) return false;
 
         long peerLength = (long)header[0][0]!;
@@ -126,49 +125,40 @@ internal sealed partial class OperationLog<TOp>
         }
 
         HistoryRepairedEventArgs? repaired = null;
-        string? problem = null;
+        string? problem = null, tooFarBehind = null;
         lock (_gate)
         {
-            _known[peer.ToString()] = peerLength;
-            long before = _history.Length;
+            _log.NoteLength(peer.ToString(), peerLength);
+            long before = _log.History.Length;
             if (!agrees)
             {
-                _divergences++;
-                problem = $"member {peer} holds another history than this member at position {length} (their chain hashes differ); this is a bug in the replicated collection: please report it";
+                problem = $"member {peer} holds another history than this member at position {length} (their chain hashes differ)";
             }
-            else if (first == _history.Length)
+            else
             {
-                // (If this member's own deliveries moved its history on since it asked, the entries start too early and wait for the next round.)
-                for (int i = 0; i < entries.Length; i++)
+                // (If this member's own deliveries moved its history on since it asked, nothing applies and the next round asks again.)
+                long gained = _log.ApplyRepair(peer.ToString(), first, issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToList(), entries, out problem);
+                if (gained > 0)
                 {
-                    var id = new OperationId(issuers[i], sequences[i]);
-                    if (IsApplied(id))
-                    {
-                        _divergences++;
-                        problem = $"member {peer} has update {id} at history position {_history.Length}, which this member holds earlier; this is a bug in the replicated collection: please report it";
-                        break;
-                    }
-                    Apply(id, entries[i]);
+                    _repairs++;
+                    _repairedEntries += gained;
+                    repaired = new HistoryRepairedEventArgs(peer, before, gained);
+                }
+                else if (want && first < peerRetainedFrom && peerLength > before)
+                {
+                    // Cannot happen while members report their lengths (nothing a member of the view lacks is dropped); said if it does.
+                    tooFarBehind = $"member {peer} no longer keeps history position {first}, which this member lacks (it keeps from {peerRetainedFrom}); " +
+                        "gossip cannot repair this member, but its own deliveries still bring the updates";
                 }
             }
-            else if (want && first < peerRetainedFrom && peerLength > _history.Length)
-            {
-                _tooFarBehind++;
-                problem = $"member {peer} no longer keeps history position {first}, which this member lacks (it keeps from {peerRetainedFrom}); " +
-                    "gossip cannot repair this member, but its own deliveries still bring the updates";
-            }
-            long gained = _history.Length - before;
-            if (gained > 0)
-            {
-                _repairs++;
-                _repairedEntries += gained;
-                repaired = new HistoryRepairedEventArgs(peer, before, gained);
-                ApplyMerged(); // lists waiting on an update the repair brought move on
-            }
-            _behindTarget = peerLength > _history.Length ? Math.Max(_behindTarget, peerLength) : 0;
-            more = gained > 0 && peerLength > _history.Length;
-            _history.DropBelow(Floor());
+            if (problem != null) _divergences++;
+            long now = _log.History.Length;
+            _behindTarget = peerLength > now ? Math.Max(_behindTarget, peerLength) : 0;
+            more = now > before && peerLength > now;
+            _log.DropHeldEpochs();
         }
+        if (tooFarBehind != null) _group.Runtime.ReportRuntimeProblem($"group '{_group.Name}': {tooFarBehind}");
+        if (problem != null) problem = $"{problem}; this is a bug in the replicated collection: please report it";
         if (problem != null) _group.Runtime.ReportRuntimeProblem($"group '{_group.Name}': {problem}");
         if (repaired != null) Repaired?.Invoke(repaired);
         return true;
@@ -177,7 +167,7 @@ internal sealed partial class OperationLog<TOp>
     /// <summary>Delivery thread: a member's pull. Only the member it names answers; the others pass.</summary>
     private void OnPull(string target, string requester, long length, long chain, bool wantEntries)
     {
-        if (target != _self)
+        if (target != _log.Self)
         {
             _group.NullReply();
             return;
@@ -185,9 +175,9 @@ internal sealed partial class OperationLog<TOp>
         object?[] reply;
         lock (_gate)
         {
-            if (requester.Length > 0) _known[requester] = Math.Max(_known.GetValueOrDefault(requester), length);
-            bool agrees = !_history.TryChainAt(length, out long mine) || mine == chain;
-            ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = wantEntries && agrees ? _history.Range(length, MaxRepairBatch) : [];
+            _log.NoteLength(requester, length);
+            bool agrees = _log.Agrees(length, chain);
+            ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = wantEntries && agrees ? _log.History.Range(length, MaxRepairBatch) : [];
             var issuers = new string[entries.Length];
             var sequences = new long[entries.Length];
             var ops = new TOp[entries.Length];
@@ -197,34 +187,9 @@ internal sealed partial class OperationLog<TOp>
                 sequences[i] = entries[i].Id.Sequence;
                 ops[i] = entries[i].Op;
             }
-            reply = [_history.Length, agrees, _history.Start, length, issuers, sequences, .. _codec.Encode(ops)];
-            _history.DropBelow(Floor());
+            reply = [_log.History.Length, agrees, _log.History.Start, length, issuers, sequences, .. _codec.Encode(ops)];
+            _log.DropHeldEpochs();
         }
         _group.Reply(reply);
-    }
-
-    /// <summary>
-    /// The oldest history position a member of the view may still lack: the least length heard from
-    /// each (a member not heard from yet counts from where everyone stood when it joined).
-    /// </summary>
-    private long Floor()
-    {
-        long floor = _history.Length;
-        foreach (long length in _known.Values) floor = Math.Min(floor, length);
-        return floor;
-    }
-
-    /// <summary>View install: forget departed members; a joiner holds at least what everyone held then (its state came from one of them).</summary>
-    private void OnMembersChanged(View view)
-    {
-        // A leaver's updates can no longer arrive (a message is delivered in its view or nowhere).
-        foreach (Address leaver in view.Leavers) _appliedThrough.Remove(leaver.ToString());
-        var members = view.Members.Select(m => m.ToString()).ToHashSet(StringComparer.Ordinal);
-        foreach (string gone in _known.Keys.Where(k => !members.Contains(k)).ToList()) _known.Remove(gone);
-        long floor = Floor();
-        foreach (string member in members)
-        {
-            if (member != _self && !_known.ContainsKey(member)) _known[member] = floor;
-        }
     }
 }
