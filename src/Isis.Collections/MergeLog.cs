@@ -22,7 +22,7 @@ namespace Isis.Collections;
 /// and nothing pending, and a joiner's checkpoint (made right after the view) is the whole state.
 /// A list made in an earlier view that arrives in a later one is void (its updates were merged).</item>
 /// <item><b>Repair.</b> A member whose handlers trail may take part of the history from a peer in
-/// bulk (<see cref="ApplyRepair"/>). The updates and list entries it then receives late are already
+/// bulk (<see cref="MakePull"/>, <see cref="AnswerPull"/>, <see cref="OnPullReply"/>). The updates and list entries it then receives late are already
 /// in its history: an issuer's updates join the history in its send order (Send is FIFO, lists keep
 /// arrival order, and the end-of-view merge orders by id), so one number per issuer tells, and they
 /// are dropped as duplicates. It still receives every message of the view, so it merges what the
@@ -173,41 +173,85 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
 
     // ---------------------------------------------------------------- repair
 
+    private long _behindTarget; // a peer's length, seen in an earlier exchange, that this member had not reached then
+
+    /// <summary>True while this member's history is shorter than a peer's was at an earlier exchange: its handlers trail.</summary>
+    public bool Trailing => _behindTarget > History.Length;
+
     /// <summary>
-    /// A peer's reply to a pull of this member: <paramref name="ids"/> and <paramref name="ops"/> are
-    /// its history from position <paramref name="first"/>. Applies those that extend this member's
-    /// history (none if its history moved on since it asked) and returns how many; a problem (a
-    /// divergence, which the protocol rules out) is described in <paramref name="problem"/>.
+    /// What this member sends a peer to compare histories: its length and chain, and whether it
+    /// wants the entries from its length on. It wants them only if it has not reached, by now, what a
+    /// peer held at an earlier exchange: its own deliveries bring those entries too (a peer is ahead
+    /// by a few milliseconds of merges all the time), so only a member that trails pulls.
     /// </summary>
-    public long ApplyRepair(string peer, long first, IReadOnlyList<OperationId> ids, IReadOnlyList<TOp> ops, out string? problem)
+    public PullRequest MakePull() => new(History.Length, History.Chain, Trailing);
+
+    /// <summary>A peer's pull (its length and chain, and whether it wants entries): what this member answers.</summary>
+    public PullReply<TOp> AnswerPull(string requester, PullRequest pull, int maxEntries)
     {
-        problem = null;
-        long before = History.Length;
-        if (first != before) return 0;
-        for (int i = 0; i < ids.Count; i++)
+        NoteLength(requester, pull.Length);
+        bool agrees = Agrees(pull.Length, pull.Chain);
+        ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = pull.WantEntries && agrees ? History.Range(pull.Length, maxEntries) : [];
+        var ids = new OperationId[entries.Length];
+        var ops = new TOp[entries.Length];
+        for (int i = 0; i < entries.Length; i++)
         {
-            if (IsApplied(ids[i]))
-            {
-                problem = $"member {peer} has update {ids[i]} at history position {History.Length}, which this member holds earlier";
-                break;
-            }
-            Apply(ids[i], ops[i]);
+            ids[i] = entries[i].Id;
+            ops[i] = entries[i].Op;
         }
-        if (History.Length > before) ApplyMerged(); // lists waiting on an update the repair brought move on
-        return History.Length - before;
+        DropHeldEpochs();
+        return new PullReply<TOp>(History.Length, agrees, History.Start, pull.Length, ids, ops);
+    }
+
+    /// <summary>
+    /// The peer's answer to this member's pull: applies the entries that extend this member's
+    /// history (none if its own deliveries moved it on since it asked) and says what happened.
+    /// </summary>
+    public RepairOutcome OnPullReply(string peer, PullReply<TOp> reply)
+    {
+        NoteLength(peer, reply.Length);
+        long before = History.Length;
+        string? divergence = null, tooFarBehind = null;
+        if (!reply.Agrees)
+        {
+            divergence = $"member {peer} holds another history than this member at position {reply.First} (their chain hashes differ)";
+        }
+        else if (reply.First == before)
+        {
+            for (int i = 0; i < reply.Ids.Length; i++)
+            {
+                if (IsApplied(reply.Ids[i]))
+                {
+                    divergence = $"member {peer} has update {reply.Ids[i]} at history position {History.Length}, which this member holds earlier";
+                    break;
+                }
+                Apply(reply.Ids[i], reply.Ops[i]);
+            }
+            if (History.Length > before) ApplyMerged(); // lists waiting on an update the repair brought move on
+            else if (Trailing && reply.First < reply.RetainedFrom && reply.Length > before)
+            {
+                // Cannot happen while members report their lengths (nothing a member of the view lacks is dropped); said if it does.
+                tooFarBehind = $"member {peer} no longer keeps history position {reply.First}, which this member lacks (it keeps from {reply.RetainedFrom}); " +
+                    "gossip cannot repair this member, but its own deliveries still bring the updates";
+            }
+        }
+        long now = History.Length;
+        _behindTarget = reply.Length > now ? Math.Max(_behindTarget, reply.Length) : 0;
+        DropHeldEpochs();
+        return new RepairOutcome(before, now - before, now > before && reply.Length > now, divergence, tooFarBehind);
     }
 
     /// <summary>Whether this member's chain agrees with <paramref name="chain"/> at <paramref name="length"/> (true if it cannot tell: that prefix is dropped or beyond its history).</summary>
-    public bool Agrees(long length, long chain) => !History.TryChainAt(length, out long mine) || mine == chain;
+    private bool Agrees(long length, long chain) => !History.TryChainAt(length, out long mine) || mine == chain;
 
     /// <summary>A member's history reached <paramref name="length"/> (it said so in gossip).</summary>
-    public void NoteLength(string member, long length)
+    private void NoteLength(string member, long length)
     {
         if (member.Length > 0 && member != Self) _known[member] = Math.Max(_known.GetValueOrDefault(member), length);
     }
 
     /// <summary>Drops the whole epochs every member of the view is known to hold.</summary>
-    public void DropHeldEpochs() => History.DropBelow(Floor());
+    private void DropHeldEpochs() => History.DropBelow(Floor());
 
     /// <summary>The oldest history position a member of the view may still lack: the least length heard from each.</summary>
     private long Floor()
@@ -217,3 +261,16 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         return floor;
     }
 }
+
+/// <summary>A member's side of a gossip exchange: its history's length and chain, and whether it wants the entries from its length on.</summary>
+internal readonly record struct PullRequest(long Length, long Chain, bool WantEntries);
+
+/// <summary>
+/// A peer's answer to a pull: its history's length, whether its chain agrees with the puller's at
+/// the puller's length, the oldest position it keeps, and its entries from <see cref="First"/> (the
+/// puller's length) on, if the puller wanted them.
+/// </summary>
+internal sealed record PullReply<TOp>(long Length, bool Agrees, long RetainedFrom, long First, OperationId[] Ids, TOp[] Ops);
+
+/// <summary>What a pull's reply did: entries gained from position <see cref="Before"/>, whether the peer holds more, and a problem to report.</summary>
+internal readonly record struct RepairOutcome(long Before, long Gained, bool More, string? Divergence, string? TooFarBehind);
