@@ -49,8 +49,35 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
 
     public bool IsSequencer { get; private set; }
 
-    /// <summary>This member's name (its address) once it has a view: the issuer of its updates.</summary>
-    public string? Self { get; set; }
+    /// <summary>This member's name (its address) once it has a view: what gossip names it by.</summary>
+    public string? Self { get; private set; }
+
+    /// <summary>The first view this collection had (-1 before): with <see cref="Self"/>, it names the issuer of its updates.</summary>
+    public int FirstViewId { get; private set; } = -1;
+
+    /// <summary>
+    /// The issuer of this collection's updates: the member's name and the first view the collection
+    /// had. A process that leaves and joins again with a new collection, under the same address,
+    /// issues under a new name (its first view comes after every view of the old one), so its
+    /// sequence numbers never meet the old ones.
+    /// </summary>
+    public string Issuer => $"{Self}/{FirstViewId}";
+
+    /// <summary>The member has view <paramref name="viewId"/> (the first one it sees names the collection's issuer).</summary>
+    public void NoteView(string self, int viewId)
+    {
+        if (FirstViewId >= 0) return;
+        Self = self;
+        FirstViewId = viewId;
+    }
+
+    private static (string Member, int FirstView) ParseIssuer(string issuer)
+    {
+        int slash = issuer.LastIndexOf('/');
+        return slash < 0 || !int.TryParse(issuer.AsSpan(slash + 1), System.Globalization.NumberStyles.Integer, System.Globalization.CultureInfo.InvariantCulture, out int view)
+            ? (issuer, int.MaxValue)
+            : (issuer[..slash], view);
+    }
 
     public int PendingCount => _pendingById.Count;
 
@@ -105,7 +132,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     }
 
     /// <summary>A view is installed: merge what the last one left, then start this one with nothing pending.</summary>
-    public void OnView(int viewId, IReadOnlyList<string> members, int rank, IReadOnlyList<string> leavers)
+    public void OnView(int viewId, IReadOnlyList<string> members, int rank)
     {
         MergeWhatTheViewLeft();
         _pendingById.Clear();
@@ -113,9 +140,17 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         _toAnnounce = new List<OperationId>();
         ViewId = viewId;
         IsSequencer = rank == 0;
-        if (rank >= 0) Self ??= members[rank];
-        // A leaver's updates can no longer arrive (a message is delivered in its view or nowhere).
-        foreach (string leaver in leavers) _appliedThrough.Remove(leaver);
+        if (rank >= 0) NoteView(members[rank], viewId);
+        // An issuer that was in an earlier view and is not in this one left: its updates can no longer
+        // arrive (a message is delivered in its view or nowhere), and if its process joins again,
+        // its new collection issues under a new name. (An issuer whose first view is later than this
+        // one is a repair's, from a view this member has not reached yet: it stays.)
+        var inView = members.ToHashSet(StringComparer.Ordinal);
+        foreach (string issuer in _appliedThrough.Keys.ToList())
+        {
+            (string member, int firstView) = ParseIssuer(issuer);
+            if (!inView.Contains(member) && firstView <= viewId) _appliedThrough.Remove(issuer);
+        }
         foreach (string gone in _known.Keys.Where(k => !members.Contains(k)).ToList()) _known.Remove(gone);
         // A joiner holds at least what everyone held now (its state came from one of them).
         long floor = Floor();
@@ -184,14 +219,30 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// peer held at an earlier exchange: its own deliveries bring those entries too (a peer is ahead
     /// by a few milliseconds of merges all the time), so only a member that trails pulls.
     /// </summary>
-    public PullRequest MakePull() => new(History.Length, History.Chain, Trailing);
+    public PullRequest MakePull() => new(History.Length, History.Chain, Trailing, Heard());
 
-    /// <summary>A peer's pull (its length and chain, and whether it wants entries): what this member answers.</summary>
+    /// <summary>
+    /// The history lengths this member knows of, its own included: every gossip message carries
+    /// them, so what each member holds spreads epidemically and every member can tell soon what all
+    /// hold (what a repair may hand over, and which epochs may go). A view's worth of pairs.
+    /// </summary>
+    private MemberLength[] Heard() => [new MemberLength(Self ?? "", History.Length), .. _known.Select(k => new MemberLength(k.Key, k.Value))];
+
+    /// <summary>
+    /// A peer's pull (its length and chain, and whether it wants entries): what this member answers.
+    /// It hands over only entries that every other member of the view is known to hold already
+    /// (<see cref="ServableLength"/>): an entry this member merged from a list that no one else
+    /// received yet could still be ordered otherwise if this member failed, and a puller that took
+    /// it would then hold another history than the survivors.
+    /// </summary>
     public PullReply<TOp> AnswerPull(string requester, PullRequest pull, int maxEntries)
     {
         NoteLength(requester, pull.Length);
+        foreach (MemberLength heard in pull.Heard) NoteLength(heard.Member, heard.Length);
         bool agrees = Agrees(pull.Length, pull.Chain);
-        ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = pull.WantEntries && agrees ? History.Range(pull.Length, maxEntries) : [];
+        long servable = ServableLength(requester);
+        int max = (int)Math.Clamp(servable - pull.Length, 0, maxEntries);
+        ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = pull.WantEntries && agrees ? History.Range(pull.Length, max) : [];
         var ids = new OperationId[entries.Length];
         var ops = new TOp[entries.Length];
         for (int i = 0; i < entries.Length; i++)
@@ -200,7 +251,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
             ops[i] = entries[i].Op;
         }
         DropHeldEpochs();
-        return new PullReply<TOp>(History.Length, agrees, History.Start, pull.Length, ids, ops);
+        return new PullReply<TOp>(History.Length, agrees, History.Start, pull.Length, ids, ops, Heard());
     }
 
     /// <summary>
@@ -210,6 +261,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     public RepairOutcome OnPullReply(string peer, PullReply<TOp> reply)
     {
         NoteLength(peer, reply.Length);
+        foreach (MemberLength heard in reply.Heard) NoteLength(heard.Member, heard.Length);
         long before = History.Length;
         string? divergence = null, tooFarBehind = null;
         if (!reply.Agrees)
@@ -244,14 +296,30 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// <summary>Whether this member's chain agrees with <paramref name="chain"/> at <paramref name="length"/> (true if it cannot tell: that prefix is dropped or beyond its history).</summary>
     private bool Agrees(long length, long chain) => !History.TryChainAt(length, out long mine) || mine == chain;
 
-    /// <summary>A member's history reached <paramref name="length"/> (it said so in gossip).</summary>
+    /// <summary>A member of this view holds <paramref name="length"/> entries (it said so in gossip, or a member that heard it did).</summary>
     private void NoteLength(string member, long length)
     {
-        if (member.Length > 0 && member != Self) _known[member] = Math.Max(_known.GetValueOrDefault(member), length);
+        if (member != Self && _known.TryGetValue(member, out long known) && length > known) _known[member] = length;
     }
 
     /// <summary>Drops the whole epochs every member of the view is known to hold.</summary>
     private void DropHeldEpochs() => History.DropBelow(Floor());
+
+    /// <summary>
+    /// How far a repair for <paramref name="requester"/> may go: the least history length of every
+    /// other member of the view (this one's own, and the others' as last heard). Those entries are
+    /// in the history of every member but the requester, so whichever of them survive hold them at
+    /// the same positions, and the requester can take them without ever disagreeing with a survivor.
+    /// </summary>
+    private long ServableLength(string requester)
+    {
+        long servable = History.Length;
+        foreach (var (member, length) in _known)
+        {
+            if (member != requester) servable = Math.Min(servable, length);
+        }
+        return servable;
+    }
 
     /// <summary>The oldest history position a member of the view may still lack: the least length heard from each.</summary>
     private long Floor()
@@ -262,15 +330,18 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     }
 }
 
-/// <summary>A member's side of a gossip exchange: its history's length and chain, and whether it wants the entries from its length on.</summary>
-internal readonly record struct PullRequest(long Length, long Chain, bool WantEntries);
+/// <summary>A member's side of a gossip exchange: its history's length and chain, whether it wants the entries from its length on, and the lengths it has heard of.</summary>
+internal readonly record struct PullRequest(long Length, long Chain, bool WantEntries, MemberLength[] Heard);
+
+/// <summary>A member's history length, as some member heard it.</summary>
+internal readonly record struct MemberLength(string Member, long Length);
 
 /// <summary>
 /// A peer's answer to a pull: its history's length, whether its chain agrees with the puller's at
-/// the puller's length, the oldest position it keeps, and its entries from <see cref="First"/> (the
-/// puller's length) on, if the puller wanted them.
+/// the puller's length, the oldest position it keeps, its entries from <see cref="First"/> (the
+/// puller's length) on if the puller wanted them, and the lengths it has heard of.
 /// </summary>
-internal sealed record PullReply<TOp>(long Length, bool Agrees, long RetainedFrom, long First, OperationId[] Ids, TOp[] Ops);
+internal sealed record PullReply<TOp>(long Length, bool Agrees, long RetainedFrom, long First, OperationId[] Ids, TOp[] Ops, MemberLength[] Heard);
 
 /// <summary>What a pull's reply did: entries gained from position <see cref="Before"/>, whether the peer holds more, and a problem to report.</summary>
 internal readonly record struct RepairOutcome(long Before, long Gained, bool More, string? Divergence, string? TooFarBehind);

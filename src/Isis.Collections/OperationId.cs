@@ -4,7 +4,7 @@ namespace Isis.Collections;
 /// Names one update of a replicated collection: the instance that issued it and its sequence number
 /// there. Returned by every update; pass it to <c>WaitForAsync</c> to read after it.
 /// </summary>
-/// <param name="Issuer">The issuing member (its address, which names one incarnation of one process).</param>
+/// <param name="Issuer">The issuing collection: its member's address (which names one incarnation of one process), then the first view the collection had.</param>
 /// <param name="Sequence">The issuer's count of updates to this collection, from 1.</param>
 public readonly record struct OperationId(string Issuer, long Sequence) : IComparable<OperationId>
 {

@@ -95,22 +95,31 @@ internal sealed partial class OperationLog<TOp>
             self = _log.Self ?? "";
         }
         // The reply's values, in this order: the responder's length, whether its chain agrees, the
-        // oldest position it keeps, the position of the first entry, the entries' issuers and
-        // sequence numbers, then the updates in the codec's arrays.
-        var header = new IList[] { new List<long>(), new List<bool>(), new List<long>(), new List<long>(), new List<string[]>(), new List<long[]>() };
+        // oldest position it keeps, the position of the first entry, the lengths it has heard of
+        // (members, lengths), the entries' issuers and sequence numbers, then the updates in the codec's arrays.
+        var header = new IList[]
+        {
+            new List<long>(), new List<bool>(), new List<long>(), new List<long>(), new List<string[]>(), new List<long[]>(), new List<string[]>(), new List<long[]>(),
+        };
         IList[] ops = _codec.NewReplyLists();
-        object?[] request = [new QueryTimeout(_options.GossipInterval * 4, QueryTimeoutAction.NullReply), PullCode, peer.ToString(), self, pull.Length, pull.Chain, pull.WantEntries, new EOLMarker(), .. header, .. ops];
+        object?[] request =
+        [
+            new QueryTimeout(_options.GossipInterval * 4, QueryTimeoutAction.NullReply), PullCode, peer.ToString(), self, pull.Length, pull.Chain, pull.WantEntries,
+            pull.Heard.Select(h => h.Member).ToArray(), pull.Heard.Select(h => h.Length).ToArray(), new EOLMarker(), .. header, .. ops,
+        ];
         if (_group.Query(1, request) < 1) return false; // no answer in time: the next round asks a peer again
 
-        string[] issuers = (string[])header[4][0]!;
-        long[] sequences = (long[])header[5][0]!;
+        string[] heardMembers = (string[])header[4][0]!;
+        long[] heardLengths = (long[])header[5][0]!;
+        string[] issuers = (string[])header[6][0]!;
+        long[] sequences = (long[])header[7][0]!;
         TOp[]? entries = _codec.Decode(ops, 0);
-        if (entries == null || entries.Length != issuers.Length || issuers.Length != sequences.Length)
+        if (entries == null || entries.Length != issuers.Length || issuers.Length != sequences.Length || heardMembers.Length != heardLengths.Length)
         {
             throw new InvalidOperationException($"member {peer} sent a repair whose arrays do not line up");
         }
         var reply = new PullReply<TOp>((long)header[0][0]!, (bool)header[1][0]!, (long)header[2][0]!, (long)header[3][0]!,
-            issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToArray(), entries);
+            issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToArray(), entries, Heard(heardMembers, heardLengths));
 
         RepairOutcome outcome;
         lock (_gate)
@@ -130,18 +139,27 @@ internal sealed partial class OperationLog<TOp>
     }
 
     /// <summary>Delivery thread: a member's pull. Only the member it names answers; the others pass.</summary>
-    private void OnPull(string target, string requester, long length, long chain, bool wantEntries)
+    private void OnPull(string target, string requester, long length, long chain, bool wantEntries, string[] heardMembers, long[] heardLengths)
     {
         PullReply<TOp>? reply = null;
         lock (_gate)
         {
-            if (target == _log.Self) reply = _log.AnswerPull(requester, new PullRequest(length, chain, wantEntries), MaxRepairBatch);
+            if (target == _log.Self && heardMembers.Length == heardLengths.Length)
+            {
+                reply = _log.AnswerPull(requester, new PullRequest(length, chain, wantEntries, Heard(heardMembers, heardLengths)), MaxRepairBatch);
+            }
         }
         if (reply == null)
         {
             _group.NullReply();
             return;
         }
-        _group.Reply([reply.Length, reply.Agrees, reply.RetainedFrom, reply.First, reply.Ids.Select(i => i.Issuer).ToArray(), reply.Ids.Select(i => i.Sequence).ToArray(), .. _codec.Encode(reply.Ops)]);
+        _group.Reply(
+        [
+            reply.Length, reply.Agrees, reply.RetainedFrom, reply.First, reply.Heard.Select(h => h.Member).ToArray(), reply.Heard.Select(h => h.Length).ToArray(),
+            reply.Ids.Select(i => i.Issuer).ToArray(), reply.Ids.Select(i => i.Sequence).ToArray(), .. _codec.Encode(reply.Ops),
+        ]);
     }
+
+    private static MemberLength[] Heard(string[] members, long[] lengths) => members.Select((m, i) => new MemberLength(m, lengths[i])).ToArray();
 }

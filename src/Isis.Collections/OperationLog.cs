@@ -49,7 +49,7 @@ internal sealed partial class OperationLog<TOp>
         _log = new MergeLog<TOp>(OnApplied);
         _announceTimer = new Timer(_ => Announce());
         group.Handlers[MergeCode] += (Action<int, string[], long[]>)OnMerge;
-        group.Handlers[PullCode] += (Action<string, string, long, long, bool>)OnPull;
+        group.Handlers[PullCode] += (Action<string, string, long, long, bool, string[], long[]>)OnPull;
         group.ViewHandlers += (ViewHandler)OnView;
     }
 
@@ -126,8 +126,9 @@ internal sealed partial class OperationLog<TOp>
             OperationId id;
             lock (_gate)
             {
-                _log.Self ??= view.Members[view.GetMyRank()].ToString();
-                id = new OperationId(_log.Self, ++_nextSequence);
+                // The application may see the group's view before the delivery thread hands it to the model.
+                _log.NoteView(view.Members[view.GetMyRank()].ToString(), view.ViewId);
+                id = new OperationId(_log.Issuer, ++_nextSequence);
             }
             return (id, _group.SendAsync(code, [id.Issuer, id.Sequence, .. args]));
         }
@@ -172,7 +173,7 @@ internal sealed partial class OperationLog<TOp>
     {
         lock (_gate)
         {
-            _log.OnView(view.ViewId, view.Members.Select(m => m.ToString()).ToList(), view.GetMyRank(), view.Leavers.Select(m => m.ToString()).ToList());
+            _log.OnView(view.ViewId, view.Members.Select(m => m.ToString()).ToList(), view.GetMyRank());
             Version++;
         }
         StartRepairLoop();

@@ -124,6 +124,13 @@ internal sealed record Scenario
     /// </summary>
     public bool KeyRotations { get; init; }
 
+    /// <summary>
+    /// The application holds a replicated collection (Isis.Collections' model, see
+    /// Simulator.Collections.cs): every workload message is an update sent with Send, the sequencer's
+    /// merge lists go by OrderedSend, members gossip by Query and stall their handlers now and then.
+    /// </summary>
+    public bool Collections { get; init; }
+
     /// <summary>State transfer: chance that the member asked for a checkpoint crashes within 30 ms, while it streams it.</summary>
     public double CrashMakerChance { get; init; }
 
@@ -205,6 +212,14 @@ internal sealed record Scenario
     /// and crashes. Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
     public static readonly string[] SecuredFamilies = ["secured", "secured-chaos"];
+
+    /// <summary>
+    /// Replicated-collection families: the application is a collection (updates by Send, merge lists
+    /// by OrderedSend, gossip repair by Query, handlers that stall), under loss, crashes of members
+    /// and of the sequencer, leaves and rejoins, and in the chaos family partitions, pauses and
+    /// duplication too. Kept out of <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] CollectionFamilies = ["collections", "collections-chaos"];
 
     /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
     internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
@@ -366,12 +381,24 @@ internal sealed record Scenario
                 LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol with { RelayThroughTree = true },
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "collections" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Collections = true, Crashes = true, RoleCrashes = true, LeaveAndRejoin = true,
+                OrderedFraction = 0, SafeFraction = 0, QueryChance = 0,
+                Faults = new NetworkFaults { LossRate = loss / 2, MinDelay = 20, MaxDelay = 1_000 },
+            },
+            "collections-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Collections = true, Crashes = true, RoleCrashes = true, CoordinatorCrashes = true, Partitions = true,
+                Pauses = true, LeaveAndRejoin = true, OrderedFraction = 0, SafeFraction = 0, QueryChance = 0,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
             "host-quorum-loss" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}", nameof(family)),
         };
     }
 }

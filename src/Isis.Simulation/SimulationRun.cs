@@ -65,6 +65,7 @@ internal sealed class SimulationRun
             string verdict = Passed ? "ok" : $"FAILED ({Result.Violations.Count} violations: {Result.Violations[0]})";
             return $"seed {Simulator.Seed} {Simulator.Scenario.Name} n={Simulator.Scenario.Processes}: {verdict}; " +
                    $"{History.Count} events, {n.Sent} packets ({n.Lost} lost, {n.Duplicated} duplicated, {n.Partitioned} cut)" +
+                   (Simulator.Scenario.Collections ? $", {Simulator.CollectionStalls} handler stalls, {Simulator.CollectionRepairs} repairs" : "") +
                    (Passed ? "" : $"; replay: {Simulator.ReplayCommand}");
         }
     }

@@ -37,6 +37,9 @@ internal sealed partial class Simulator
         /// <summary>Disk durability: the history this member holds, once it does.</summary>
         public Lineage? HistoryLineage { get; set; }
 
+        /// <summary>With <see cref="Scenario.Collections"/>: the incarnation's replicated collection (Simulator.Collections.cs).</summary>
+        public CollectionReplica? Collection { get; set; }
+
         public void Reset()
         {
             Applied = new List<MessageId>();
@@ -80,6 +83,7 @@ internal sealed partial class Simulator
     {
         SimProcess? p = ProcessOf(process);
         if (p == null) return;
+        if (Scenario.Collections) OnCollectionEvent(p, e);
         switch (e)
         {
             case MessageDelivered d when d.Group == _group:
@@ -102,6 +106,7 @@ internal sealed partial class Simulator
                 break;
             case GroupLeft l when l.Group == _group:
                 p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
+                NewCollection(p);
                 break;
             case StateRequested r when r.Group == _group:
                 MakeCheckpoint(p, r);
@@ -117,6 +122,7 @@ internal sealed partial class Simulator
                 break;
             case StateReset r when r.Group == _group:
                 p.App.Reset();
+                FoundCollection(p);
                 if (RecordsHistory) History.RecordStateReset(_now, process, r.Group, r.CutViewId);
                 break;
         }
@@ -145,6 +151,7 @@ internal sealed partial class Simulator
             for (int i = 0; i < n; i++) WriteId(chunk.AsSpan(i * IdBytes), snapshot[start + i]);
             chunks.Add(chunk);
         }
+        if (Scenario.Collections && p.App.Collection != null) chunks.Add(CollectionChunk(p));
         // A real maker's handler runs on its delivery thread a little later than the protocol asked.
         ProcessNode node = p.Node!;
         if (!_healed && _random.Chance(Scenario.CrashMakerChance)) At(_now + _random.NextInRange(0, 30_000), () => Crash(p));
@@ -171,6 +178,7 @@ internal sealed partial class Simulator
         var digest = StateDigest.Empty;
         foreach (byte[] chunk in p.App.IncomingChunks)
         {
+            LoadCollectionChunk(p, chunk);
             for (int at = 0; at + IdBytes <= chunk.Length; at += IdBytes)
             {
                 MessageId m = ReadId(chunk.AsSpan(at));

@@ -8,6 +8,9 @@ using Isis.Simulation.Network;
 
 namespace Isis.Simulation;
 
+// The core's, not the runtime's public enum of the same name (Isis.Collections brings the runtime in).
+using QueryTimeoutAction = Isis.Core.Groups.QueryTimeoutAction;
+
 /// <summary>
 /// Runs real protocol nodes in one thread on virtual time over a seeded faulty network, and
 /// records everything they do in a <see cref="History"/>. One seed decides the whole run: the same
@@ -215,6 +218,7 @@ internal sealed partial class Simulator
         At(healAt, Heal);
 
         RunUntil(end);
+        RecordCollectionsAtEnd();
         History.RecordEnd(_now);
         return History;
     }
@@ -300,6 +304,7 @@ internal sealed partial class Simulator
             TickChecked(p.Node!);
             Flush(p);
             RunWorkload(p);
+            if (Scenario.Collections) TickCollection(p);
         }
         if (Scenario.EmbeddedService && !_healed) MaybeDisturbHost();
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
@@ -414,6 +419,7 @@ internal sealed partial class Simulator
         }
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
@@ -430,11 +436,14 @@ internal sealed partial class Simulator
         // Keep sending through the first half of the heal phase so the final view carries traffic.
         if (p.Sent >= Scenario.MessagesPerProcess || _now > Scenario.FaultPhase + Scenario.HealPhase / 2) return;
         if (g.UnstableOwnMessages > 2_000) return; // flow control, as the runtime applies it
+        if (!MayIssueUpdate(p)) return;
         p.NextSendAt = _now + _random.NextInRange(1_000, 30_000);
-        var payload = new byte[16];
+        // A collection's update also names the collection instance that issues it (Simulator.Collections.cs).
+        var payload = new byte[Scenario.Collections ? 24 : 16];
         BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
         BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
         BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
+        if (Scenario.Collections) BinaryPrimitives.WriteInt64LittleEndian(payload.AsSpan(16), CollectionInstanceOf(p));
         // A mix of the primitives, so total order and queries are exercised alongside FIFO.
         double pick = _random.NextDouble();
         bool safe = pick < Scenario.SafeFraction;
@@ -449,6 +458,7 @@ internal sealed partial class Simulator
         else
         {
             node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : MessageKind.Send, phi);
+            if (!safe && !ordered) NoteCollectionUpdateIssued(p, g.View?.Id ?? 0);
         }
         Flush(p);
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
@@ -513,14 +523,16 @@ internal sealed partial class Simulator
 
     private void Record(NodeId process, NodeEvent e)
     {
-        if (RecordsHistory) History.RecordCoreEvent(_now, process, e);
+        // A collection's pull asks one peer (the others answer null), not every member: QueryReplies judges Query(ALL) only.
+        bool pull = e is QueryCompleted q && ProcessOf(process)?.App.Collection?.Pulls.ContainsKey(q.QueryId) == true;
+        if (RecordsHistory && !pull) History.RecordCoreEvent(_now, process, e);
         Observer?.Invoke(process, e);
         // What the simulated application does with some events.
         OnApplicationEvent(process, e);
         if (Scenario.KeyRotations && ProcessOf(process) is { } keyed) OnKeyEvent(keyed, e);
         switch (e)
         {
-            case MessageDelivered d when d.Kind.IsQuery():
+            case MessageDelivered d when d.Kind.IsQuery() && !Scenario.Collections: // a collection's pulls have their own handler
                 AnswerQuery(process, d);
                 break;
             case FlushCompleted f:
@@ -723,6 +735,7 @@ internal sealed partial class Simulator
             NoteStartingKey(p);
         }
         p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }

@@ -229,4 +229,11 @@ internal enum ProtocolMutations
 
     /// <summary>After a key rotation the previous key never retires: it still opens packets views later.</summary>
     RetiredKeyStillOpens = 65536,
+
+    /// <summary>
+    /// Not the core's: the simulator's replicated collection (Isis.Collections' model) merges what a
+    /// view left in the order the updates arrived at each member instead of in id order, which
+    /// differs between members.
+    /// </summary>
+    CollectionLeftoverInArrivalOrder = 131072,
 }

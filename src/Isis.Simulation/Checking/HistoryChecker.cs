@@ -38,6 +38,7 @@ internal static partial class HistoryChecker
         FirewallAfterExpulsion(events, sink);
         NoDeliveryAfterExpulsion(events, sink);
         StateTransfer(events, sink);
+        Collections(events, sink);
         Liveness(events, sink);
         TimersWithinDeadline(events, sink);
         return sink.ToResult(events.Length);

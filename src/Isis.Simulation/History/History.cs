@@ -184,6 +184,27 @@ internal sealed class History
     public void RecordStaleDeadline(long time, NodeId process, long reportedDeadline) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.StaleDeadline) { LogIndex = reportedDeadline });
 
+    public void RecordCollectionFounded(long time, NodeId process, GroupId group, long lineage) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionFounded) { Group = group, ConfigurationIndex = lineage });
+
+    public void RecordCollectionLoaded(long time, NodeId process, GroupId group, long lineage, long length, ulong chain) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionLoaded) { Group = group, ConfigurationIndex = lineage, LogIndex = length, PayloadHash = chain });
+
+    public void RecordCollectionApplied(long time, NodeId process, GroupId group, int viewId, long lineage, long position, MessageId update, ulong chain, bool repaired) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionApplied)
+        {
+            Group = group, ViewId = viewId, ConfigurationIndex = lineage, LogIndex = position, Message = update, PayloadHash = chain, Phi = repaired ? 1 : 0,
+        });
+
+    public void RecordCollectionIssued(long time, NodeId process, GroupId group, int viewId, MessageId update) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionIssued) { Group = group, ViewId = viewId, Message = update });
+
+    public void RecordCollectionDivergence(long time, NodeId process, GroupId group, string description) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionDivergence) { Group = group, Description = description });
+
+    public void RecordCollectionFinal(long time, NodeId process, GroupId group, int firstView, long lineage, long length, ulong chain, int pending) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.CollectionFinal) { Group = group, ViewId = firstView, ConfigurationIndex = lineage, LogIndex = length, PayloadHash = chain, Phi = pending });
+
     public void RecordHeal(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.Heal));
 
     public void RecordEnd(long time) => Add(new HistoryEvent(time, NodeId.None, HistoryEventKind.End));

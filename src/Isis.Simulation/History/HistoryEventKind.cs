@@ -103,4 +103,30 @@ internal enum HistoryEventKind
 
     /// <summary>Simulator only: right after a tick at Time, Process reported a deadline (LogIndex) not later than Time: a driver sleeping until it would spin.</summary>
     StaleDeadline,
+
+    /// <summary>
+    /// Replicated collection (Isis.Collections' model, on the simulated application): Process's
+    /// collection starts a new history, lineage ConfigurationIndex, empty (the group formed, or every
+    /// holder of its state left).
+    /// </summary>
+    CollectionFounded,
+
+    /// <summary>Replicated collection: Process's collection loaded a checkpoint of lineage ConfigurationIndex whose history ends at position LogIndex with chain hash PayloadHash.</summary>
+    CollectionLoaded,
+
+    /// <summary>
+    /// Replicated collection: Process appended the update Message (its issuer as sender, the issuing
+    /// collection's first view as view, its sequence as seq) at history position LogIndex of lineage ConfigurationIndex, in view ViewId
+    /// (its collection's); PayloadHash is the chain hash through it. Phi is 1 when a gossip repair brought it.
+    /// </summary>
+    CollectionApplied,
+
+    /// <summary>Replicated collection: Process issued the update Message (itself as sender, its collection's first view as view, its sequence as seq) in view ViewId.</summary>
+    CollectionIssued,
+
+    /// <summary>Replicated collection: gossip found Process's history and a peer's different at one position (Description says how): a bug.</summary>
+    CollectionDivergence,
+
+    /// <summary>Replicated collection, at End: Process (alive, in the group) holds lineage ConfigurationIndex up to position LogIndex, chain PayloadHash, with Phi updates pending; ViewId is its collection's first view.</summary>
+    CollectionFinal,
 }
