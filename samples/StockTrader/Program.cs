@@ -1,9 +1,10 @@
 using Isis;
 using Isis.Collections;
 
-// StockTrader: the Tempest papers' trader service as an ASP.NET minimal API. Its instances on one
-// machine hold the quotes (a ReplicatedDictionary) and the trade log (a ReplicatedList), each on a
-// group of its own; every instance reads its own copy. Start several, each on its own HTTP port:
+// StockTrader: the Tempest papers' trader service and shopping cart as an ASP.NET minimal API. Its
+// instances on one machine hold the quotes (a ReplicatedDictionary), the trade log (a ReplicatedList)
+// and the shopping carts (a ReplicatedDictionary of cart lines), each on a group of its own; every
+// instance reads its own copy. Start several, each on its own HTTP port:
 //
 //   dotnet run --project samples/StockTrader -- --urls http://127.0.0.1:6001
 //   dotnet run --project samples/StockTrader -- --urls http://127.0.0.1:6002
@@ -13,6 +14,9 @@ using Isis.Collections;
 //   curl 'http://127.0.0.1:6002/quotes/ACME?read=optimistic'          # with the pending updates too
 //   curl -X POST 'http://127.0.0.1:6002/trades?symbol=ACME&quantity=10'
 //   curl 'http://127.0.0.1:6001/trades'
+//   curl -X PUT 'http://127.0.0.1:6001/carts/alice/ACME?quantity=3'     # a cart line, at any instance
+//   curl 'http://127.0.0.1:6002/carts/alice'                          # the lines, priced at the quotes
+//   curl -X POST 'http://127.0.0.1:6002/carts/alice/checkout'         # every line becomes a trade
 //
 // A write returns once its update is merged into the history of the instance that took it, so the
 // client reads its own write there. A front-end that is not an instance reads with
@@ -31,6 +35,11 @@ builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
     {
         state.Trades = new ReplicatedList<string>(group);
         if (data is { Length: > 0 }) group.PersistCheckpoints(Path.Combine(data, "trades"), TimeSpan.FromSeconds(10));
+    })
+    .AddGroup("trader-carts", (_, group) =>
+    {
+        state.Carts = new ReplicatedDictionary<string, int>(group);
+        if (data is { Length: > 0 }) group.PersistCheckpoints(Path.Combine(data, "carts"), TimeSpan.FromSeconds(10));
     });
 builder.Services.AddHealthChecks().AddIsis();
 
@@ -55,8 +64,51 @@ app.MapPost("/trades", async (string symbol, int quantity, CancellationToken can
     return Results.Created("/trades", id.ToString());
 });
 app.MapGet("/trades", () => state.Trades.ToArray());
+
+// The shopping cart: one entry per line ("cart/symbol" -> quantity), so two instances adding
+// different lines to one cart at once both win, and the merge orders two changes of one line.
+app.MapPut("/carts/{cart}/{symbol}", async (string cart, string symbol, int quantity, CancellationToken cancel) =>
+{
+    if (quantity <= 0) return Results.BadRequest("quantity must be positive; DELETE removes a line");
+    if (!state.Quotes.Optimistic.ContainsKey(symbol)) return Results.NotFound($"no quote for {symbol}");
+    await state.Carts.WaitForAsync(await state.Carts.SetAsync(CartLine(cart, symbol), quantity), cancel);
+    return Results.NoContent();
+});
+app.MapDelete("/carts/{cart}/{symbol}", async (string cart, string symbol, CancellationToken cancel) =>
+{
+    await state.Carts.WaitForAsync(await state.Carts.RemoveAsync(CartLine(cart, symbol)), cancel);
+    return Results.NoContent();
+});
+app.MapGet("/carts/{cart}", (string cart) =>
+{
+    var lines = LinesOf(state, cart).Select(l => new { l.Symbol, l.Quantity, Price = state.Quotes.GetValueOrDefault(l.Symbol) }).ToList();
+    return new { Cart = cart, Lines = lines, Total = lines.Sum(l => l.Quantity * l.Price) };
+});
+app.MapPost("/carts/{cart}/checkout", async (string cart, CancellationToken cancel) =>
+{
+    var lines = LinesOf(state, cart).ToList();
+    if (lines.Count == 0) return Results.NotFound($"cart {cart} is empty");
+    // Each line becomes a trade at the merged quote, then leaves the cart; the instance answers once
+    // both are in its history, so the client reads its checkout there.
+    var done = new List<(Task Trade, Task Removed)>();
+    foreach (var (symbol, quantity) in lines)
+    {
+        OperationId trade = await state.Trades.AddAsync($"{cart}: {symbol} x{quantity} @ {state.Quotes.GetValueOrDefault(symbol)}");
+        OperationId removed = await state.Carts.RemoveAsync(CartLine(cart, symbol));
+        done.Add((state.Trades.WaitForAsync(trade, cancel), state.Carts.WaitForAsync(removed, cancel)));
+    }
+    await Task.WhenAll(done.SelectMany(d => new[] { d.Trade, d.Removed }));
+    return Results.Ok(new { Cart = cart, Trades = lines.Count });
+});
 app.MapHealthChecks("/health");
 app.Run();
+
+static string CartLine(string cart, string symbol) => $"{cart}/{symbol}";
+
+static IEnumerable<(string Symbol, int Quantity)> LinesOf(TraderState state, string cart) =>
+    state.Carts.Where(l => l.Key.StartsWith(cart + "/", StringComparison.Ordinal))
+        .OrderBy(l => l.Key, StringComparer.Ordinal)
+        .Select(l => (l.Key[(cart.Length + 1)..], l.Value));
 
 /// <summary>The instance's replicated collections, created when their groups are configured (before they join).</summary>
 internal sealed class TraderState
@@ -64,4 +116,6 @@ internal sealed class TraderState
     public ReplicatedDictionary<string, double> Quotes { get; set; } = null!;
 
     public ReplicatedList<string> Trades { get; set; } = null!;
+
+    public ReplicatedDictionary<string, int> Carts { get; set; } = null!;
 }

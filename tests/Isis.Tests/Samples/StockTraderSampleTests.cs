@@ -10,7 +10,8 @@ namespace Isis.Tests.Samples;
 /// <summary>
 /// The stock trader sample (issue 15, items 4 and 6) as its users run it: three instances as real
 /// processes, a front-end reading them through RedundantQueryClient, and one instance killed with
-/// SIGKILL while the others go on writing and reading the same replicated quotes and trades.
+/// SIGKILL while the others go on writing and reading the same replicated quotes and trades, and a
+/// shopping cart filled at two instances and checked out into trades.
 /// </summary>
 [Collection(MultiProcessCollection.Name)]
 public sealed class StockTraderSampleTests(ITestOutputHelper output)
@@ -56,6 +57,31 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
             Assert.Equal(trades[0], trades[1]);
             Assert.Equal(["ACME x10 @ 12.5", "INIT x7 @ 3"], JsonSerializer.Deserialize<string[]>(trades[0])!);
             Assert.False(frontEnd.Replicas.Single(r => r.BaseAddress == new Uri(instances[0].Url)).Up);
+
+            // The shopping cart: lines added at the two survivors, read priced at one, and checked out
+            // into trades everywhere.
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[1].Url + "/carts/alice/ACME?quantity=2", null)).StatusCode);
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[2].Url + "/carts/alice/INIT?quantity=5", null)).StatusCode);
+            Assert.Equal(HttpStatusCode.NotFound, (await http.PutAsync(instances[2].Url + "/carts/alice/NOPE?quantity=1", null)).StatusCode);
+            string cart = await SampleInstance.Eventually(async () =>
+            {
+                string s = await http.GetStringAsync(instances[1].Url + "/carts/alice");
+                return s.Contains("INIT") ? s : null;
+            }, "both lines of the cart at one instance");
+            using (JsonDocument doc = JsonDocument.Parse(cart))
+            {
+                Assert.Equal(2 * 12.5 + 5 * 3, doc.RootElement.GetProperty("total").GetDouble());
+                Assert.Equal(2, doc.RootElement.GetProperty("lines").GetArrayLength());
+            }
+            Assert.Equal(HttpStatusCode.OK, (await http.PostAsync(instances[1].Url + "/carts/alice/checkout", null)).StatusCode);
+            Assert.Contains("\"lines\":[]", await http.GetStringAsync(instances[1].Url + "/carts/alice"));
+            string[] after = await Task.WhenAll(instances.Skip(1).Select(i => SampleInstance.Eventually(async () =>
+            {
+                string s = await http.GetStringAsync(i.Url + "/trades");
+                return s.Contains("alice: INIT") ? s : null;
+            }, "the checkout's trades everywhere")));
+            Assert.Equal(after[0], after[1]);
+            Assert.Equal(["ACME x10 @ 12.5", "INIT x7 @ 3", "alice: ACME x2 @ 12.5", "alice: INIT x5 @ 3"], JsonSerializer.Deserialize<string[]>(after[0])!);
         }
         catch
         {
