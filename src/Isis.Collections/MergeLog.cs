@@ -11,7 +11,7 @@ namespace Isis.Collections;
 /// <item><b>Pending.</b> An update arrives (its Send was delivered) and is pending, in arrival
 /// order, until it is merged.</item>
 /// <item><b>Merge.</b> The view's oldest member is the sequencer: it lists the updates in the order
-/// they reached it (<see cref="TakeAnnouncement"/>), and the driver multicasts the list in one total
+/// they reached it (<see cref="TakeAnnouncement"/>, one list in flight at a time), and the driver multicasts the list in one total
 /// order. Every member appends the listed updates to its history in list order, waiting for one it
 /// has not received yet (its Send comes from another sender, so it may arrive after the list). So
 /// every member's history is a prefix of one sequence, and a position names one update everywhere.</item>
@@ -38,6 +38,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal);
     private readonly Dictionary<string, long> _known = new(StringComparer.Ordinal); // members' history lengths, as last heard
     private List<OperationId> _toAnnounce = new();
+    private bool _listInFlight; // the sequencer announced a list of this view that has not come back to it yet
 
     /// <summary>Mutation for the simulator's checker: merge what a view left in arrival order, which differs between members.</summary>
     public bool LeftoverInArrivalOrder { get; init; }
@@ -94,7 +95,10 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
 
     public bool IsApplied(OperationId id) => _appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence;
 
-    /// <summary>An update arrived. True if this member is the sequencer and the update starts a new list (the driver schedules its announcement).</summary>
+    /// <summary>
+    /// An update arrived. True if this member is the sequencer, the update starts a new list and no
+    /// list of its own is in flight: the driver announces it (at once, or after its merge interval).
+    /// </summary>
     public bool OnUpdate(OperationId id, TOp op)
     {
         if (IsApplied(id))
@@ -108,26 +112,40 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         if (IsSequencer)
         {
             _toAnnounce.Add(id);
-            first = _toAnnounce.Count == 1;
+            first = _toAnnounce.Count == 1 && !_listInFlight;
         }
         ApplyMerged();
         return first;
     }
 
-    /// <summary>A merge list arrived (in the total order); one made in an earlier view is void.</summary>
-    public void OnMerge(int viewId, IReadOnlyList<OperationId> ids)
+    /// <summary>
+    /// A merge list arrived (in the total order); one made in an earlier view is void. True if this
+    /// member is the sequencer, the list was its one in flight, and updates wait for the next list:
+    /// the driver announces it.
+    /// </summary>
+    public bool OnMerge(int viewId, IReadOnlyList<OperationId> ids)
     {
-        if (viewId != ViewId) return;
+        if (viewId != ViewId) return false;
         foreach (OperationId id in ids) _merged.Enqueue(id);
         ApplyMerged();
+        // Only the sequencer lists in a view, so a list of this view that reaches it is its own.
+        if (!IsSequencer || !_listInFlight) return false;
+        _listInFlight = false;
+        return _toAnnounce.Count > 0;
     }
 
-    /// <summary>The sequencer's next list (the updates that reached it since the last one, in arrival order), if any.</summary>
+    /// <summary>
+    /// The sequencer's next list (the updates that reached it since the last one, in arrival order),
+    /// if it has one and none of its lists is in flight. One list at a time: an update waits at most
+    /// for the list in flight to come back and then for its own, and under load each list carries
+    /// all that arrived meanwhile (the merge batches itself, as Nagle's rule does).
+    /// </summary>
     public (int ViewId, List<OperationId> Ids)? TakeAnnouncement()
     {
-        if (!IsSequencer || _toAnnounce.Count == 0) return null;
+        if (!IsSequencer || _toAnnounce.Count == 0 || _listInFlight) return null;
         List<OperationId> batch = _toAnnounce;
         _toAnnounce = new List<OperationId>();
+        _listInFlight = true;
         return (ViewId, batch);
     }
 
@@ -138,6 +156,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         _pendingById.Clear();
         _arrivals.Clear();
         _toAnnounce = new List<OperationId>();
+        _listInFlight = false; // a list of the last view is void; it comes back or not, no matter
         ViewId = viewId;
         IsSequencer = rank == 0;
         if (rank >= 0) NoteView(members[rank], viewId);

@@ -41,11 +41,14 @@ public sealed class ReplicatedCollectionOptions
     public MergeOrdering Ordering { get; set; } = MergeOrdering.Ordered;
 
     /// <summary>
-    /// How long the sequencer gathers pending updates before it announces their order (default 2 ms).
-    /// Longer means fewer merge messages and staler pessimistic reads; <see cref="TimeSpan.Zero"/>
-    /// announces each update as it arrives.
+    /// How long the sequencer waits, once it has updates to list, before it announces their order
+    /// (default <see cref="TimeSpan.Zero"/>: at once). Either way it keeps one list in flight: updates
+    /// that arrive while its last list has not come back to it go in the next one, so under load each
+    /// list carries many updates and an idle group lists each update at once. A positive interval
+    /// sends fewer, larger lists at the price of staler pessimistic reads and slower
+    /// <c>WaitForAsync</c>.
     /// </summary>
-    public TimeSpan MergeInterval { get; set; } = TimeSpan.FromMilliseconds(2);
+    public TimeSpan MergeInterval { get; set; } = TimeSpan.Zero;
 
     /// <summary>
     /// How often each member compares its history with a random peer's (default 1 s). A member whose

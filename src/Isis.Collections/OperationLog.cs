@@ -152,21 +152,28 @@ internal sealed partial class OperationLog<TOp>
     /// <summary>An update arrived (its Send was delivered): it is pending until a merge list names it.</summary>
     public void OnUpdate(OperationId id, TOp op)
     {
-        bool schedule;
+        bool announce;
         lock (_gate)
         {
-            schedule = _log.OnUpdate(id, op);
+            announce = _log.OnUpdate(id, op);
             Version++;
         }
-        if (!schedule) return;
-        if (_options.MergeInterval == TimeSpan.Zero) Announce();
-        else _announceTimer.Change(_options.MergeInterval, Timeout.InfiniteTimeSpan);
+        if (announce) ScheduleAnnouncement();
     }
 
     private void OnMerge(int viewId, string[] issuers, long[] sequences)
     {
         if (issuers.Length != sequences.Length) return; // not a list this code makes
-        lock (_gate) _log.OnMerge(viewId, issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToList());
+        bool announce;
+        lock (_gate) announce = _log.OnMerge(viewId, issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToList());
+        if (announce) ScheduleAnnouncement();
+    }
+
+    /// <summary>The sequencer has a list to announce: now, or after the merge interval if one is set.</summary>
+    private void ScheduleAnnouncement()
+    {
+        if (_options.MergeInterval == TimeSpan.Zero) Announce();
+        else _announceTimer.Change(_options.MergeInterval, Timeout.InfiniteTimeSpan);
     }
 
     private void OnView(View view)

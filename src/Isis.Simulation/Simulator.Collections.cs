@@ -13,7 +13,7 @@ using QueryTimeoutAction = Isis.Core.Groups.QueryTimeoutAction;
 /// A replicated collection on the simulated application (<see cref="Scenario.Collections"/>): each
 /// process runs Isis.Collections' own <see cref="MergeLog{TOp}"/>, driven as OperationLog drives it
 /// on a real group. The workload's Sends are its updates; the view's oldest member multicasts merge
-/// lists by OrderedSend 2 ms after an update starts one; checkpoints carry the history's lineage,
+/// lists by OrderedSend, one in flight at a time, as the runtime's default does; checkpoints carry the history's lineage,
 /// length and chain; every 10 ms each member pulls from a random peer by Query, which only that
 /// peer answers. Members stall their handlers now and then (a slow application): what their
 /// handlers would do waits, while their gossip goes on and repairs them. Every history entry is
@@ -22,7 +22,7 @@ using QueryTimeoutAction = Isis.Core.Groups.QueryTimeoutAction;
 internal sealed partial class Simulator
 {
     private const byte MergeListTag = 0xC1, PullTag = 0xC2, PullReplyTag = 0xC3;
-    private const long MergeIntervalMicros = 2_000, GossipIntervalMicros = 10_000, PullTimeoutMicros = 100_000;
+    private const long GossipIntervalMicros = 10_000, PullTimeoutMicros = 100_000;
     private const int RepairBatch = 64;
     private const uint CollectionChunkMagic = 0xC011EC71;
     private const int CollectionChunkBytes = 28; // magic, lineage, length, chain: shorter than an id, so the id reader skips it
@@ -187,7 +187,7 @@ internal sealed partial class Simulator
             ulong op = PayloadHash(payload);
             return () =>
             {
-                if (c.Log.OnUpdate(id, op)) At(_now + MergeIntervalMicros, () => AnnounceMergeList(p, node, c));
+                if (c.Log.OnUpdate(id, op)) At(_now, () => AnnounceMergeList(p, node, c));
             };
         }
         if (d.Kind == MessageKind.Ordered && payload.Length >= 9 && payload[0] == MergeListTag)
@@ -196,7 +196,10 @@ internal sealed partial class Simulator
             int count = BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(5));
             var ids = new List<OperationId>(count);
             for (int i = 0; i < count && 9 + (i + 1) * 24 <= payload.Length; i++) ids.Add(ReadUpdateId(payload.AsSpan(9 + i * 24)));
-            return () => c.Log.OnMerge(viewId, ids);
+            return () =>
+            {
+                if (c.Log.OnMerge(viewId, ids)) At(_now, () => AnnounceMergeList(p, node, c));
+            };
         }
         if (d.Kind == MessageKind.QuerySend && payload.Length >= 8 + 34 && payload[8] == PullTag)
         {
@@ -216,8 +219,8 @@ internal sealed partial class Simulator
     private void AnnounceMergeList(SimProcess p, ProcessNode node, CollectionReplica c)
     {
         if (p.Node != node || node.IsShutDown || p.App.Collection != c) return;
+        if (node.FindGroup(_group)?.State != MemberState.Active) return; // the view change merges what is pending
         if (c.Log.TakeAnnouncement() is not { } list) return;
-        if (node.FindGroup(_group)?.State != MemberState.Active) return; // lost to the view change, which merges what is pending
         var payload = new byte[9 + list.Ids.Count * 24];
         payload[0] = MergeListTag;
         BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(1), list.ViewId);
