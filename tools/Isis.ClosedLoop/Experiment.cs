@@ -192,6 +192,7 @@ internal static class Experiment
             {
                 cancel.ThrowIfCancellationRequested();
                 LoadRun r = await LoadGenerator.RunAsync(http, v.InstanceUrls, o.Clients[run], run + 1, o, zipf, written, Cpu, cancel);
+                cancel.ThrowIfCancellationRequested(); // a window cut short by Ctrl-C is not a measurement (its instances may be gone too: Ctrl-C reaches them as well)
                 v.Runs.Add(r);
                 PrintRun(store, r);
                 if (instances.FirstOrDefault(i => i.HasExited) is { } dead) throw new InvalidOperationException(dead.ExitDescription());
