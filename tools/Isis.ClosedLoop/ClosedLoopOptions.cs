@@ -23,6 +23,7 @@ internal sealed record ClosedLoopOptions
           --max-requests N              cap per client per client count (default: what the think time allows, plus one)
           --seed N                      seed of the clients' random choices (default 1)
           --suspicion K                 silent 100 ms heartbeats before an instance is expelled (replicated; default 30)
+          --merge-interval-ms MS        the replicated dictionary's MergeInterval (default: the library's, 2 ms)
           --quick                       smoke test: 2 and 16 clients, 2 s each after 1 s of warm-up
           --out FILE.json               the results as JSON
           --html FILE.html              the self-contained HTML report
@@ -41,6 +42,8 @@ internal sealed record ClosedLoopOptions
     public int? MaxRequests { get; init; }
     public int Seed { get; init; } = 1;
     public int Suspicion { get; init; } = 30;
+    /// <summary>The replicated dictionary's merge interval; null for the library's default.</summary>
+    public int? MergeIntervalMs { get; init; }
     public bool Quick { get; init; }
     public string? Out { get; init; }
     public string? Html { get; init; }
@@ -85,6 +88,7 @@ internal sealed record ClosedLoopOptions
                 "--max-requests" => o with { MaxRequests = Int(name, value, 1) },
                 "--seed" => o with { Seed = Int(name, value, 0) },
                 "--suspicion" => o with { Suspicion = Int(name, value, 2) },
+                "--merge-interval-ms" => o with { MergeIntervalMs = Int(name, value, 0) },
                 "--out" => o with { Out = value },
                 "--html" => o with { Html = value },
                 _ => throw new ArgumentException($"unknown option {name}"),
@@ -143,6 +147,7 @@ internal sealed record ServeOptions
     /// <summary>Replicated: the run's private membership service port, and the failure detection.</summary>
     public int IsisPort { get; init; }
     public int Suspicion { get; init; } = 30;
+    public int? MergeIntervalMs { get; init; }
 
     public static ServeOptions Parse(ReadOnlySpan<string> args)
     {
@@ -162,6 +167,7 @@ internal sealed record ServeOptions
                 "--pg-pool" => o with { PgPool = ClosedLoopOptions.Int(name, value, 1) },
                 "--isis-port" => o with { IsisPort = ClosedLoopOptions.Int(name, value, 1) },
                 "--suspicion" => o with { Suspicion = ClosedLoopOptions.Int(name, value, 2) },
+                "--merge-interval-ms" => o with { MergeIntervalMs = ClosedLoopOptions.Int(name, value, 0) },
                 _ => throw new ArgumentException($"serve: unknown option {name}"),
             };
         }
@@ -187,6 +193,7 @@ internal sealed record ServeOptions
         else
         {
             foreach (string a in (string[])["--isis-port", S(IsisPort), "--suspicion", S(Suspicion)]) yield return a;
+            if (MergeIntervalMs is int ms) foreach (string a in (string[])["--merge-interval-ms", S(ms)]) yield return a;
         }
     }
 }

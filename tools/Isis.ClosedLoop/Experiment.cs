@@ -10,8 +10,9 @@ namespace Isis.ClosedLoop;
 /// <summary>
 /// The parent process: for each variant, provides its store (a throwaway PostgreSQL server, or
 /// nothing: the replicated instances hold the objects), starts the three instances, waits until
-/// they are healthy, populates the objects, runs the closed-loop clients at every client count,
-/// checks what the instances hold, and stops everything it started, also on Ctrl-C or a failure.
+/// they are healthy and populates the objects; then runs the closed-loop clients at each client
+/// count on every variant in turn, checks what the instances hold, and stops everything it
+/// started, also on Ctrl-C or a failure (a variant that fails stops; the others go on).
 /// </summary>
 internal static class Experiment
 {
@@ -61,10 +62,31 @@ internal static class Experiment
 
         using HttpClient http = HttpClientFor(o);
         var zipf = new Zipf(o.Objects, o.ZipfExponent);
-        foreach (string store in o.Stores)
+        var variants = new List<LiveVariant>();
+        try
         {
-            if (cancel.IsCancellationRequested) break;
-            report.Variants.Add(await RunVariantAsync(store, o, http, zipf, live, cancel.Token));
+            // Every variant's processes are up before the first measurement; then each client count runs on
+            // every variant back to back, so that both see the machine in the same state (its speed drifts,
+            // and other work shares it).
+            foreach (string store in o.Stores)
+            {
+                if (cancel.IsCancellationRequested) break;
+                var variant = new LiveVariant(store, live);
+                variants.Add(variant);
+                report.Variants.Add(variant.Run);
+                await variant.Guard(() => StartAsync(variant, o, http, cancel.Token), cancel.Token);
+            }
+            for (int run = 0; run < o.Clients.Length && !cancel.IsCancellationRequested; run++)
+            {
+                foreach (LiveVariant variant in variants.Where(v => v.Running))
+                    await variant.Guard(() => MeasureAsync(variant, o, run, http, zipf, cancel.Token), cancel.Token);
+            }
+            foreach (LiveVariant variant in variants.Where(v => v.Running && !cancel.IsCancellationRequested))
+                await variant.Guard(() => VerifyAsync(variant, o, http, cancel.Token), cancel.Token);
+        }
+        finally
+        {
+            foreach (LiveVariant variant in variants) variant.Dispose();
         }
         Compare(report);
         report.WallSeconds = wall.Elapsed.TotalSeconds;
@@ -105,131 +127,103 @@ internal static class Experiment
         Timeout = o.RequestTimeout,
     };
 
-    private static async Task<VariantRun> RunVariantAsync(string store, ClosedLoopOptions o, HttpClient http, Zipf zipf, LiveProcesses live, CancellationToken cancel)
+    /// <summary>
+    /// Provides the variant's store (PostgreSQL: a throwaway server; replicated: nothing, the instances
+    /// hold the objects), starts its instances one after the other, waits until all are healthy, and
+    /// populates the objects through the first.
+    /// </summary>
+    private static async Task StartAsync(LiveVariant variant, ClosedLoopOptions o, HttpClient http, CancellationToken cancel)
     {
-        var v = new VariantRun { Store = store };
+        VariantRun v = variant.Run;
         var started = Stopwatch.StartNew();
-        PostgresServer? postgres = null;
-        var instances = new List<ServiceInstance>();
-        try
+        int isisPort = 0;
+        if (v.Store == "postgres")
         {
-            int isisPort = 0;
-            if (store == "postgres")
+            // Room for every instance's pool, and a few more (the parent reads the settings; psql by hand).
+            (PostgresServer? postgres, string? skipped, string? failure) = PostgresServer.Start(o.Instances * o.PgPool + 10);
+            if (skipped != null || failure != null)
             {
-                // Room for every instance's pool, and a few more (the parent reads the settings; psql by hand).
-                (postgres, string? skipped, string? failure) = PostgresServer.Start(o.Instances * o.PgPool + 10);
-                if (skipped != null || failure != null)
-                {
-                    (v.Skipped, v.Failure) = (skipped, failure);
-                    Console.WriteLine($"Isis.ClosedLoop: postgres baseline {(skipped != null ? "skipped: " + skipped : "failed: " + failure)}");
-                    return v;
-                }
-                live.Add(postgres!);
-                Console.WriteLine(Inv($"Isis.ClosedLoop: PostgreSQL on 127.0.0.1:{postgres!.Port}, data in {postgres.DataDirectory}"));
-                v.Setup.AddRange(await postgres.SettingsAsync());
-                v.Setup.Add(Inv($"Npgsql {typeof(NpgsqlDataSource).Assembly.GetName().Version}: a pool of at most {o.PgPool} connections per instance ({o.Instances * o.PgPool} in all), ") +
-                            "statements prepared automatically after two uses");
-                v.Setup.Add("table objects (id integer PRIMARY KEY, value double precision NOT NULL); read = SELECT value WHERE id = $1; write = UPDATE ... WHERE id = $1, its own autocommit transaction");
+                (v.Skipped, v.Failure) = (skipped, failure);
+                Console.WriteLine($"Isis.ClosedLoop: postgres baseline {(skipped != null ? "skipped: " + skipped : "failed: " + failure)}");
+                return;
             }
-            else
-            {
-                isisPort = Machine.FreeUdpPort();
-                v.Setup.Add($"one group \"{ServeCommand.GroupName}\" joined by the {o.Instances} instances, each holding a ReplicatedDictionary<int, double> with the default options (MergeOrdering.Ordered, merge interval 2 ms)");
-                v.Setup.Add(Inv($"AddIsis with zero configuration but the run's own membership service port ({isisPort}; the first instances host the service) and failure detection 100 ms x {o.Suspicion}"));
-                v.Setup.Add("read = the local dictionary (pessimistic: the merged history); write = SetAsync then WaitForAsync: answered once merged at the instance that took it");
-            }
+            variant.Postgres = postgres;
+            Console.WriteLine(Inv($"Isis.ClosedLoop: PostgreSQL on 127.0.0.1:{postgres!.Port}, data in {postgres.DataDirectory}"));
+            v.Setup.AddRange(await postgres.SettingsAsync());
+            v.Setup.Add(Inv($"Npgsql {typeof(NpgsqlDataSource).Assembly.GetName().Version}: a pool of at most {o.PgPool} connections per instance ({o.Instances * o.PgPool} in all), ") +
+                        "statements prepared automatically after two uses");
+            v.Setup.Add("table objects (id integer PRIMARY KEY, value double precision NOT NULL); read = SELECT value WHERE id = $1; write = UPDATE ... WHERE id = $1, its own autocommit transaction");
+        }
+        else
+        {
+            isisPort = Machine.FreeUdpPort();
+            v.Setup.Add($"one group \"{ServeCommand.GroupName}\" joined by the {o.Instances} instances, each holding a ReplicatedDictionary<int, double> with " +
+                        (o.MergeIntervalMs is int ms ? Inv($"MergeOrdering.Ordered and a merge interval of {ms} ms (--merge-interval-ms)") : "the default options (MergeOrdering.Ordered, merge interval 2 ms)"));
+            v.Setup.Add(Inv($"AddIsis with zero configuration but the run's own membership service port ({isisPort}; the first instances host the service) and failure detection 100 ms x {o.Suspicion}"));
+            v.Setup.Add("read = the local dictionary (pessimistic: the merged history); write = SetAsync then WaitForAsync: answered once merged at the instance that took it");
+        }
 
-            // One after the other: an instance answers HTTP once its group is joined, so each joins a group the previous ones formed.
-            for (int i = 0; i < o.Instances; i++)
+        // One after the other: an instance answers HTTP once its group is joined, so each joins a group the previous ones formed.
+        for (int i = 0; i < o.Instances; i++)
+        {
+            var serve = new ServeOptions
             {
-                var serve = new ServeOptions
-                {
-                    Store = store,
-                    Index = i,
-                    Port = Machine.FreeTcpPort(),
-                    Objects = o.Objects,
-                    Instances = o.Instances,
-                    ParentPid = Environment.ProcessId,
-                    Connection = postgres?.ConnectionString,
-                    PgPool = o.PgPool,
-                    IsisPort = isisPort,
-                    Suspicion = o.Suspicion,
-                };
-                var instance = new ServiceInstance(serve);
-                instances.Add(instance);
-                live.Add(instance);
-                await Until(instance, http, async () =>
-                {
-                    using HttpResponseMessage health = await http.GetAsync(instance.Url + "/health", cancel);
-                    return health.StatusCode is HttpStatusCode.OK or HttpStatusCode.ServiceUnavailable;
-                }, "answers HTTP", cancel);
-            }
-            foreach (ServiceInstance instance in instances)
-                await Until(instance, http, async () => await http.GetStringAsync(instance.Url + "/health", cancel) == "Healthy", "is healthy", cancel);
+                Store = v.Store,
+                Index = i,
+                Port = Machine.FreeTcpPort(),
+                Objects = o.Objects,
+                Instances = o.Instances,
+                ParentPid = Environment.ProcessId,
+                Connection = variant.Postgres?.ConnectionString,
+                PgPool = o.PgPool,
+                IsisPort = isisPort,
+                Suspicion = o.Suspicion,
+                MergeIntervalMs = o.MergeIntervalMs,
+            };
+            ServiceInstance instance = variant.Start(serve);
+            await Until(instance, async () =>
+            {
+                using HttpResponseMessage health = await http.GetAsync(instance.Url + "/health", cancel);
+                return health.StatusCode is HttpStatusCode.OK or HttpStatusCode.ServiceUnavailable;
+            }, "answers HTTP", cancel);
+        }
+        foreach (ServiceInstance instance in variant.Instances)
+            await Until(instance, async () => await http.GetStringAsync(instance.Url + "/health", cancel) == "Healthy", "is healthy", cancel);
 
-            // The objects and their initial values, through the first instance; then every instance holds them all.
-            using (var populate = new CancellationTokenSource(TimeSpan.FromMinutes(2)))
-            using (var both = CancellationTokenSource.CreateLinkedTokenSource(populate.Token, cancel))
-            {
-                using HttpResponseMessage response = await http.PostAsync(instances[0].Url + "/populate", null, both.Token);
-                if (response.StatusCode != HttpStatusCode.NoContent) throw new InvalidOperationException($"POST /populate answered {(int)response.StatusCode}: {await response.Content.ReadAsStringAsync(cancel)}");
-            }
-            foreach (ServiceInstance instance in instances)
-            {
-                await Until(instance, http, async () => await http.GetStringAsync(instance.Url + "/count", cancel) == o.Objects.ToString(CultureInfo.InvariantCulture),
-                    Inv($"holds the {o.Objects} objects"), cancel);
-            }
-            v.StartSeconds = started.Elapsed.TotalSeconds;
-            v.InstanceUrls = [.. instances.Select(i => i.Url)];
-            Console.WriteLine(Inv($"Isis.ClosedLoop: {store}: {o.Instances} instances healthy and populated after {v.StartSeconds:F1} s ({string.Join(", ", v.InstanceUrls)})"));
+        // The objects and their initial values, through the first instance; then every instance holds them all.
+        using (var populate = new CancellationTokenSource(TimeSpan.FromMinutes(2)))
+        using (var both = CancellationTokenSource.CreateLinkedTokenSource(populate.Token, cancel))
+        {
+            using HttpResponseMessage response = await http.PostAsync(variant.Instances[0].Url + "/populate", null, both.Token);
+            if (response.StatusCode != HttpStatusCode.NoContent) throw new InvalidOperationException($"POST /populate answered {(int)response.StatusCode}: {await response.Content.ReadAsStringAsync(cancel)}");
+        }
+        foreach (ServiceInstance instance in variant.Instances)
+        {
+            await Until(instance, async () => await http.GetStringAsync(instance.Url + "/count", cancel) == o.Objects.ToString(CultureInfo.InvariantCulture),
+                Inv($"holds the {o.Objects} objects"), cancel);
+        }
+        v.StartSeconds = started.Elapsed.TotalSeconds;
+        v.InstanceUrls = [.. variant.Instances.Select(i => i.Url)];
+        Console.WriteLine(Inv($"Isis.ClosedLoop: {v.Store}: {o.Instances} instances healthy and populated after {v.StartSeconds:F1} s ({string.Join(", ", v.InstanceUrls)})"));
+    }
 
-            var written = new WrittenValues();
-            (double, double, double) Cpu() => (
-                Machine.CpuSeconds(Environment.ProcessId),
-                instances.Sum(i => Machine.CpuSeconds(i.Pid)),
-                postgres?.PostmasterPid is int pm and > 0 ? Machine.CpuSeconds(pm) + Machine.Children(pm).Sum(Machine.CpuSeconds) : 0);
-            for (int run = 0; run < o.Clients.Length; run++)
-            {
-                cancel.ThrowIfCancellationRequested();
-                LoadRun r = await LoadGenerator.RunAsync(http, v.InstanceUrls, o.Clients[run], run + 1, o, zipf, written, Cpu, cancel);
-                cancel.ThrowIfCancellationRequested(); // a window cut short by Ctrl-C is not a measurement (its instances may be gone too: Ctrl-C reaches them as well)
-                v.Runs.Add(r);
-                PrintRun(store, r);
-                if (instances.FirstOrDefault(i => i.HasExited) is { } dead) throw new InvalidOperationException(dead.ExitDescription());
-            }
-            cancel.ThrowIfCancellationRequested();
-            v.Verification = await VerifyAsync(store, http, instances, o, cancel);
-            Console.WriteLine(Inv($"Isis.ClosedLoop: {store}: instances agree on all {v.Verification.ObjectsCompared} objects: {v.Verification.InstancesAgree}; ") +
-                              Inv($"read-your-writes {v.Verification.ReadYourWritesChecks - v.Verification.ReadYourWritesFailures}/{v.Verification.ReadYourWritesChecks}, ") +
-                              Inv($"seen at the other instances {v.Verification.OtherInstanceChecks - v.Verification.OtherInstanceFailures}/{v.Verification.OtherInstanceChecks}"));
-        }
-        catch (OperationCanceledException) when (cancel.IsCancellationRequested)
-        {
-            v.Failure = "cancelled (Ctrl-C)";
-        }
-        catch (Exception e) when (e is TimeoutException or HttpRequestException or InvalidOperationException or NpgsqlException or JsonException or TaskCanceledException)
-        {
-            v.Failure = e.Message;
-            Console.Error.WriteLine($"Isis.ClosedLoop: {store}: {e.Message}");
-        }
-        finally
-        {
-            foreach (ServiceInstance instance in instances)
-            {
-                instance.Dispose();
-                live.Remove(instance);
-            }
-            if (postgres != null)
-            {
-                postgres.Dispose();
-                live.Remove(postgres);
-            }
-        }
-        return v;
+    /// <summary>One client count on one variant.</summary>
+    private static async Task MeasureAsync(LiveVariant variant, ClosedLoopOptions o, int run, HttpClient http, Zipf zipf, CancellationToken cancel)
+    {
+        PostgresServer? postgres = variant.Postgres;
+        (double, double, double) Cpu() => (
+            Machine.CpuSeconds(Environment.ProcessId),
+            variant.Instances.Sum(i => Machine.CpuSeconds(i.Pid)),
+            postgres?.PostmasterPid is int pm and > 0 ? Machine.CpuSeconds(pm) + Machine.Children(pm).Sum(Machine.CpuSeconds) : 0);
+        LoadRun r = await LoadGenerator.RunAsync(http, variant.Run.InstanceUrls, o.Clients[run], run + 1, o, zipf, variant.Written, Cpu, cancel);
+        cancel.ThrowIfCancellationRequested(); // a window cut short by Ctrl-C is not a measurement (its instances may be gone too: Ctrl-C reaches them as well)
+        variant.Run.Runs.Add(r);
+        PrintRun(variant.Run.Store, r);
+        if (variant.Instances.FirstOrDefault(i => i.HasExited) is { } dead) throw new InvalidOperationException(dead.ExitDescription());
     }
 
     /// <summary>Polls <paramref name="condition"/> (HTTP errors count as not yet) until it holds; fails at once if the instance exits, or after a minute.</summary>
-    private static async Task Until(ServiceInstance instance, HttpClient http, Func<Task<bool>> condition, string what, CancellationToken cancel)
+    private static async Task Until(ServiceInstance instance, Func<Task<bool>> condition, string what, CancellationToken cancel)
     {
         var waited = Stopwatch.StartNew();
         while (true)
@@ -257,9 +251,11 @@ internal static class Experiment
     /// the last merges arrived), and a write at an instance must be read back there at once
     /// (read-your-writes) and, soon, at the others.
     /// </summary>
-    private static async Task<Verification> VerifyAsync(string store, HttpClient http, List<ServiceInstance> instances, ClosedLoopOptions o, CancellationToken cancel)
+    private static async Task VerifyAsync(LiveVariant variant, ClosedLoopOptions o, HttpClient http, CancellationToken cancel)
     {
-        var check = new Verification();
+        string store = variant.Run.Store;
+        List<ServiceInstance> instances = variant.Instances;
+        var check = variant.Run.Verification = new Verification();
         var waited = Stopwatch.StartNew();
         while (true)
         {
@@ -321,7 +317,9 @@ internal static class Experiment
                 if (check.Samples.Count > 6) check.Samples.RemoveAt(0);
             }
         }
-        return check;
+        Console.WriteLine(Inv($"Isis.ClosedLoop: {store}: instances agree on all {check.ObjectsCompared} objects: {check.InstancesAgree}; ") +
+                          Inv($"read-your-writes {check.ReadYourWritesChecks - check.ReadYourWritesFailures}/{check.ReadYourWritesChecks}, ") +
+                          Inv($"seen at the other instances {check.OtherInstanceChecks - check.OtherInstanceFailures}/{check.OtherInstanceChecks}"));
     }
 
     private static async Task<double?> ReadAsync(HttpClient http, string url, int id, CancellationToken cancel)
@@ -403,6 +401,71 @@ internal static class Experiment
     internal static string R(double? ratio) => ratio is double x ? x.ToString(x >= 100 ? "F0" : x >= 10 ? "F1" : "F2", CultureInfo.InvariantCulture) : "-";
 
     private static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+}
+
+/// <summary>One variant while it runs: its report, its server and instances, the values its clients wrote.</summary>
+internal sealed class LiveVariant(string store, LiveProcesses live) : IDisposable
+{
+    public VariantRun Run { get; } = new() { Store = store };
+
+    public PostgresServer? Postgres
+    {
+        get;
+        set
+        {
+            field = value;
+            if (value != null) live.Add(value);
+        }
+    }
+
+    public List<ServiceInstance> Instances { get; } = [];
+
+    public WrittenValues Written { get; } = new();
+
+    /// <summary>Started and neither skipped nor failed.</summary>
+    public bool Running => Run.Skipped == null && Run.Failure == null;
+
+    public ServiceInstance Start(ServeOptions serve)
+    {
+        var instance = new ServiceInstance(serve);
+        Instances.Add(instance);
+        live.Add(instance);
+        return instance;
+    }
+
+    /// <summary>Runs one step of the variant; a failure is recorded in the report and stops the variant (the others go on).</summary>
+    public async Task Guard(Func<Task> step, CancellationToken cancel)
+    {
+        try
+        {
+            await step();
+        }
+        catch (OperationCanceledException) when (cancel.IsCancellationRequested)
+        {
+            Run.Failure = "cancelled (Ctrl-C)";
+        }
+        catch (Exception e) when (e is TimeoutException or HttpRequestException or InvalidOperationException or NpgsqlException or JsonException or TaskCanceledException)
+        {
+            Run.Failure = e.Message;
+            Console.Error.WriteLine($"Isis.ClosedLoop: {Run.Store}: {e.Message}; stopping this variant");
+        }
+        if (!Running) Dispose();
+    }
+
+    public void Dispose()
+    {
+        foreach (ServiceInstance instance in Instances)
+        {
+            instance.Dispose();
+            live.Remove(instance);
+        }
+        Instances.Clear();
+        if (Postgres is { } postgres)
+        {
+            postgres.Dispose();
+            live.Remove(postgres);
+        }
+    }
 }
 
 /// <summary>What this process started and must stop: on the normal path, on a failure, on Ctrl-C and at process exit.</summary>

@@ -18,7 +18,7 @@ internal static class HtmlReport
     {
         var html = new StringBuilder();
         html.Append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Isis for .NET: closed loop against PostgreSQL</title><style>")
-            .Append("body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h3{font-size:1.05em}")
+            .Append("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h3{font-size:1.05em}")
             .Append("table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}th{background:#f4f4f4}")
             .Append("td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:0 .2em}.charts{display:flex;flex-wrap:wrap;gap:1em}")
             .Append(".note{color:#555;font-size:.9em}.bad{color:#b00;font-weight:bold}.good{color:#070;font-weight:bold}</style></head><body>");
@@ -36,7 +36,8 @@ internal static class HtmlReport
             .Append(Row("clients", E(Inv($"closed loop, in the parent process, spread round-robin over the instances: pick an object by Zipf (s = {r.ZipfExponent}), ") +
                                      Inv($"read it with probability {r.ReadFraction} else write a new value, wait for the answer, think {r.ThinkMs} ms, repeat; ") +
                                      Inv($"one seeded random per client (seed {r.Seed}); one HttpClient (SocketsHttpHandler, a connection per client)"))))
-            .Append(Row("phases", E(Inv($"per client count ({string.Join(", ", r.ClientCounts)}): {r.WarmupSeconds} s of warm-up (run, not recorded), then {r.Seconds} s measured; ") +
+            .Append(Row("phases", E(Inv($"per client count ({string.Join(", ", r.ClientCounts)}), on each variant in turn (every variant's processes run throughout, so both see the machine in the same state): ") +
+                                    Inv($"{r.WarmupSeconds} s of warm-up (run, not recorded), then {r.Seconds} s measured; ") +
                                     Inv($"at most {r.RequestCapPerClient} requests per client. Latency samples: the requests that started in the measured window; ") +
                                     "throughput: the requests that ended in it, per second. Failed requests are counted apart and not in the latencies.")))
             .Append("</table>");

@@ -64,7 +64,8 @@ internal sealed class PostgresServer : IDisposable
         await using NpgsqlDataReader reader = await cmd.ExecuteReaderAsync();
         while (await reader.ReadAsync())
         {
-            string unit = reader.IsDBNull(2) ? "" : " x " + reader.GetString(2);
+            // pg_settings' unit is "8kB" for pages (the setting counts them) or a plain unit such as "s" or "MB".
+            string unit = reader.IsDBNull(2) ? "" : char.IsDigit(reader.GetString(2)[0]) ? " x " + reader.GetString(2) : " " + reader.GetString(2);
             lines.Add($"{reader.GetString(0)} = {reader.GetString(1)}{unit}");
         }
         lines.Add($"data directory on {Machine.FileSystemOf(DataDirectory)}");

@@ -53,7 +53,8 @@ internal static class ServeCommand
                 ["Isis:SuspicionCount"] = o.Suspicion.ToString(CultureInfo.InvariantCulture),
             });
             builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
-                .AddGroup(GroupName, (_, group) => replicated.Objects = new ReplicatedDictionary<int, double>(group));
+                .AddGroup(GroupName, (_, group) => replicated.Objects = new ReplicatedDictionary<int, double>(group,
+                    o.MergeIntervalMs is int ms ? new ReplicatedCollectionOptions { MergeInterval = TimeSpan.FromMilliseconds(ms) } : null));
             health.AddIsis();
         }
         health.AddAsyncCheck("store", cancel => store.CheckAsync(cancel));
