@@ -101,6 +101,8 @@ internal sealed record ClosedLoopOptions
             if (!given.Contains("--warmup-seconds")) o = o with { WarmupSeconds = 1 };
         }
         if (o.Objects > 1_000_000) throw new ArgumentException("--objects: at most 1,000,000");
+        if (o.Clients.Max() >= 10_000) throw new ArgumentException("--clients: fewer than 10,000 per count");
+        if (o.Clients.Length > 50) throw new ArgumentException("--clients: at most 50 client counts");
         return o;
     }
 

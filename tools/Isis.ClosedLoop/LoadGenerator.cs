@@ -35,7 +35,8 @@ internal sealed class Zipf
 /// <summary>
 /// Every value a client wrote to each object in one variant (registered before the PUT is sent), so
 /// that a read can be checked: it must return the object's initial value or one of these. Write
-/// values are unique: run × 10^9 + (client + 1) × 10^6 + request number.
+/// values are unique: run × 10^10 + (client + 1) × 10^6 + request number (below 10^6 by the
+/// request cap; clients below 10^4; the checks after the load write 9 × 10^11 and more).
 /// </summary>
 internal sealed class WrittenValues
 {
@@ -45,7 +46,7 @@ internal sealed class WrittenValues
 
     public bool CouldBeRead(int id, double value) => value == ObjectValues.InitialValue(id) || _written.ContainsKey((id, value));
 
-    public static double Value(int run, int client, int request) => run * 1e9 + (client + 1) * 1e6 + request;
+    public static double Value(int run, int client, int request) => run * 1e10 + (client + 1) * 1e6 + request;
 }
 
 /// <summary>
