@@ -93,7 +93,7 @@ internal static class HtmlReport
         if (v.Runs.Count == 0) return html.ToString();
 
         html.Append("<h3>Every figure</h3><p class=\"note\">Milliseconds. samples: requests that started in the measured window; completed: requests that ended in it; ")
-            .Append("issued: every request, warm-up included. Cores: CPU time over the window divided by its length, for the parent (the clients), the three instances together, and PostgreSQL's processes.</p>")
+            .Append("issued: every request, warm-up included; load average: the last minute's, at the start of the client count. Cores: CPU time over the window divided by its length, for the parent (the clients), the three instances together, and PostgreSQL's processes.</p>")
             .Append("<table><tr><th>clients</th><th>load average</th><th>issued</th><th>completed</th><th>req/s</th><th>failed</th><th>phantom reads</th><th>requests</th><th>samples</th>")
             .Append("<th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th><th>cores: clients</th><th>instances</th><th>PostgreSQL</th></tr>");
         foreach (LoadRun run in v.Runs)
@@ -102,7 +102,7 @@ internal static class HtmlReport
             {
                 bool first = kind == "all";
                 html.Append(first
-                        ? Inv($"<tr><td>{run.Clients}</td><td>{E(run.LoadAverageAtStart)}</td><td>{run.Issued}</td><td>{run.Completed}</td><td>{run.Throughput:F0}</td><td>{run.Failed}</td><td>{run.PhantomReads}</td>")
+                        ? Inv($"<tr><td>{run.Clients}</td><td>{E(run.LoadAverageAtStart.Split(' ')[0])}</td><td>{run.Issued}</td><td>{run.Completed}</td><td>{run.Throughput:F0}</td><td>{run.Failed}</td><td>{run.PhantomReads}</td>")
                         : "<tr><td></td><td></td><td></td><td></td><td></td><td></td><td></td>")
                     .Append(Inv($"<td>{kind}</td><td>{l.Samples}</td><td>{Experiment.Ms(l.P50)}</td><td>{Experiment.Ms(l.P90)}</td><td>{Experiment.Ms(l.P99)}</td><td>{Experiment.Ms(l.P999)}</td><td>{Experiment.Ms(l.Max)}</td><td>{Experiment.Ms(l.Mean)}</td>"))
                     .Append(first ? Inv($"<td>{run.ParentCores:F2}</td><td>{run.InstanceCores:F2}</td><td>{run.PostgresCores:F2}</td></tr>") : "<td></td><td></td><td></td></tr>");
