@@ -1,0 +1,185 @@
+using System.Diagnostics;
+using System.Reflection;
+using System.Text.Json;
+using Isis.Tests.MultiProcess;
+using Xunit.Abstractions;
+
+namespace Isis.Tests.Tools;
+
+/// <summary>
+/// Smoke test of the closed-loop experiment (tools/Isis.ClosedLoop, issue 15 item 4) as its users run
+/// it, in --quick mode: three instance processes on 127.0.0.1, closed-loop clients at two client
+/// counts, the JSON and HTML reports. Asserts what the service did, never how fast: every client
+/// count completed requests, none failed, no read returned a value nobody wrote, and after the load
+/// the instances agree and each reads back its own writes (the tool PUTs at one instance and GETs
+/// there and at the others before it stops them; the report lists those reads).
+/// </summary>
+[Collection(MultiProcessCollection.Name)]
+public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
+{
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(120);
+
+    [Fact]
+    public async Task Quick_run_on_replicated_collections_completes_requests_at_each_client_count_and_reads_the_values_written()
+    {
+        string dir = Directory.CreateTempSubdirectory("isis-closedloop-smoke-").FullName;
+        try
+        {
+            JsonElement root = await RunQuick(dir, "replicated");
+            JsonElement variant = Assert.Single(root.GetProperty("Variants").EnumerateArray());
+            AssertVariantServed(variant, "replicated", root);
+            Assert.Empty(root.GetProperty("Comparisons").EnumerateArray()); // one variant: nothing to compare
+            string html = File.ReadAllText(Path.Combine(dir, "report.html"));
+            Assert.Contains("Replicated collections (replicated)", html);
+            Assert.Contains("--quick --store replicated", html);
+            Assert.Contains(">commit<", html);
+            Assert.Contains("<svg", html);
+            Assert.DoesNotContain("<script", html);
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    [SkippableFact]
+    public async Task Quick_run_against_PostgreSQL_and_replicated_completes_both_and_compares_them()
+    {
+        string? initdb = Directory.Exists("/usr/lib/postgresql")
+            ? Directory.EnumerateDirectories("/usr/lib/postgresql").Select(d => Path.Combine(d, "bin", "initdb")).FirstOrDefault(File.Exists)
+            : null;
+        if (initdb == null) output.WriteLine("skipped: no PostgreSQL binaries (/usr/lib/postgresql/*/bin/initdb); tools/Isis.ClosedLoop/postgres.sh installs them as root");
+        Skip.If(initdb == null, "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb); the baseline needs it");
+
+        string dir = Directory.CreateTempSubdirectory("isis-closedloop-smoke-").FullName;
+        try
+        {
+            JsonElement root = await RunQuick(dir, "postgres,replicated");
+            JsonElement[] variants = [.. root.GetProperty("Variants").EnumerateArray()];
+            Assert.Equal(2, variants.Length);
+            AssertVariantServed(variants[0], "postgres", root);
+            AssertVariantServed(variants[1], "replicated", root);
+            // The baseline ran on a real server with durable commits, read back from its settings.
+            string[] setup = [.. variants[0].GetProperty("Setup").EnumerateArray().Select(s => s.GetString()!)];
+            Assert.Contains("fsync = on", setup);
+            Assert.Contains("synchronous_commit = on", setup);
+            // A comparison per client count, with ratios (their values are this machine's business).
+            JsonElement[] comparisons = [.. root.GetProperty("Comparisons").EnumerateArray()];
+            Assert.Equal([2, 16], comparisons.Select(c => c.GetProperty("Clients").GetInt32()));
+            Assert.All(comparisons, c => Assert.True(c.GetProperty("P50Ratio").GetDouble() > 0));
+            Assert.All(comparisons, c => Assert.True(c.GetProperty("P99Ratio").GetDouble() > 0));
+            Assert.NotEqual(JsonValueKind.Null, root.GetProperty("TargetMet").ValueKind);
+            string html = File.ReadAllText(Path.Combine(dir, "report.html"));
+            Assert.Contains("PostgreSQL baseline against replicated collections", html);
+            Assert.Contains("p50 ratio", html);
+            Assert.Contains("Three-tier baseline: PostgreSQL", html);
+            // Nothing of the throwaway server is left behind.
+            Assert.DoesNotContain(Directory.EnumerateDirectories("/var/tmp", "isis-closedloop-pg.*"), d => File.Exists(Path.Combine(d, "data", "postmaster.pid"))
+                && ProcessAlive(File.ReadLines(Path.Combine(d, "data", "postmaster.pid")).First()));
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    /// <summary>Runs the tool in --quick mode (2 and 16 clients, 2 s each) on the given stores; its exit code must be 0, and its JSON is returned.</summary>
+    private async Task<JsonElement> RunQuick(string dir, string stores)
+    {
+        string dll = typeof(ClosedLoopSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisClosedLoopDll").Value!;
+        Assert.True(File.Exists(dll), $"tools/Isis.ClosedLoop was not built: {dll} is missing");
+        string json = Path.Combine(dir, "results.json"), html = Path.Combine(dir, "report.html");
+        var (exitCode, log) = await RunToExit([dll, "--quick", "--store", stores, "--out", json, "--html", html]);
+        output.WriteLine(log);
+        Assert.True(exitCode == 0, $"Isis.ClosedLoop --quick --store {stores} exited with {exitCode}:\n{log}");
+        using JsonDocument document = JsonDocument.Parse(File.ReadAllText(json));
+        JsonElement root = document.RootElement.Clone();
+        Assert.True(root.GetProperty("Quick").GetBoolean());
+        Assert.Equal(1024, root.GetProperty("Objects").GetInt32());
+        Assert.Equal(3, root.GetProperty("Instances").GetInt32());
+        return root;
+    }
+
+    private static void AssertVariantServed(JsonElement variant, string store, JsonElement root)
+    {
+        Assert.Equal(store, variant.GetProperty("Store").GetString());
+        Assert.False(variant.TryGetProperty("Skipped", out _), $"{store} was skipped");
+        Assert.False(variant.TryGetProperty("Failure", out JsonElement failure), $"{store} failed: {failure}");
+        Assert.Equal(3, variant.GetProperty("InstanceUrls").GetArrayLength());
+        Assert.All(variant.GetProperty("InstanceUrls").EnumerateArray(), u => Assert.StartsWith("http://127.0.0.1:", u.GetString()));
+
+        JsonElement[] runs = [.. variant.GetProperty("Runs").EnumerateArray()];
+        Assert.Equal(root.GetProperty("ClientCounts").EnumerateArray().Select(c => c.GetInt32()), runs.Select(r => r.GetProperty("Clients").GetInt32()));
+        foreach (JsonElement run in runs)
+        {
+            int clients = run.GetProperty("Clients").GetInt32();
+            Assert.True(run.GetProperty("Completed").GetInt64() > 0, $"{store}, {clients} clients: no request completed");
+            Assert.Equal(0, run.GetProperty("Failed").GetInt64());
+            Assert.Equal(0, run.GetProperty("PhantomReads").GetInt64());
+            foreach (string kind in (string[])["Overall", "Reads", "Writes"])
+                Assert.True(run.GetProperty(kind).GetProperty("Samples").GetInt32() > 0, $"{store}, {clients} clients: no {kind} samples");
+            Assert.Equal(run.GetProperty("Overall").GetProperty("Samples").GetInt32(),
+                run.GetProperty("Reads").GetProperty("Samples").GetInt32() + run.GetProperty("Writes").GetProperty("Samples").GetInt32());
+            Assert.True(run.GetProperty("Issued").GetInt64() >= run.GetProperty("Overall").GetProperty("Samples").GetInt32());
+        }
+
+        // After the load: the instances agree on every object, and each write is read back where it was made and at the others.
+        JsonElement check = variant.GetProperty("Verification");
+        Assert.True(check.GetProperty("InstancesAgree").GetBoolean(), $"{store}: the instances do not agree: {check.GetProperty("Problems")}");
+        Assert.Equal(1024, check.GetProperty("ObjectsCompared").GetInt32());
+        Assert.True(check.GetProperty("ReadYourWritesChecks").GetInt32() > 0);
+        Assert.Equal(0, check.GetProperty("ReadYourWritesFailures").GetInt32());
+        Assert.True(check.GetProperty("OtherInstanceChecks").GetInt32() > 0);
+        Assert.Equal(0, check.GetProperty("OtherInstanceFailures").GetInt32());
+        Assert.Empty(check.GetProperty("Problems").EnumerateArray());
+        JsonElement[] samples = [.. check.GetProperty("Samples").EnumerateArray()];
+        Assert.NotEmpty(samples);
+        foreach (JsonElement s in samples)
+        {
+            double written = s.GetProperty("Written").GetDouble();
+            Assert.All(s.GetProperty("ReadBack").EnumerateArray(), read => Assert.Equal(written, read.GetDouble()));
+        }
+    }
+
+    private static bool ProcessAlive(string pid)
+    {
+        try
+        {
+            using var p = Process.GetProcessById(int.Parse(pid, System.Globalization.CultureInfo.InvariantCulture));
+            return !p.HasExited;
+        }
+        catch (ArgumentException)
+        {
+            return false;
+        }
+    }
+
+    /// <summary>Runs a dll with the dotnet host until it exits; the limit is a liveness bound, never a timing assertion.</summary>
+    private static async Task<(int ExitCode, string Log)> RunToExit(string[] args)
+    {
+        var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (string a in args) psi.ArgumentList.Add(a);
+        using var process = Process.Start(psi)!;
+        Task<string> stdout = process.StandardOutput.ReadToEndAsync();
+        Task<string> stderr = process.StandardError.ReadToEndAsync();
+        using var cancel = new CancellationTokenSource(Limit);
+        try
+        {
+            await process.WaitForExitAsync(cancel.Token);
+        }
+        catch (OperationCanceledException)
+        {
+            process.Kill(entireProcessTree: true);
+            Assert.Fail($"{string.Join(' ', args)} did not finish within {Limit.TotalSeconds} s:\n{await stdout}{await stderr}");
+        }
+        return (process.ExitCode, await stdout + await stderr);
+    }
+
+    private static string DotnetHost()
+    {
+        string? current = Environment.ProcessPath;
+        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return current;
+        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
+        return hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet";
+    }
+}
