@@ -200,6 +200,7 @@ internal sealed class Experiment
             flood = new UdpFlood(endpoint, _o.FloodRate, TimeSpan.FromSeconds(_o.OverloadSeconds), _o.Seed);
             report.Flood.Target = endpoint.ToString();
             report.Flood.RatePerSecond = _o.FloodRate;
+            report.Flood.KernelReceiveBufferErrors = -UdpReceiveBufferErrors();
             flood.Start();
         }
         else if (_o.FloodRate > 0)
@@ -215,6 +216,7 @@ internal sealed class Experiment
             report.Flood.DatagramsSent = flood.Sent;
             report.Flood.SendErrors = flood.SendErrors;
             report.Flood.Seconds = Math.Round(flood.Seconds, 3);
+            report.Flood.KernelReceiveBufferErrors += UdpReceiveBufferErrors();
         }
         if (hog != null)
         {
@@ -398,6 +400,21 @@ internal sealed class Experiment
         catch (Exception e) when (e is IOException or UnauthorizedAccessException or FormatException or IndexOutOfRangeException)
         {
             return -1;
+        }
+    }
+
+    /// <summary>The kernel's count of UDP datagrams dropped for a full receive buffer (RcvbufErrors in /proc/net/snmp, this network namespace); 0 if unknown.</summary>
+    private static long UdpReceiveBufferErrors()
+    {
+        try
+        {
+            string[] udp = [.. File.ReadAllLines("/proc/net/snmp").Where(l => l.StartsWith("Udp: ", StringComparison.Ordinal))];
+            int column = Array.IndexOf(udp[0].Split(' '), "RcvbufErrors");
+            return column < 0 ? 0 : long.Parse(udp[1].Split(' ')[column], CultureInfo.InvariantCulture);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or FormatException or IndexOutOfRangeException)
+        {
+            return 0;
         }
     }
 

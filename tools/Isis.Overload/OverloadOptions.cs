@@ -27,8 +27,8 @@ internal sealed record OverloadOptions
           --nice N               nice value given to every thread of the starved replica during the overload (default 19; 0: none)
           --flood-rate N         junk datagrams per second sent to its Isis UDP socket (default 20000; 0: none)
           --suspicion N          Isis:SuspicionCount of every instance, in heartbeat periods of 100 ms (default: the overload's
-                                 length + 5 s, so that the starved member is not expelled; the library's default, 5, expels it
-                                 within half a second of the overload's start)
+                                 length + 5 s, so that the starved member is not expelled; in our runs the library's default, 5,
+                                 expelled it half a second into the overload, and 30 five seconds into it)
           --lag-tolerance-ms N   the lenient time to converge counts a read less than N ms out of date, and a history at most
                                  N / update-ms entries short, as caught up (default 100)
           --no-pin               do not pin the instances to CPUs (taskset); the hogs then run on every CPU

@@ -104,6 +104,12 @@ internal sealed class FloodResult
 
     /// <summary>IsisStatistics.DatagramsReceived at the starved runtime over the same stretch.</summary>
     public long DatagramsReceivedAtStarved { get; set; }
+
+    /// <summary>
+    /// Datagrams the kernel dropped during the flood because a UDP socket's receive buffer was full
+    /// (RcvbufErrors of /proc/net/snmp: every socket of this network namespace, so other programs' drops count too).
+    /// </summary>
+    public long KernelReceiveBufferErrors { get; set; }
 }
 
 internal sealed class WriterSummary
