@@ -62,7 +62,7 @@ internal static class Analysis
                 Trailing = starvedSamples.Any(s => s.Done >= start && s.Done < end && s.Stats!.Collection.Trailing),
                 RepairedEntries = Delta(starvedSamples, start, end, s => s.Collection.RepairedEntries),
                 LateDuplicates = Delta(starvedSamples, start, end, s => s.Collection.LateDuplicates),
-                DroppedMalformed = Delta(starvedSamples, start, end, s => s.Runtime?.DroppedMalformed ?? 0),
+                DroppedMalformed = Delta(starvedSamples, start, end, s => s.Runtime?.DroppedMalformed),
             };
             report.Bins.Add(row);
         }
@@ -154,13 +154,16 @@ internal static class Analysis
         return s;
     }
 
-    /// <summary>A counter's growth over [start, end): the last answer before end minus the last answer before start (or the first in the bin).</summary>
-    private static long Delta(StatsSample[] samples, double start, double end, Func<InstanceStats, long> counter)
+    /// <summary>
+    /// A counter's growth over [start, end): the last answer before end minus the last answer before
+    /// start (or the first in the bin); answers without the counter (a runtime already shut down) are left out.
+    /// </summary>
+    private static long Delta(StatsSample[] samples, double start, double end, Func<InstanceStats, long?> counter)
     {
-        StatsSample[] upToEnd = [.. samples.Where(s => s.Done < end)];
+        (double Done, long Value)[] upToEnd = [.. samples.Where(s => s.Done < end && counter(s.Stats!).HasValue).Select(s => (s.Done, counter(s.Stats!)!.Value))];
         if (upToEnd.Length == 0) return 0;
-        StatsSample? before = upToEnd.Where(s => s.Done < start).Cast<StatsSample?>().LastOrDefault() ?? upToEnd.Cast<StatsSample?>().FirstOrDefault();
-        return counter(upToEnd[^1].Stats!) - counter(before!.Value.Stats!);
+        (double, long Value)[] before = [.. upToEnd.Where(s => s.Done < start)];
+        return upToEnd[^1].Value - (before.Length > 0 ? before[^1].Value : upToEnd[0].Value);
     }
 
     private static int UpperBound<T>(T[] sorted, T value) where T : IComparable<T>
