@@ -231,7 +231,11 @@ internal sealed class Experiment
             hog.WaitForExit(5000);
             hog.Dispose();
         }
-        if (report.Stress.ReniceApplied)
+        if (report.Stress.ReniceApplied && _starved.HasExited)
+        {
+            report.Notes.Add("the starved instance's process had stopped before the overload ended: nothing to renice back");
+        }
+        else if (report.Stress.ReniceApplied)
         {
             // Lowering the value back needs privileges (root or CAP_SYS_NICE): without them the starved instance keeps its nice value, and the report says so.
             string? failed = Starvation.Renice(_starved.ProcessId, 0);
