@@ -66,7 +66,25 @@ internal static class Analysis
             };
             report.Bins.Add(row);
         }
+        report.AfterExclusion = Exclusion(report, classified, starvedSamples);
         report.Convergence = Converge(report, o, classified.Where(c => c.Read.Starved).ToArray(), rounds);
+    }
+
+    /// <summary>What the starved replica answered after the healthy instances had installed a view without it; null if they never did.</summary>
+    private static AfterExclusion? Exclusion(OverloadReport report, (ReadRecord Read, (bool Stale, long Behind, double AgeMs)? Fresh)[] reads, StatsSample[] starvedSamples)
+    {
+        string starved = report.Instances.Count > 2 ? report.Instances[2].IsisAddress : "";
+        ViewChange? first = report.ViewChanges.Where(v => v.Instance != 2 && !v.Members.Contains(starved)).OrderBy(v => v.At).FirstOrDefault();
+        if (first == null) return null;
+        var after = reads.Where(r => r.Read.Starved && r.Read.Sent >= first.At && r.Fresh.HasValue).ToArray();
+        return new AfterExclusion
+        {
+            ExcludedAt = first.At,
+            ReadsAnswered = after.Length,
+            StaleReadsAnswered = after.Count(r => r.Fresh!.Value.Stale),
+            LastReadAnsweredAt = after.Length > 0 ? Math.Round(after.Max(r => r.Read.Done), 3) : null,
+            StatsAnswersStillInOldView = starvedSamples.Count(s => s.Sent >= first.At && s.Stats!.Running && s.Stats.ViewId < first.ViewId && s.Stats.Members.Contains(starved)),
+        };
     }
 
     /// <summary>Null if failed; else (stale, writes behind, age in ms) against the writes acknowledged before the read was sent.</summary>

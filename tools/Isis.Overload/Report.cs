@@ -56,6 +56,10 @@ internal static class Report
             ? "No view change: the starved member stayed in the group throughout."
             : $"View changes: {string.Join("; ", r.ViewChanges.Select(v => Inv($"instance {v.Instance} installed view {v.ViewId} at {v.At:F1} s ({v.Members.Length} members{(v.Leavers.Length > 0 ? ", left: " + string.Join(", ", v.Leavers) : "")})")))}" +
               (r.StarvedExpelled ? " The starved member left the group." : "");
+        if (r.AfterExclusion is { } x)
+        {
+            yield return Inv($"After the others excluded it ({x.ExcludedAt:F1} s) the starved replica, unaware, still answered {x.ReadsAnswered:N0} reads ({x.StaleReadsAnswered:N0} stale, the last at {Opt(x.LastReadAnsweredAt)}) and {x.StatsAnswersStillInOldView} /stats requests saying it ran in the old view.");
+        }
         yield return Inv($"Final state after the writer stopped: {(r.Final.Converged ? "every instance holds" : "the instances do NOT hold")} the same value and history length ({string.Join(", ", r.Final.Instances.Select(i => Inv($"instance {i.Index}: value {i.Value:N0}, HistoryLength {i.HistoryLength:N0}")))}), {r.Final.SecondsToQuiesce:F1} s after it stopped.");
         yield return $"Load average {r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end; {r.ProcessorCount} CPUs.";
         foreach (string p in r.Problems) yield return "Problem: " + p;

@@ -49,6 +49,9 @@ internal sealed class OverloadReport
 
     /// <summary>True if the starved instance left the group (expelled, or its process stopped).</summary>
     public bool StarvedExpelled { get; set; }
+
+    /// <summary>If the others installed a view without the starved member: what it still did after that, unaware.</summary>
+    public AfterExclusion? AfterExclusion { get; set; }
     public FinalState Final { get; set; } = new();
 
     /// <summary>Definitions of the figures, as the report states them.</summary>
@@ -202,6 +205,21 @@ internal sealed class ViewChange
 
     /// <summary>Seconds since the measurement started, on the instance's wall clock.</summary>
     public double At { get; set; }
+}
+
+/// <summary>What an excluded replica did before it learned of its exclusion.</summary>
+internal sealed class AfterExclusion
+{
+    /// <summary>When the first healthy instance installed a view without it (seconds, from that instance's wall clock).</summary>
+    public double ExcludedAt { get; set; }
+
+    /// <summary>Reads sent to it after that and answered (with its local, frozen state).</summary>
+    public int ReadsAnswered { get; set; }
+    public int StaleReadsAnswered { get; set; }
+    public double? LastReadAnsweredAt { get; set; }
+
+    /// <summary>Its /stats answers after that which still said its runtime ran and it was in the view the others had left.</summary>
+    public int StatsAnswersStillInOldView { get; set; }
 }
 
 internal sealed class FinalState
