@@ -115,7 +115,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     public IPEndPoint? HostedMembershipReplica => _loop is { HostsReplica: true } loop ? loop.ServiceEndPoint : null;
 
     /// <summary>True while this process holds its membership lease: the membership service answered it recently (hosting's health check).</summary>
-    internal bool MembershipServiceReachable => _loop is { } loop && IsRunning && loop.Node.LeaseHeld;
+    internal bool MembershipServiceReachable => _loop is { } loop && IsRunning && loop.Node.LeaseHeldAt(loop.Now);
 
     /// <summary>True while the runtime's data socket is open (hosting's health check).</summary>
     internal bool TransportBound => _loop is { } loop && IsRunning && loop.Transport.IsReceiving;

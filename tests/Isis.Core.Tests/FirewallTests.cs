@@ -20,6 +20,20 @@ public class FirewallTests
     }
 
     [Fact]
+    public void AProcessWhoseLoopDidNotRunReportsItsLeaseAsOfNowNotAsOfItsLastTick()
+    {
+        // A driver's health check asks from another thread: a process starved of CPU (or stopped)
+        // has not ticked, and its lease as of its last input still looks held.
+        var c = new TestCluster(3);
+        c.FormGroup(3);
+        Assert.True(c[Zombie].LeaseHeldAt(c.Now));
+        c.Stop(Zombie);
+        c.RunFor(c[Zombie].LeaseDuration + c.Options.HeartbeatInterval);
+        Assert.True(c[Zombie].LeaseHeld); // as of its last tick
+        Assert.False(c[Zombie].LeaseHeldAt(c.Now));
+    }
+
+    [Fact]
     public void PacketsFromAnExpelledIncarnationAreDroppedAndTheZombieIsTold()
     {
         var c = new TestCluster(3);

@@ -201,6 +201,13 @@ internal sealed class ProcessNode : IProtocolNode
     /// </summary>
     public bool LeaseHeld => _now < _leaseUntil;
 
+    /// <summary>
+    /// <see cref="LeaseHeld"/> at time <paramref name="now"/> rather than at the last input: what a
+    /// driver asks from another thread, so that a process whose loop has not run for a while (starved
+    /// of CPU, stopped) does not report a lease that ran out meanwhile.
+    /// </summary>
+    public bool LeaseHeldAt(long now) => now < Volatile.Read(ref _leaseUntil);
+
     /// <summary>Lease length: two heartbeat periods short of the expulsion time, as a margin for scheduling delays.</summary>
     public long LeaseDuration => (Options.SuspicionCount - 2) * Options.HeartbeatInterval;
 
