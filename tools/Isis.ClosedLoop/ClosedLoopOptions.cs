@@ -23,7 +23,9 @@ internal sealed record ClosedLoopOptions
           --max-requests N              cap per client per client count (default: what the think time allows, plus one)
           --seed N                      seed of the clients' random choices (default 1)
           --suspicion K                 silent 100 ms heartbeats before an instance is expelled (replicated; default 30)
-          --merge-interval-ms MS        the replicated dictionary's MergeInterval (default: the library's, 2 ms)
+          --merge-interval-ms MS        the replicated dictionary's MergeInterval, a wait before each merge list
+                                        (default: the library's, 0: one list in flight, the updates that arrive
+                                        meanwhile go in the next, sent when it comes back)
           --quick                       smoke test: 2 and 16 clients, 2 s each after 1 s of warm-up
           --out FILE.json               the results as JSON
           --html FILE.html              the self-contained HTML report
