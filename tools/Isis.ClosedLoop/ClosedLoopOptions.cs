@@ -9,9 +9,11 @@ internal sealed record ClosedLoopOptions
         Isis.ClosedLoop: the Tempest closed-loop experiment. A service of N objects served over HTTP by three
         instances on this machine (127.0.0.1), as a three-tier baseline on PostgreSQL and on a replicated
         collection; closed-loop clients (Zipf object choice, 50 % reads, think time) measure response times.
+        A third variant, floor, keeps the objects in a plain dictionary in each instance (not shared: not a
+        correct service): what the HTTP hop, ASP.NET and the clients cost every variant.
           dotnet run -c Release --project tools/Isis.ClosedLoop -- [options]
         options:
-          --store postgres,replicated   the variants to run, in this order (default both)
+          --store postgres,replicated,floor  the variants to run, interleaved in this order (default all three)
           --clients 1,2,4,...           client counts (default 1,2,4,16,32,64,128,256,512)
           --seconds S                   measured seconds per client count (default 15)
           --warmup-seconds S            load before each measurement, not recorded (default 5)
@@ -23,13 +25,15 @@ internal sealed record ClosedLoopOptions
           --max-requests N              cap per client per client count (default: what the think time allows, plus one)
           --seed N                      seed of the clients' random choices (default 1)
           --suspicion K                 silent 100 ms heartbeats before an instance is expelled (replicated; default 30)
-          --merge-interval-ms MS        the replicated dictionary's MergeInterval (default: the library's, 2 ms)
+          --merge-interval-ms MS        the replicated dictionary's MergeInterval, a wait before each merge list
+                                        (default: the library's, 0: one list in flight, the updates that arrive
+                                        meanwhile go in the next, sent when it comes back)
           --quick                       smoke test: 2 and 16 clients, 2 s each after 1 s of warm-up
           --out FILE.json               the results as JSON
           --html FILE.html              the self-contained HTML report
         """;
 
-    public string[] Stores { get; init; } = ["postgres", "replicated"];
+    public string[] Stores { get; init; } = [.. StoreNames.All];
     public int[] Clients { get; init; } = [1, 2, 4, 16, 32, 64, 128, 256, 512];
     public double Seconds { get; init; } = 15;
     public double WarmupSeconds { get; init; } = 5;
@@ -111,9 +115,10 @@ internal sealed record ClosedLoopOptions
         string[] stores = value.Split(',', StringSplitOptions.TrimEntries | StringSplitOptions.RemoveEmptyEntries);
         foreach (string s in stores)
         {
-            if (s is not ("postgres" or "replicated")) throw new ArgumentException($"--store: '{s}' is neither postgres nor replicated");
+            if (!StoreNames.All.Contains(s)) throw new ArgumentException($"--store: '{s}' is none of {string.Join(", ", StoreNames.All)}");
         }
-        return stores.Length > 0 ? stores : throw new ArgumentException("--store: name at least one of postgres, replicated");
+        if (stores.Distinct().Count() != stores.Length) throw new ArgumentException("--store: each variant at most once");
+        return stores.Length > 0 ? stores : throw new ArgumentException($"--store: name at least one of {string.Join(", ", StoreNames.All)}");
     }
 
     internal static int Int(string name, string value, int min) =>
@@ -174,7 +179,7 @@ internal sealed record ServeOptions
             };
         }
         if (args.Length % 2 != 0) throw new ArgumentException($"serve: {args[^1]} needs a value");
-        if (o.Store is not ("postgres" or "replicated")) throw new ArgumentException("serve: --store postgres|replicated");
+        if (!StoreNames.All.Contains(o.Store)) throw new ArgumentException($"serve: --store {string.Join('|', StoreNames.All)}");
         if (o.Port == 0) throw new ArgumentException("serve: --port P");
         if (o.Store == "postgres" && string.IsNullOrEmpty(o.Connection)) throw new ArgumentException("serve: --store postgres needs --connection");
         if (o.Store == "replicated" && o.IsisPort == 0) throw new ArgumentException("serve: --store replicated needs --isis-port");
@@ -188,11 +193,11 @@ internal sealed record ServeOptions
         yield return "serve";
         foreach (string a in (string[])["--store", Store, "--index", S(Index), "--port", S(Port), "--objects", S(Objects), "--instances", S(Instances), "--parent-pid", S(ParentPid)])
             yield return a;
-        if (Store == "postgres")
+        if (Store == StoreNames.Postgres)
         {
             foreach (string a in (string[])["--connection", Connection!, "--pg-pool", S(PgPool)]) yield return a;
         }
-        else
+        else if (Store == StoreNames.Replicated)
         {
             foreach (string a in (string[])["--isis-port", S(IsisPort), "--suspicion", S(Suspicion)]) yield return a;
             if (MergeIntervalMs is int ms) foreach (string a in (string[])["--merge-interval-ms", S(ms)]) yield return a;

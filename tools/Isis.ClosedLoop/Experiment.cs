@@ -9,10 +9,10 @@ namespace Isis.ClosedLoop;
 
 /// <summary>
 /// The parent process: for each variant, provides its store (a throwaway PostgreSQL server, or
-/// nothing: the replicated instances hold the objects), starts the three instances, waits until
-/// they are healthy and populates the objects; then runs the closed-loop clients at each client
-/// count on every variant in turn, checks what the instances hold, and stops everything it
-/// started, also on Ctrl-C or a failure (a variant that fails stops; the others go on).
+/// nothing: the replicated instances, and the floor's, hold the objects), starts the three
+/// instances, waits until they are healthy and populates the objects; then runs the closed-loop
+/// clients at each client count on every variant in turn, checks what the instances hold, and stops
+/// everything it started, also on Ctrl-C or a failure (a variant that fails stops; the others go on).
 /// </summary>
 internal static class Experiment
 {
@@ -66,7 +66,7 @@ internal static class Experiment
         try
         {
             // Every variant's processes are up before the first measurement; then each client count runs on
-            // every variant back to back, so that both see the machine in the same state (its speed drifts,
+            // every variant back to back, so that all see the machine in the same state (its speed drifts,
             // and other work shares it).
             foreach (string store in o.Stores)
             {
@@ -128,16 +128,17 @@ internal static class Experiment
     };
 
     /// <summary>
-    /// Provides the variant's store (PostgreSQL: a throwaway server; replicated: nothing, the instances
-    /// hold the objects), starts its instances one after the other, waits until all are healthy, and
-    /// populates the objects through the first.
+    /// Provides the variant's store (PostgreSQL: a throwaway server; replicated and floor: nothing, the
+    /// instances hold the objects), starts its instances one after the other, waits until all are
+    /// healthy, and populates the objects through the first (the floor: through each, since its
+    /// instances share nothing).
     /// </summary>
     private static async Task StartAsync(LiveVariant variant, ClosedLoopOptions o, HttpClient http, CancellationToken cancel)
     {
         VariantRun v = variant.Run;
         var started = Stopwatch.StartNew();
         int isisPort = 0;
-        if (v.Store == "postgres")
+        if (v.Store == StoreNames.Postgres)
         {
             // Room for every instance's pool, and a few more (the parent reads the settings; psql by hand).
             (PostgresServer? postgres, string? skipped, string? failure) = PostgresServer.Start(o.Instances * o.PgPool + 10);
@@ -154,13 +155,19 @@ internal static class Experiment
                         "statements prepared automatically after two uses");
             v.Setup.Add("table objects (id integer PRIMARY KEY, value double precision NOT NULL); read = SELECT value WHERE id = $1; write = UPDATE ... WHERE id = $1, its own autocommit transaction");
         }
-        else
+        else if (v.Store == StoreNames.Replicated)
         {
             isisPort = Machine.FreeUdpPort();
             v.Setup.Add($"one group \"{ServeCommand.GroupName}\" joined by the {o.Instances} instances, each holding a ReplicatedDictionary<int, double> with " +
-                        (o.MergeIntervalMs is int ms ? Inv($"MergeOrdering.Ordered and a merge interval of {ms} ms (--merge-interval-ms)") : "the default options (MergeOrdering.Ordered, merge interval 2 ms)"));
+                        (o.MergeIntervalMs is int ms ? Inv($"MergeOrdering.Ordered and a merge interval of {ms} ms (--merge-interval-ms)") : "the default options (MergeOrdering.Ordered, no merge interval: one merge list in flight, the updates that arrive meanwhile go in the next)"));
             v.Setup.Add(Inv($"AddIsis with zero configuration but the run's own membership service port ({isisPort}; the first instances host the service) and failure detection 100 ms x {o.Suspicion}"));
             v.Setup.Add("read = the local dictionary (pessimistic: the merged history); write = SetAsync then WaitForAsync: answered once merged at the instance that took it");
+        }
+        else
+        {
+            v.Setup.Add("NOT a correct service: each instance keeps its own ConcurrentDictionary<int, double>, neither shared nor replicated, so a write at one instance is never seen at the others");
+            v.Setup.Add("read = a local dictionary lookup; write = a local dictionary store: what remains is what every variant pays, the loopback HTTP round trip, Kestrel and ASP.NET routing, and the client");
+            v.Setup.Add("here only to show the floor: no store behind this HTTP front answers faster, so PostgreSQL's p50 over the floor's is the largest p50 ratio any store could reach against it");
         }
 
         // One after the other: an instance answers HTTP once its group is joined, so each joins a group the previous ones formed.
@@ -191,11 +198,16 @@ internal static class Experiment
             await Until(instance, async () => await http.GetStringAsync(instance.Url + "/health", cancel) == "Healthy", "is healthy", cancel);
 
         // The objects and their initial values, through the first instance; then every instance holds them all.
+        // The floor's instances share nothing: each is populated itself.
         using (var populate = new CancellationTokenSource(TimeSpan.FromMinutes(2)))
         using (var both = CancellationTokenSource.CreateLinkedTokenSource(populate.Token, cancel))
         {
-            using HttpResponseMessage response = await http.PostAsync(variant.Instances[0].Url + "/populate", null, both.Token);
-            if (response.StatusCode != HttpStatusCode.NoContent) throw new InvalidOperationException($"POST /populate answered {(int)response.StatusCode}: {await response.Content.ReadAsStringAsync(cancel)}");
+            foreach (ServiceInstance instance in StoreNames.SharesState(v.Store) ? variant.Instances.Take(1) : variant.Instances)
+            {
+                using HttpResponseMessage response = await http.PostAsync(instance.Url + "/populate", null, both.Token);
+                if (response.StatusCode != HttpStatusCode.NoContent)
+                    throw new InvalidOperationException($"POST /populate at instance {instance.Label} answered {(int)response.StatusCode}: {await response.Content.ReadAsStringAsync(cancel)}");
+            }
         }
         foreach (ServiceInstance instance in variant.Instances)
         {
@@ -247,20 +259,37 @@ internal static class Experiment
     }
 
     /// <summary>
-    /// After the load: every instance must hold the same value for every object (replicated: once
-    /// the last merges arrived), and a write at an instance must be read back there at once
-    /// (read-your-writes) and, soon, at the others.
+    /// After the load: every instance must hold every object, each with its initial value or one a
+    /// client wrote to it; every instance must hold the same value for every object (replicated: once
+    /// the last merges arrived; not checked on the floor, whose instances share nothing); and a write
+    /// at an instance must be read back there at once (read-your-writes) and, soon, at the others
+    /// (again not on the floor).
     /// </summary>
     private static async Task VerifyAsync(LiveVariant variant, ClosedLoopOptions o, HttpClient http, CancellationToken cancel)
     {
         string store = variant.Run.Store;
+        bool shared = StoreNames.SharesState(store);
         List<ServiceInstance> instances = variant.Instances;
-        var check = variant.Run.Verification = new Verification();
-        var waited = Stopwatch.StartNew();
-        while (true)
-        {
-            SortedDictionary<int, double>[] all = [.. (await Task.WhenAll(instances.Select(i => http.GetFromJsonAsync<SortedDictionary<int, double>>(i.Url + "/objects", cancel))))
+        var check = variant.Run.Verification = new Verification { CrossInstance = shared };
+        async Task<SortedDictionary<int, double>[]> HeldAsync() =>
+            [.. (await Task.WhenAll(instances.Select(i => http.GetFromJsonAsync<SortedDictionary<int, double>>(i.Url + "/objects", cancel))))
                 .Select(a => a ?? throw new JsonException("GET /objects returned null"))];
+
+        // What each instance holds on its own: every object, and no value that nobody wrote there.
+        SortedDictionary<int, double>[] held = await HeldAsync();
+        for (int i = 0; i < held.Length; i++)
+        {
+            int missing = Enumerable.Range(0, o.Objects).Count(id => !held[i].ContainsKey(id));
+            int unwritten = held[i].Count(kv => !variant.Written.CouldBeRead(kv.Key, kv.Value));
+            check.ObjectsHeld += held[i].Count;
+            check.UnwrittenValues += unwritten;
+            if (missing > 0) check.Problems.Add(Inv($"instance {instances[i].Index} lacks {missing} of the {o.Objects} objects"));
+            if (unwritten > 0) check.Problems.Add(Inv($"instance {instances[i].Index} holds {unwritten} values that no client wrote to their objects"));
+        }
+
+        var waited = Stopwatch.StartNew();
+        for (SortedDictionary<int, double>[] all = held; shared; all = await HeldAsync())
+        {
             int differing = Enumerable.Range(0, o.Objects).Count(id => all.Any(a => !a.TryGetValue(id, out double x) || !all[0].TryGetValue(id, out double y) || x != y));
             check.ObjectsCompared = all[0].Count;
             if (differing == 0)
@@ -298,13 +327,13 @@ internal static class Experiment
                     check.ReadYourWritesFailures++;
                     check.Problems.Add(Inv($"instance {writer.Index} read {sample.ReadBack[writer.Index]} right after its write of {value} to object {id}"));
                 }
-                foreach (ServiceInstance other in instances.Where(i => i != writer))
+                foreach (ServiceInstance other in instances.Where(i => i != writer && shared))
                 {
                     // PostgreSQL: at once (one database). Replicated: the other instance merges the update asynchronously.
                     check.OtherInstanceChecks++;
                     var limit = Stopwatch.StartNew();
                     double? seen;
-                    while ((seen = await ReadAsync(http, other.Url, id, cancel)) != value && store == "replicated" && limit.Elapsed < TimeSpan.FromSeconds(10))
+                    while ((seen = await ReadAsync(http, other.Url, id, cancel)) != value && store == StoreNames.Replicated && limit.Elapsed < TimeSpan.FromSeconds(10))
                         await Task.Delay(5, cancel);
                     sample.ReadBack[other.Index] = seen;
                     if (seen != value)
@@ -317,9 +346,12 @@ internal static class Experiment
                 if (check.Samples.Count > 6) check.Samples.RemoveAt(0);
             }
         }
-        Console.WriteLine(Inv($"Isis.ClosedLoop: {store}: instances agree on all {check.ObjectsCompared} objects: {check.InstancesAgree}; ") +
-                          Inv($"read-your-writes {check.ReadYourWritesChecks - check.ReadYourWritesFailures}/{check.ReadYourWritesChecks}, ") +
-                          Inv($"seen at the other instances {check.OtherInstanceChecks - check.OtherInstanceFailures}/{check.OtherInstanceChecks}"));
+        Console.WriteLine(Inv($"Isis.ClosedLoop: {store}: values nobody wrote held by the instances: {check.UnwrittenValues} (of {check.ObjectsHeld}); ") +
+                          (shared
+                              ? Inv($"instances agree on all {check.ObjectsCompared} objects: {check.InstancesAgree}; ")
+                              : "instances not compared (they share nothing); ") +
+                          Inv($"read-your-writes {check.ReadYourWritesChecks - check.ReadYourWritesFailures}/{check.ReadYourWritesChecks}") +
+                          (shared ? Inv($", seen at the other instances {check.OtherInstanceChecks - check.OtherInstanceFailures}/{check.OtherInstanceChecks}") : ""));
     }
 
     private static async Task<double?> ReadAsync(HttpClient http, string url, int id, CancellationToken cancel)
@@ -329,16 +361,31 @@ internal static class Experiment
         return r.StatusCode == HttpStatusCode.OK && double.TryParse(body, NumberStyles.Float, CultureInfo.InvariantCulture, out double v) ? v : null;
     }
 
-    /// <summary>Baseline over replicated at each client count that both measured.</summary>
+    private static double? Ratio(double x, double y) => y > 0 && x > 0 ? x / y : null;
+
+    /// <summary>Baseline over replicated at each client count that both measured; each over the floor where it was measured.</summary>
     private static void Compare(ClosedLoopReport report)
     {
-        VariantRun? baseline = report.Variants.FirstOrDefault(v => v.Store == "postgres");
-        VariantRun? replicated = report.Variants.FirstOrDefault(v => v.Store == "replicated");
+        VariantRun? baseline = report.Variants.FirstOrDefault(v => v.Store == StoreNames.Postgres);
+        VariantRun? replicated = report.Variants.FirstOrDefault(v => v.Store == StoreNames.Replicated);
+        VariantRun? floor = report.Variants.FirstOrDefault(v => v.Store == StoreNames.Floor);
+        foreach (LoadRun f in floor?.Runs ?? [])
+        {
+            LoadRun? b = baseline?.Runs.FirstOrDefault(x => x.Clients == f.Clients), r = replicated?.Runs.FirstOrDefault(x => x.Clients == f.Clients);
+            if (b == null && r == null) continue;
+            report.FloorComparisons.Add(new FloorComparison
+            {
+                Clients = f.Clients,
+                PostgresP50OverFloor = b == null ? null : Ratio(b.Overall.P50, f.Overall.P50),
+                ReplicatedP50OverFloor = r == null ? null : Ratio(r.Overall.P50, f.Overall.P50),
+                PostgresP99OverFloor = b == null ? null : Ratio(b.Overall.P99, f.Overall.P99),
+                ReplicatedP99OverFloor = r == null ? null : Ratio(r.Overall.P99, f.Overall.P99),
+            });
+        }
         if (baseline == null || replicated == null) return;
         foreach (LoadRun b in baseline.Runs)
         {
             if (replicated.Runs.FirstOrDefault(r => r.Clients == b.Clients) is not { } r) continue;
-            static double? Ratio(double x, double y) => y > 0 && x > 0 ? x / y : null;
             var c = new Comparison
             {
                 Clients = b.Clients,
@@ -384,6 +431,15 @@ internal static class Experiment
             foreach (Comparison c in report.Comparisons)
                 Console.WriteLine(Inv($"  {c.Clients,7} {R(c.P50Ratio),8} {R(c.P99Ratio),8} {R(c.ReadP50Ratio),8} {R(c.WriteP50Ratio),8} {R(c.ThroughputRatio),10}  {(c.TargetMet ? "met" : "NOT met")}"));
             Console.WriteLine($"  target met at every client count: {(report.TargetMet == true ? "yes" : "no")}");
+        }
+        if (report.FloorComparisons.Count > 0)
+        {
+            Console.WriteLine();
+            Console.WriteLine("Over the floor (each instance a local dictionary: the HTTP round trip, ASP.NET and the client alone; not a correct service)");
+            Console.WriteLine("  pg/floor p50 is the largest p50 ratio against PostgreSQL that any store behind this HTTP front could reach");
+            Console.WriteLine($"  {"clients",7} {"pg p50",8} {"rep p50",8} {"pg p99",8} {"rep p99",8}");
+            foreach (FloorComparison f in report.FloorComparisons)
+                Console.WriteLine(Inv($"  {f.Clients,7} {R(f.PostgresP50OverFloor),8} {R(f.ReplicatedP50OverFloor),8} {R(f.PostgresP99OverFloor),8} {R(f.ReplicatedP99OverFloor),8}"));
         }
         Console.WriteLine(Inv($"wall time {report.WallSeconds:F1} s; load average {report.LoadAverageAtStart} at start, {report.LoadAverageAtEnd} at end"));
     }

@@ -7,12 +7,13 @@ namespace Isis.ClosedLoop;
 /// <summary>
 /// The results as one self-contained HTML page (inline SVG, no scripts, nothing fetched), in the
 /// manner of tools/Isis.Bench's report: the machine, the commit and the exact command on top; the
-/// comparison and the issue's target; response time and throughput against the client count; then
-/// every figure of each variant with its sample count, and the checks of what the instances hold.
+/// comparison and the issue's target; each variant against the floor (the HTTP hop alone); response
+/// time and throughput against the client count; then every figure of each variant with its sample
+/// count, and the checks of what the instances hold.
 /// </summary>
 internal static class HtmlReport
 {
-    private static readonly Dictionary<string, string> Colors = new() { ["postgres"] = "#1f77b4", ["replicated"] = "#d62728" };
+    private static readonly Dictionary<string, string> Colors = new() { [StoreNames.Postgres] = "#1f77b4", [StoreNames.Replicated] = "#d62728", [StoreNames.Floor] = "#7f7f7f" };
 
     public static string Render(ClosedLoopReport r)
     {
@@ -36,7 +37,7 @@ internal static class HtmlReport
             .Append(Row("clients", E(Inv($"closed loop, in the parent process, spread round-robin over the instances: pick an object by Zipf (s = {r.ZipfExponent}), ") +
                                      Inv($"read it with probability {r.ReadFraction} else write a new value, wait for the answer, think {r.ThinkMs} ms, repeat; ") +
                                      Inv($"one seeded random per client (seed {r.Seed}); one HttpClient (SocketsHttpHandler, a connection per client)"))))
-            .Append(Row("phases", E(Inv($"per client count ({string.Join(", ", r.ClientCounts)}), on each variant in turn (every variant's processes run throughout, so both see the machine in the same state): ") +
+            .Append(Row("phases", E(Inv($"per client count ({string.Join(", ", r.ClientCounts)}), on each variant in turn (every variant's processes run throughout, so all see the machine in the same state): ") +
                                     Inv($"{r.WarmupSeconds} s of warm-up (run, not recorded), then {r.Seconds} s measured; ") +
                                     Inv($"at most {r.RequestCapPerClient} requests per client. Latency samples: the requests that started in the measured window; ") +
                                     "throughput: the requests that ended in it, per second. Failed requests are counted apart and not in the latencies.")))
@@ -54,17 +55,40 @@ internal static class HtmlReport
                 .Append(r.TargetMet == true
                     ? "<span class=\"good\">Met at every client count.</span>"
                     : $"<span class=\"bad\">Not met</span> at {Inv($"{r.Comparisons.Count(c => !c.TargetMet)} of {r.Comparisons.Count}")} client counts ({string.Join(", ", r.Comparisons.Where(c => !c.TargetMet).Select(c => c.Clients))}).")
-                .Append("</p><p class=\"note\">Ratios are the baseline's figure over the replicated one's (above 1: replicated is faster); the throughput ratio is replicated over baseline. Milliseconds.</p>")
-                .Append("<table><tr><th>clients</th><th>p50 PostgreSQL</th><th>p50 replicated</th><th>p50 ratio</th><th>p99 PostgreSQL</th><th>p99 replicated</th><th>p99 ratio</th>")
-                .Append("<th>read p50 ratio</th><th>write p50 ratio</th><th>read p99 ratio</th><th>write p99 ratio</th><th>req/s PostgreSQL</th><th>req/s replicated</th><th>throughput ratio</th><th>target</th></tr>");
+                .Append("</p><p class=\"note\">Ratios are the baseline's figure over the replicated one's (above 1: replicated is faster); the throughput ratio is replicated over baseline. Milliseconds.")
+                .Append(r.FloorComparisons.Count > 0 ? " The last column is PostgreSQL's p50 over the floor's (below): the largest p50 ratio that any store behind this HTTP front could reach against PostgreSQL." : "")
+                .Append("</p><table><tr><th>clients</th><th>p50 PostgreSQL</th><th>p50 replicated</th><th>p50 ratio</th><th>p99 PostgreSQL</th><th>p99 replicated</th><th>p99 ratio</th>")
+                .Append("<th>read p50 ratio</th><th>write p50 ratio</th><th>read p99 ratio</th><th>write p99 ratio</th><th>req/s PostgreSQL</th><th>req/s replicated</th><th>throughput ratio</th><th>target</th>")
+                .Append(r.FloorComparisons.Count > 0 ? "<th>p50 ratio the floor allows</th></tr>" : "</tr>");
             foreach (Comparison c in r.Comparisons)
             {
-                LoadRun b = Run(r, "postgres", c.Clients)!, p = Run(r, "replicated", c.Clients)!;
+                LoadRun b = Run(r, StoreNames.Postgres, c.Clients)!, p = Run(r, StoreNames.Replicated, c.Clients)!;
                 html.Append(Inv($"<tr><td>{c.Clients}</td><td>{Experiment.Ms(b.Overall.P50)}</td><td>{Experiment.Ms(p.Overall.P50)}</td><td>{Experiment.R(c.P50Ratio)}</td>"))
                     .Append(Inv($"<td>{Experiment.Ms(b.Overall.P99)}</td><td>{Experiment.Ms(p.Overall.P99)}</td><td>{Experiment.R(c.P99Ratio)}</td>"))
                     .Append(Inv($"<td>{Experiment.R(c.ReadP50Ratio)}</td><td>{Experiment.R(c.WriteP50Ratio)}</td><td>{Experiment.R(c.ReadP99Ratio)}</td><td>{Experiment.R(c.WriteP99Ratio)}</td>"))
                     .Append(Inv($"<td>{b.Throughput:F0}</td><td>{p.Throughput:F0}</td><td>{Experiment.R(c.ThroughputRatio)}</td>"))
-                    .Append(c.TargetMet ? "<td class=\"good\">met</td></tr>" : "<td class=\"bad\">not met</td></tr>");
+                    .Append(c.TargetMet ? "<td class=\"good\">met</td>" : "<td class=\"bad\">not met</td>");
+                if (r.FloorComparisons.Count > 0)
+                    html.Append($"<td>{Experiment.R(r.FloorComparisons.FirstOrDefault(f => f.Clients == c.Clients)?.PostgresP50OverFloor)}</td>");
+                html.Append("</tr>");
+            }
+            html.Append("</table>");
+        }
+
+        if (r.FloorComparisons.Count > 0)
+        {
+            html.Append("<h2>Against the floor: the HTTP hop alone</h2>")
+                .Append("<p>The floor is <b>not a correct service</b>: each of its three instances keeps the objects in a plain dictionary of its own, ")
+                .Append("neither shared nor replicated, so a write at one instance is never seen at the others. It is here only to show what every variant pays ")
+                .Append("before its store: the loopback HTTP round trip, Kestrel and ASP.NET routing, and the client, measured back to back with the others at each client count. ")
+                .Append("No store behind this HTTP front answers faster, so PostgreSQL's p50 over the floor's is the largest p50 ratio that any store could reach against PostgreSQL here.</p>")
+                .Append("<p class=\"note\">Milliseconds; ratios are each variant's figure over the floor's (1: nothing above the HTTP hop).</p>")
+                .Append("<table><tr><th>clients</th><th>p50 floor</th><th>p99 floor</th><th>req/s floor</th><th>p50 PostgreSQL / floor</th><th>p50 replicated / floor</th><th>p99 PostgreSQL / floor</th><th>p99 replicated / floor</th></tr>");
+            foreach (FloorComparison f in r.FloorComparisons)
+            {
+                LoadRun floor = Run(r, StoreNames.Floor, f.Clients)!;
+                html.Append(Inv($"<tr><td>{f.Clients}</td><td>{Experiment.Ms(floor.Overall.P50)}</td><td>{Experiment.Ms(floor.Overall.P99)}</td><td>{floor.Throughput:F0}</td>"))
+                    .Append(Inv($"<td>{Experiment.R(f.PostgresP50OverFloor)}</td><td>{Experiment.R(f.ReplicatedP50OverFloor)}</td><td>{Experiment.R(f.PostgresP99OverFloor)}</td><td>{Experiment.R(f.ReplicatedP99OverFloor)}</td></tr>"));
             }
             html.Append("</table>");
         }
@@ -84,7 +108,13 @@ internal static class HtmlReport
 
     private static string VariantSection(VariantRun v)
     {
-        var html = new StringBuilder($"<h2>{(v.Store == "postgres" ? "Three-tier baseline: PostgreSQL" : "Replicated collections")} ({E(v.Store)})</h2>");
+        string title = v.Store switch
+        {
+            StoreNames.Postgres => "Three-tier baseline: PostgreSQL",
+            StoreNames.Replicated => "Replicated collections",
+            _ => "The floor: a local dictionary per instance, not a correct service",
+        };
+        var html = new StringBuilder($"<h2>{title} ({E(v.Store)})</h2>");
         if (v.Skipped != null) html.Append($"<p><b>Skipped</b>: {E(v.Skipped)}</p>");
         if (v.Failure != null) html.Append($"<p class=\"bad\">Did not complete: {E(v.Failure)}</p>");
         if (v.Setup.Count > 0) html.Append("<ul>").Append(string.Concat(v.Setup.Select(s => $"<li>{E(s)}</li>"))).Append("</ul>");
@@ -115,12 +145,18 @@ internal static class HtmlReport
         if (v.Verification is { } check)
         {
             html.Append("<h3>What the instances hold after the load</h3><ul>")
-                .Append(check.InstancesAgree
+                .Append(Inv($"<li{(check.UnwrittenValues == 0 ? "" : " class=\"bad\"")}>Values held that no client wrote to their object (nor its initial value): {check.UnwrittenValues}, of {check.ObjectsHeld} held over the {v.InstanceUrls.Count} instances.</li>"))
+                .Append(!check.CrossInstance
+                    ? "<li>The instances are not compared with each other: they share nothing (the floor), so they disagree by design.</li>"
+                    : check.InstancesAgree
                     ? Inv($"<li>Every instance returned the same value for each of the {check.ObjectsCompared} objects ({check.AgreedAfterSeconds:F2} s after the clients stopped).</li>")
                     : "<li class=\"bad\">The instances do not agree.</li>")
-                .Append(Inv($"<li>Read-your-writes: {check.ReadYourWritesChecks - check.ReadYourWritesFailures} of {check.ReadYourWritesChecks} writes (PUT at one instance) read back at once at that instance (GET).</li>"))
-                .Append(Inv($"<li>The same writes read at the other instances: {check.OtherInstanceChecks - check.OtherInstanceFailures} of {check.OtherInstanceChecks}") +
-                        (v.Store == "replicated" ? " (each polled until it merged the write, for at most 10 s).</li>" : " (at once: one database).</li>"));
+                .Append(Inv($"<li>Read-your-writes: {check.ReadYourWritesChecks - check.ReadYourWritesFailures} of {check.ReadYourWritesChecks} writes (PUT at one instance) read back at once at that instance (GET).</li>"));
+            if (check.CrossInstance)
+            {
+                html.Append(Inv($"<li>The same writes read at the other instances: {check.OtherInstanceChecks - check.OtherInstanceFailures} of {check.OtherInstanceChecks}") +
+                            (v.Store == StoreNames.Replicated ? " (each polled until it merged the write, for at most 10 s).</li>" : " (at once: one database).</li>"));
+            }
             foreach (string problem in check.Problems) html.Append($"<li class=\"bad\">{E(problem)}</li>");
             html.Append("</ul><table><tr><th>object</th><th>written at instance</th><th>value</th>")
                 .Append(string.Concat(Enumerable.Range(0, check.Samples.FirstOrDefault()?.ReadBack.Length ?? 0).Select(i => Inv($"<th>read at instance {i}</th>")))).Append("</tr>");

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Globalization;
 using Isis.Collections;
 using Microsoft.Extensions.Diagnostics.HealthChecks;
@@ -5,7 +6,7 @@ using Npgsql;
 
 namespace Isis.ClosedLoop;
 
-/// <summary>Where an instance keeps the objects: the two variants of the experiment behind one HTTP API.</summary>
+/// <summary>Where an instance keeps the objects: the variants of the experiment behind one HTTP API.</summary>
 internal interface IObjectStore
 {
     /// <summary>The object's value, or null if there is no such object.</summary>
@@ -33,6 +34,23 @@ internal static class ObjectValues
     public static double InitialValue(int id) => id;
 
     public static string Format(double value) => value.ToString("R", CultureInfo.InvariantCulture);
+}
+
+/// <summary>The variants (<c>--store</c>) and what the parent must know of each.</summary>
+internal static class StoreNames
+{
+    public const string Postgres = "postgres";
+    public const string Replicated = "replicated";
+    public const string Floor = "floor";
+
+    public static readonly string[] All = [Postgres, Replicated, Floor];
+
+    /// <summary>
+    /// Whether the instances serve one set of objects (a write at one is read at the others). False
+    /// for the floor only: each of its instances keeps objects of its own, so the parent populates
+    /// every instance and does not check that they agree.
+    /// </summary>
+    public static bool SharesState(string store) => store != Floor;
 }
 
 /// <summary>
@@ -159,4 +177,40 @@ internal sealed class ReplicatedStore(int instances) : IObjectStore
             ? HealthCheckResult.Healthy($"view {view!.ViewId} holds {members} members")
             : HealthCheckResult.Unhealthy(view == null ? "not joined yet" : $"view {view.ViewId} holds {members} of the {instances} instances"));
     }
+}
+
+/// <summary>
+/// The floor, not a correct service: each instance keeps the objects in a
+/// <see cref="ConcurrentDictionary{TKey, TValue}"/> of its own, neither shared nor replicated, so
+/// the three instances do not agree. A read and a write are one local dictionary operation; what a
+/// request costs here is what every variant pays before its store: the loopback HTTP round trip,
+/// Kestrel and ASP.NET routing, and the client. No store behind this HTTP front can answer faster.
+/// </summary>
+internal sealed class LocalStore : IObjectStore
+{
+    private readonly ConcurrentDictionary<int, double> _objects = new();
+
+    public ValueTask<double?> ReadAsync(int id, CancellationToken cancel) =>
+        ValueTask.FromResult(_objects.TryGetValue(id, out double value) ? value : (double?)null);
+
+    public Task WriteAsync(int id, double value, CancellationToken cancel)
+    {
+        _objects[id] = value;
+        return Task.CompletedTask;
+    }
+
+    public Task<SortedDictionary<int, double>> ReadAllAsync(CancellationToken cancel) =>
+        Task.FromResult(new SortedDictionary<int, double>(_objects));
+
+    public Task PopulateAsync(int objects, CancellationToken cancel)
+    {
+        _objects.Clear();
+        for (int id = 0; id < objects; id++) _objects[id] = ObjectValues.InitialValue(id);
+        return Task.CompletedTask;
+    }
+
+    public Task<long> CountAsync(CancellationToken cancel) => Task.FromResult((long)_objects.Count);
+
+    public Task<HealthCheckResult> CheckAsync(CancellationToken cancel) =>
+        Task.FromResult(HealthCheckResult.Healthy("a local dictionary"));
 }

@@ -7,7 +7,7 @@ namespace Isis.ClosedLoop;
 
 /// <summary>
 /// One instance of the service (<c>dotnet Isis.ClosedLoop.dll serve ...</c>, started by the parent):
-/// an ASP.NET minimal API on 127.0.0.1 over one of the two stores.
+/// an ASP.NET minimal API on 127.0.0.1 over one of the stores (<see cref="StoreNames"/>).
 /// <list type="table">
 /// <item><term>GET /objects/{id}</term><description>the object's value (text), 404 if there is no such object</description></item>
 /// <item><term>PUT /objects/{id}?value=V</term><description>sets it; 204 once a read here sees it</description></item>
@@ -35,7 +35,11 @@ internal static class ServeCommand
 
         IObjectStore store;
         IHealthChecksBuilder health = builder.Services.AddHealthChecks();
-        if (o.Store == "postgres")
+        if (o.Store == StoreNames.Floor)
+        {
+            store = new LocalStore();
+        }
+        else if (o.Store == StoreNames.Postgres)
         {
             var postgres = new PostgresStore(o.Connection!, o.PgPool);
             builder.Services.AddSingleton(postgres); // disposed with the host

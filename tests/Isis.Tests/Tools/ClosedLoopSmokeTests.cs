@@ -11,8 +11,10 @@ namespace Isis.Tests.Tools;
 /// it, in --quick mode: three instance processes on 127.0.0.1, closed-loop clients at two client
 /// counts, the JSON and HTML reports. Asserts what the service did, never how fast: every client
 /// count completed requests, none failed, no read returned a value nobody wrote, and after the load
-/// the instances agree and each reads back its own writes (the tool PUTs at one instance and GETs
-/// there and at the others before it stops them; the report lists those reads).
+/// each instance holds only values written, the instances agree and each reads back its own writes
+/// (the tool PUTs at one instance and GETs there and at the others before it stops them; the report
+/// lists those reads). The floor variant (a plain dictionary per instance, shared with nobody) is
+/// held to what it can keep: no cross-instance agreement, the per-instance checks all the same.
 /// </summary>
 [Collection(MultiProcessCollection.Name)]
 public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
@@ -20,18 +22,23 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
     private static readonly TimeSpan Limit = TimeSpan.FromSeconds(120);
 
     [Fact]
-    public async Task Quick_run_on_replicated_collections_completes_requests_at_each_client_count_and_reads_the_values_written()
+    public async Task Quick_run_on_replicated_collections_and_the_floor_completes_requests_at_each_client_count_and_reads_the_values_written()
     {
         string dir = Directory.CreateTempSubdirectory("isis-closedloop-smoke-").FullName;
         try
         {
-            JsonElement root = await RunQuick(dir, "replicated");
-            JsonElement variant = Assert.Single(root.GetProperty("Variants").EnumerateArray());
-            AssertVariantServed(variant, "replicated", root);
-            Assert.Empty(root.GetProperty("Comparisons").EnumerateArray()); // one variant: nothing to compare
+            JsonElement root = await RunQuick(dir, "replicated,floor");
+            JsonElement[] variants = [.. root.GetProperty("Variants").EnumerateArray()];
+            Assert.Equal(2, variants.Length);
+            AssertVariantServed(variants[0], "replicated", root);
+            AssertVariantServed(variants[1], "floor", root, sharesState: false);
+            Assert.Empty(root.GetProperty("Comparisons").EnumerateArray()); // no baseline: nothing to compare with it
+            AssertFloorComparisons(root, postgres: false);
             string html = File.ReadAllText(Path.Combine(dir, "report.html"));
             Assert.Contains("Replicated collections (replicated)", html);
-            Assert.Contains("--quick --store replicated", html);
+            Assert.Contains("not a correct service", html);
+            Assert.Contains("Against the floor", html);
+            Assert.Contains("--quick --store replicated,floor", html);
             Assert.Contains(">commit<", html);
             Assert.Contains("<svg", html);
             Assert.DoesNotContain("<script", html);
@@ -43,7 +50,7 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
     }
 
     [SkippableFact]
-    public async Task Quick_run_against_PostgreSQL_and_replicated_completes_both_and_compares_them()
+    public async Task Quick_run_against_PostgreSQL_replicated_and_the_floor_completes_all_three_and_compares_them()
     {
         string? initdb = Directory.Exists("/usr/lib/postgresql")
             ? Directory.EnumerateDirectories("/usr/lib/postgresql").Select(d => Path.Combine(d, "bin", "initdb")).FirstOrDefault(File.Exists)
@@ -54,11 +61,12 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         string dir = Directory.CreateTempSubdirectory("isis-closedloop-smoke-").FullName;
         try
         {
-            JsonElement root = await RunQuick(dir, "postgres,replicated");
+            JsonElement root = await RunQuick(dir, "postgres,replicated,floor");
             JsonElement[] variants = [.. root.GetProperty("Variants").EnumerateArray()];
-            Assert.Equal(2, variants.Length);
+            Assert.Equal(3, variants.Length);
             AssertVariantServed(variants[0], "postgres", root);
             AssertVariantServed(variants[1], "replicated", root);
+            AssertVariantServed(variants[2], "floor", root, sharesState: false);
             // The baseline ran on a real server with durable commits, read back from its settings.
             string[] setup = [.. variants[0].GetProperty("Setup").EnumerateArray().Select(s => s.GetString()!)];
             Assert.Contains("fsync = on", setup);
@@ -69,10 +77,12 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
             Assert.All(comparisons, c => Assert.True(c.GetProperty("P50Ratio").GetDouble() > 0));
             Assert.All(comparisons, c => Assert.True(c.GetProperty("P99Ratio").GetDouble() > 0));
             Assert.NotEqual(JsonValueKind.Null, root.GetProperty("TargetMet").ValueKind);
+            AssertFloorComparisons(root, postgres: true);
             string html = File.ReadAllText(Path.Combine(dir, "report.html"));
             Assert.Contains("PostgreSQL baseline against replicated collections", html);
             Assert.Contains("p50 ratio", html);
             Assert.Contains("Three-tier baseline: PostgreSQL", html);
+            Assert.Contains("p50 ratio the floor allows", html);
             // Nothing of the throwaway server is left behind.
             Assert.DoesNotContain(Directory.EnumerateDirectories("/var/tmp", "isis-closedloop-pg.*"), d => File.Exists(Path.Combine(d, "data", "postmaster.pid"))
                 && ProcessAlive(File.ReadLines(Path.Combine(d, "data", "postmaster.pid")).First()));
@@ -100,7 +110,26 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         return root;
     }
 
-    private static void AssertVariantServed(JsonElement variant, string store, JsonElement root)
+    /// <summary>Each variant over the floor at both client counts: present and positive (their values are this machine's business).</summary>
+    private static void AssertFloorComparisons(JsonElement root, bool postgres)
+    {
+        JsonElement[] floor = [.. root.GetProperty("FloorComparisons").EnumerateArray()];
+        Assert.Equal([2, 16], floor.Select(c => c.GetProperty("Clients").GetInt32()));
+        foreach (JsonElement c in floor)
+        {
+            Assert.True(c.GetProperty("ReplicatedP50OverFloor").GetDouble() > 0);
+            Assert.True(c.GetProperty("ReplicatedP99OverFloor").GetDouble() > 0);
+            if (postgres) Assert.True(c.GetProperty("PostgresP50OverFloor").GetDouble() > 0);
+            else Assert.Equal(JsonValueKind.Null, c.GetProperty("PostgresP50OverFloor").ValueKind);
+        }
+    }
+
+    /// <summary>
+    /// The variant ran at every client count without a failure or a phantom read, and passed the checks
+    /// after the load. <paramref name="sharesState"/> false (the floor): its instances share nothing, so
+    /// only the per-instance checks apply (every object held with a value written, read-your-writes).
+    /// </summary>
+    private static void AssertVariantServed(JsonElement variant, string store, JsonElement root, bool sharesState = true)
     {
         Assert.Equal(store, variant.GetProperty("Store").GetString());
         Assert.False(variant.TryGetProperty("Skipped", out _), $"{store} was skipped");
@@ -123,21 +152,35 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
             Assert.True(run.GetProperty("Issued").GetInt64() >= run.GetProperty("Overall").GetProperty("Samples").GetInt32());
         }
 
-        // After the load: the instances agree on every object, and each write is read back where it was made and at the others.
+        // After the load: every instance holds every object and no value nobody wrote; the instances agree on
+        // every object (where they share state); each write is read back where it was made (and at the others).
         JsonElement check = variant.GetProperty("Verification");
-        Assert.True(check.GetProperty("InstancesAgree").GetBoolean(), $"{store}: the instances do not agree: {check.GetProperty("Problems")}");
-        Assert.Equal(1024, check.GetProperty("ObjectsCompared").GetInt32());
+        Assert.Empty(check.GetProperty("Problems").EnumerateArray());
+        Assert.Equal(3 * 1024, check.GetProperty("ObjectsHeld").GetInt32());
+        Assert.Equal(0, check.GetProperty("UnwrittenValues").GetInt32());
+        Assert.Equal(sharesState, check.GetProperty("CrossInstance").GetBoolean());
         Assert.True(check.GetProperty("ReadYourWritesChecks").GetInt32() > 0);
         Assert.Equal(0, check.GetProperty("ReadYourWritesFailures").GetInt32());
-        Assert.True(check.GetProperty("OtherInstanceChecks").GetInt32() > 0);
         Assert.Equal(0, check.GetProperty("OtherInstanceFailures").GetInt32());
-        Assert.Empty(check.GetProperty("Problems").EnumerateArray());
+        if (sharesState)
+        {
+            Assert.True(check.GetProperty("InstancesAgree").GetBoolean(), $"{store}: the instances do not agree: {check.GetProperty("Problems")}");
+            Assert.Equal(1024, check.GetProperty("ObjectsCompared").GetInt32());
+            Assert.True(check.GetProperty("OtherInstanceChecks").GetInt32() > 0);
+        }
+        else
+        {
+            Assert.Equal(0, check.GetProperty("OtherInstanceChecks").GetInt32());
+        }
         JsonElement[] samples = [.. check.GetProperty("Samples").EnumerateArray()];
         Assert.NotEmpty(samples);
         foreach (JsonElement s in samples)
         {
             double written = s.GetProperty("Written").GetDouble();
-            Assert.All(s.GetProperty("ReadBack").EnumerateArray(), read => Assert.Equal(written, read.GetDouble()));
+            JsonElement[] readBack = [.. s.GetProperty("ReadBack").EnumerateArray()];
+            Assert.Equal(3, readBack.Length);
+            if (sharesState) Assert.All(readBack, read => Assert.Equal(written, read.GetDouble()));
+            else Assert.Equal(written, readBack[s.GetProperty("Instance").GetInt32()].GetDouble());
         }
     }
 
