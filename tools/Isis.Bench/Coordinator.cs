@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Sockets;
 using System.Reflection;
 using System.Text.Json;
+using Isis.Tools;
 
 namespace Isis.Bench;
 
@@ -87,8 +88,8 @@ internal static class Coordinator
     {
         var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
-        int servicePort = FreeUdpPort();
-        if (o.Multicast && o.MulticastPort == 0) o = o with { MulticastPort = FreeUdpPort() }; // every process of the run receives multicast there
+        int servicePort = ToolProcess.FreeUdpPort();
+        if (o.Multicast && o.MulticastPort == 0) o = o with { MulticastPort = ToolProcess.FreeUdpPort() }; // every process of the run receives multicast there
         Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1 over {o.TransportName.ToUpperInvariant()}, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));
@@ -198,7 +199,7 @@ internal static class Coordinator
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)
     {
-        var (host, dll) = SelfCommand();
+        var (host, dll) = ToolProcess.SelfCommand();
         var psi = new ProcessStartInfo(host)
         {
             UseShellExecute = false,
@@ -228,24 +229,6 @@ internal static class Coordinator
         p.BeginOutputReadLine();
         p.BeginErrorReadLine();
         return p;
-    }
-
-    /// <summary>How to run this program again: <c>dotnet Isis.Bench.dll</c> (or the apphost when there is no dotnet host).</summary>
-    internal static (string Host, string? Dll) SelfCommand()
-    {
-        string dll = Path.Combine(AppContext.BaseDirectory, Assembly.GetExecutingAssembly().GetName().Name + ".dll");
-        string? current = Environment.ProcessPath;
-        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return (current, dll);
-        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
-        if (hostPath != null && File.Exists(hostPath)) return (hostPath, dll);
-        return ("dotnet", dll);
-    }
-
-    internal static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 
     private static void Summarize(BenchOptions o, MemberResult[] m, BenchReport report)

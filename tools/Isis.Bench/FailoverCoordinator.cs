@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
+using Isis.Tools;
 
 namespace Isis.Bench;
 
@@ -65,7 +66,7 @@ internal static class FailoverCoordinator
         }
         if (members < 4) throw new ArgumentException("--failover needs --members 4 or more (three replica hosts and one that hosts none)");
 
-        var run = new Rig(Coordinator.FreeUdpPort(), heartbeatMs, suspicion);
+        var run = new Rig(ToolProcess.FreeUdpPort(), heartbeatMs, suspicion);
         Console.WriteLine($"failover: {members} members, {rounds} rounds, heartbeat {heartbeatMs} ms x {suspicion}, well-known port {run.Port}");
         try
         {
@@ -166,7 +167,7 @@ internal static class FailoverCoordinator
 
         public Child Start()
         {
-            var (host, dll) = Coordinator.SelfCommand();
+            var (host, dll) = ToolProcess.SelfCommand();
             var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardInput = true, RedirectStandardOutput = true, RedirectStandardError = true };
             if (dll != null) psi.ArgumentList.Add(dll);
             foreach (string a in new[] { "failover-member", "--service-port", Str(port), "--heartbeat-ms", Str(heartbeatMs), "--suspicion", Str(suspicion) }) psi.ArgumentList.Add(a);

@@ -3,6 +3,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using static Isis.Bench.HarnessShell;
+using static Isis.Tools.ToolProcess;
 
 namespace Isis.Bench;
 

@@ -6,29 +6,6 @@ namespace Isis.Bench;
 /// <summary>What the experiments that drive other programs share: running a program with a time limit, finding the repository's (and ../shared's) files, medians, options.</summary>
 internal static class HarnessShell
 {
-    /// <summary>Runs <paramref name="program"/> to its end (killed after <paramref name="limit"/>); its exit code and output, or -1 and why it did not run.</summary>
-    public static (int Code, string Output) Exec(TimeSpan limit, string program, params string[] args)
-    {
-        var psi = new ProcessStartInfo(program) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        try
-        {
-            using Process p = Process.Start(psi)!;
-            Task<string> stdout = p.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = p.StandardError.ReadToEndAsync();
-            if (!p.WaitForExit(limit))
-            {
-                p.Kill(entireProcessTree: true);
-                return (-1, $"{program} did not finish within {limit.TotalSeconds:F0} s");
-            }
-            return (p.ExitCode, stdout.Result + stderr.Result);
-        }
-        catch (System.ComponentModel.Win32Exception e)
-        {
-            return (-1, $"{program}: {e.Message}");
-        }
-    }
-
     /// <summary>A file of the repository, or of ../shared beside it, found upwards from this program's directory.</summary>
     public static string? RepoFile(string relative)
     {

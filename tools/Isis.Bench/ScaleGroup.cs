@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
+using Isis.Tools;
 
 namespace Isis.Bench;
 
@@ -39,7 +40,7 @@ internal sealed class ScaleGroup : IDisposable
 
     public int Run()
     {
-        int servicePort = Coordinator.FreeUdpPort();
+        int servicePort = ToolProcess.FreeUdpPort();
         _service = new IsisRuntime(Coordinator.Options(MembershipServiceMode.Host, servicePort, _o));
         _service.Start();
         Console.WriteLine($"  membership service on 127.0.0.1:{servicePort}, hosted by this process (pid {Environment.ProcessId})");
@@ -155,7 +156,7 @@ internal sealed class ScaleGroup : IDisposable
 
     private void Start(ScaleChild child, int servicePort, int hardLimit)
     {
-        var (host, dll) = Coordinator.SelfCommand();
+        var (host, dll) = ToolProcess.SelfCommand();
         var psi = new ProcessStartInfo(host)
         {
             UseShellExecute = false,

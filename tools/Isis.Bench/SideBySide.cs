@@ -2,6 +2,8 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
 using static Isis.Bench.HarnessShell;
+using static Isis.Tools.ToolProcess;
+using Isis.Tools;
 
 namespace Isis.Bench;
 
@@ -111,7 +113,7 @@ internal static class SideBySide
     private static BenchReport? RunOurs(string work, int round, bool quick, string transport, int[] sizes, bool scaling)
     {
         string json = Path.Combine(work, $"isis-{round}.json");
-        (string host, string? dll) = Coordinator.SelfCommand();
+        (string host, string? dll) = ToolProcess.SelfCommand();
         var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
         if (dll != null) psi.ArgumentList.Add(dll);
         string[] common = ["--members", string.Join(",", sizes), "--primitive", scaling ? "send" : "send,ordered,query,safe3", "--payload", "100", "--transport", transport, "--out", json];

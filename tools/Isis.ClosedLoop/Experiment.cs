@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Http.Json;
 using System.Text.Json;
 using Npgsql;
+using Isis.Tools;
 
 namespace Isis.ClosedLoop;
 
@@ -24,7 +25,7 @@ internal static class Experiment
         var report = new ClosedLoopReport
         {
             Command = "dotnet run -c Release --project tools/Isis.ClosedLoop -- " + string.Join(' ', args),
-            Commit = Machine.GitCommit(),
+            Commit = ToolProcess.GitCommit(),
             Machine = Environment.MachineName,
             Cpu = Machine.CpuModel(),
             ProcessorCount = Environment.ProcessorCount,
@@ -157,7 +158,7 @@ internal static class Experiment
         }
         else if (v.Store == StoreNames.Replicated)
         {
-            isisPort = Machine.FreeUdpPort();
+            isisPort = ToolProcess.FreeUdpPort();
             v.Setup.Add($"one group \"{ServeCommand.GroupName}\" joined by the {o.Instances} instances, each holding a ReplicatedDictionary<int, double> with " +
                         (o.MergeIntervalMs is int ms ? Inv($"MergeOrdering.Ordered and a merge interval of {ms} ms (--merge-interval-ms)") : "the default options (MergeOrdering.Ordered, no merge interval: one merge list in flight, the updates that arrive meanwhile go in the next)"));
             v.Setup.Add(Inv($"AddIsis with zero configuration but the run's own membership service port ({isisPort}; the first instances host the service) and failure detection 100 ms x {o.Suspicion}"));
@@ -177,7 +178,7 @@ internal static class Experiment
             {
                 Store = v.Store,
                 Index = i,
-                Port = Machine.FreeTcpPort(),
+                Port = ToolProcess.FreeTcpPort(),
                 Objects = o.Objects,
                 Instances = o.Instances,
                 ParentPid = Environment.ProcessId,

@@ -55,66 +55,6 @@ internal static class Machine
         return $"{type} ({device} on {best})";
     }
 
-    /// <summary>The commit being measured: git's HEAD if git and the repository are at hand.</summary>
-    public static string GitCommit()
-    {
-        (int code, string head) = Exec(TimeSpan.FromSeconds(10), "git", "rev-parse", "--short=12", "HEAD");
-        if (code != 0 || head.Trim().Length == 0) return "unknown";
-        (int statusCode, string status) = Exec(TimeSpan.FromSeconds(10), "git", "status", "--porcelain", "--untracked-files=no");
-        return head.Trim() + (statusCode == 0 && status.Trim().Length > 0 ? " (with local changes)" : "");
-    }
-
-    /// <summary>Runs a program to its end (killed after <paramref name="limit"/>): its exit code and standard output, or -1 and why not.</summary>
-    public static (int Code, string Output) Exec(TimeSpan limit, string program, params string[] args)
-    {
-        var psi = new ProcessStartInfo(program) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        try
-        {
-            using Process p = Process.Start(psi)!;
-            Task<string> stdout = p.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = p.StandardError.ReadToEndAsync();
-            if (!p.WaitForExit(limit))
-            {
-                p.Kill(entireProcessTree: true);
-                return (-1, $"{program} did not finish within {limit.TotalSeconds:F0} s");
-            }
-            p.WaitForExit();
-            string err = stderr.Result;
-            return (p.ExitCode, stdout.Result + (p.ExitCode != 0 && err.Length > 0 ? err : ""));
-        }
-        catch (System.ComponentModel.Win32Exception e)
-        {
-            return (-1, $"{program}: {e.Message}");
-        }
-    }
-
-    /// <summary>How to run this program again: <c>dotnet Isis.ClosedLoop.dll</c>.</summary>
-    public static (string Host, string Dll) SelfCommand()
-    {
-        string dll = Path.Combine(AppContext.BaseDirectory, Assembly.GetExecutingAssembly().GetName().Name + ".dll");
-        string? current = Environment.ProcessPath;
-        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return (current, dll);
-        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
-        return (hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet", dll);
-    }
-
-    public static int FreeTcpPort()
-    {
-        var l = new TcpListener(IPAddress.Loopback, 0);
-        l.Start();
-        int port = ((IPEndPoint)l.LocalEndpoint).Port;
-        l.Stop();
-        return port;
-    }
-
-    public static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
-    }
-
     private static string? ReadProc(string path)
     {
         try

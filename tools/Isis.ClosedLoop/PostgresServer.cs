@@ -1,5 +1,6 @@
 using System.Globalization;
 using Npgsql;
+using Isis.Tools;
 
 namespace Isis.ClosedLoop;
 
@@ -39,7 +40,7 @@ internal sealed class PostgresServer : IDisposable
     {
         string script = Path.Combine(AppContext.BaseDirectory, "postgres.sh");
         if (!File.Exists(script)) return (null, null, $"{script} is missing (it is copied beside the program by the build)");
-        (int code, string output) = Machine.Exec(TimeSpan.FromMinutes(10), "bash", script, "start",
+        (int code, string output) = ToolProcess.Exec(TimeSpan.FromMinutes(10), "bash", script, "start",
             "--parent-pid", Environment.ProcessId.ToString(CultureInfo.InvariantCulture),
             "--max-connections", maxConnections.ToString(CultureInfo.InvariantCulture));
         var values = output.Split('\n').Select(l => l.Trim().Split('=', 2)).Where(kv => kv.Length == 2).ToDictionary(kv => kv[0], kv => kv[1]);
@@ -76,7 +77,7 @@ internal sealed class PostgresServer : IDisposable
     {
         if (_stopped) return;
         _stopped = true;
-        (int code, string output) = Machine.Exec(TimeSpan.FromMinutes(1), "bash", _script, "stop", _directory);
+        (int code, string output) = ToolProcess.Exec(TimeSpan.FromMinutes(1), "bash", _script, "stop", _directory);
         if (code != 0) Console.Error.WriteLine($"Isis.ClosedLoop: postgres.sh stop {_directory} exited with {code}: {output.Trim()}");
     }
 }

@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
+using Isis.Tools;
 
 namespace Isis.ClosedLoop;
 
@@ -17,7 +18,7 @@ internal sealed class ServiceInstance : IDisposable
         Index = o.Index;
         Url = string.Create(CultureInfo.InvariantCulture, $"http://127.0.0.1:{o.Port}");
         Label = $"{o.Store} {o.Index}";
-        var (host, dll) = Machine.SelfCommand();
+        var (host, dll) = ToolProcess.SelfCommand();
         var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
         psi.ArgumentList.Add(dll);
         foreach (string a in o.Arguments()) psi.ArgumentList.Add(a);

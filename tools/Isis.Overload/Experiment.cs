@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Text.Json;
+using Isis.Tools;
 
 namespace Isis.Overload;
 
@@ -37,7 +38,7 @@ internal sealed class Experiment
         var report = new OverloadReport
         {
             Command = "dotnet run -c Release --project tools/Isis.Overload -- " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1)),
-            Commit = GitCommit(),
+            Commit = ToolProcess.GitCommit(),
             Machine = Environment.MachineName,
             ProcessorCount = Environment.ProcessorCount,
             Os = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
@@ -97,7 +98,7 @@ internal sealed class Experiment
         if (_o.Pin && !pin) report.Notes.Add(cpus.Length < 2 ? "one CPU only: the instances and the hogs are not pinned" : "taskset is not available: the instances and the hogs are not pinned");
 
         // One by one, each healthy (in the group) before the next starts: the first is the oldest member, the collection's sequencer.
-        int membershipPort = Instance.FreeUdpPort();
+        int membershipPort = ToolProcess.FreeUdpPort();
         for (int i = 0; i < 3; i++)
         {
             var instance = new Instance(i, !pin ? null : i == 2 ? starvedCpus : otherCpus, membershipPort, membershipDirectory, _o);
@@ -458,12 +459,4 @@ internal sealed class Experiment
         }
     }
 
-    /// <summary>The commit being measured: git's HEAD if git and the repository are at hand.</summary>
-    private static string GitCommit()
-    {
-        (int code, string head) = Starvation.Exec(TimeSpan.FromSeconds(5), "git", "-C", AppContext.BaseDirectory, "rev-parse", "--short=12", "HEAD");
-        if (code != 0 || head.Trim().Length == 0) return "unknown";
-        (_, string status) = Starvation.Exec(TimeSpan.FromSeconds(5), "git", "-C", AppContext.BaseDirectory, "status", "--porcelain", "--untracked-files=no");
-        return status.Trim().Length > 0 ? head.Trim() + " (with local changes)" : head.Trim();
-    }
 }

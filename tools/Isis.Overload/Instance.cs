@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Http.Json;
 using System.Net.Sockets;
 using System.Text.Json;
+using Isis.Tools;
 
 namespace Isis.Overload;
 
@@ -21,7 +22,7 @@ internal sealed class Instance : IDisposable
     {
         Index = index;
         Cpus = cpus;
-        Url = $"http://127.0.0.1:{FreeTcpPort()}";
+        Url = $"http://127.0.0.1:{ToolProcess.FreeTcpPort()}";
         string[] serve =
         [
             SelfDll, "serve", "--urls", Url, "--gossip-ms", o.GossipMs.ToString(CultureInfo.InvariantCulture),
@@ -116,7 +117,7 @@ internal sealed class Instance : IDisposable
     public void Stop(TimeSpan grace)
     {
         if (HasExited) return;
-        Starvation.Exec(TimeSpan.FromSeconds(5), "kill", "-TERM", ProcessId.ToString(CultureInfo.InvariantCulture));
+        ToolProcess.Exec(TimeSpan.FromSeconds(5), "kill", "-TERM", ProcessId.ToString(CultureInfo.InvariantCulture));
         if (!_process.WaitForExit(grace)) Kill();
     }
 
@@ -150,21 +151,6 @@ internal sealed class Instance : IDisposable
         }
     }
 
-    private static int FreeTcpPort()
-    {
-        var l = new TcpListener(IPAddress.Loopback, 0);
-        l.Start();
-        int port = ((IPEndPoint)l.LocalEndpoint).Port;
-        l.Stop();
-        return port;
-    }
-
-    public static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
-    }
 }
 
 /// <summary>The JSON settings of /stats and the result file.</summary>

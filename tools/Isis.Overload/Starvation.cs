@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using Isis.Tools;
 
 namespace Isis.Overload;
 
@@ -48,7 +49,7 @@ internal static class Starvation
 
     /// <summary>True if util-linux's <c>taskset</c> can pin processes here (Linux with more than one CPU).</summary>
     public static bool CanPin() =>
-        OperatingSystem.IsLinux() && Environment.ProcessorCount > 1 && Exec(TimeSpan.FromSeconds(5), "taskset", "--version").Code == 0;
+        OperatingSystem.IsLinux() && Environment.ProcessorCount > 1 && ToolProcess.Exec(TimeSpan.FromSeconds(5), "taskset", "--version").Code == 0;
 
     /// <summary>
     /// Sets the nice value of every thread of <paramref name="pid"/> (on Linux nice is per thread, and
@@ -60,32 +61,10 @@ internal static class Starvation
         string tasks = $"/proc/{pid}/task";
         if (!Directory.Exists(tasks)) return $"no {tasks}: cannot renice the threads of process {pid} here";
         string[] tids = [.. Directory.GetDirectories(tasks).Select(Path.GetFileName).OfType<string>()];
-        (int code, string output) = Exec(TimeSpan.FromSeconds(10), "renice", ["-n", nice.ToString(CultureInfo.InvariantCulture), "-p", .. tids]);
+        (int code, string output) = ToolProcess.Exec(TimeSpan.FromSeconds(10), "renice", ["-n", nice.ToString(CultureInfo.InvariantCulture), "-p", .. tids]);
         return code == 0 ? null : $"renice -n {nice} on {tids.Length} threads of process {pid} failed ({code}): {output.Trim()}";
     }
 
-    /// <summary>Runs <paramref name="program"/> to its end (killed after <paramref name="limit"/>); its exit code and output, or -1 and why it did not run.</summary>
-    public static (int Code, string Output) Exec(TimeSpan limit, string program, params string[] args)
-    {
-        var psi = new ProcessStartInfo(program) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        try
-        {
-            using Process p = Process.Start(psi)!;
-            Task<string> stdout = p.StandardOutput.ReadToEndAsync();
-            Task<string> stderr = p.StandardError.ReadToEndAsync();
-            if (!p.WaitForExit(limit))
-            {
-                p.Kill(entireProcessTree: true);
-                return (-1, $"{program} did not finish within {limit.TotalSeconds:F0} s");
-            }
-            return (p.ExitCode, stdout.Result + stderr.Result);
-        }
-        catch (System.ComponentModel.Win32Exception e)
-        {
-            return (-1, $"{program}: {e.Message}");
-        }
-    }
 }
 
 /// <summary>

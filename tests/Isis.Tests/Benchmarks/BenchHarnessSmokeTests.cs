@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Reflection;
 using System.Text.Json;
+using Isis.Tests.Tools;
 
 namespace Isis.Tests.Benchmarks;
 
@@ -28,7 +29,7 @@ public sealed class BenchHarnessSmokeTests
         string output = Path.ChangeExtension(report, ".json");
         try
         {
-            var (exitCode, log) = await RunToExit([dll, "--quick", "--out", report], workingDirectory: null, TimeSpan.FromSeconds(120));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--quick", "--out", report], TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --quick exited with {exitCode}:\n{log}");
             Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
 
@@ -114,9 +115,9 @@ public sealed class BenchHarnessSmokeTests
         string output = Path.Combine(dir, "scale.json");
         try
         {
-            var (exitCode, log) = await RunToExit(
+            var (exitCode, log) = await DotnetTool.RunToExit(
                 [dll, "--scale", "--members", "4", "--sends", "5", "--idle-seconds", "1", "--heartbeat-ms", "100", "--suspicion", "10", "--timeout", "60", "--out", output],
-                workingDirectory: null, TimeSpan.FromSeconds(120));
+                TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --scale exited with {exitCode}:\n{log}");
             Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
 
@@ -153,9 +154,9 @@ public sealed class BenchHarnessSmokeTests
         string output = Path.Combine(dir, "safe.json");
         try
         {
-            var (exitCode, log) = await RunToExit(
+            var (exitCode, log) = await DotnetTool.RunToExit(
                 [dll, "--primitive", "safe3", "--warmup", "10", "--samples", "100", "--messages", "500", "--safe-log", logs, "--timeout", "60", "--out", output],
-                workingDirectory: null, TimeSpan.FromSeconds(120));
+                TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --safe-log exited with {exitCode}:\n{log}");
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             JsonElement run = result.RootElement.GetProperty("Runs")[0];
@@ -181,7 +182,7 @@ public sealed class BenchHarnessSmokeTests
         string output = Path.Combine(Directory.CreateTempSubdirectory("isis-bench-failover-").FullName, "failover.json");
         try
         {
-            var (exitCode, log) = await RunToExit([dll, "--failover", "--members", "4", "--rounds", "1", "--out", output], workingDirectory: null, TimeSpan.FromSeconds(120));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--failover", "--members", "4", "--rounds", "1", "--out", output], TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --failover exited with {exitCode}:\n{log}");
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             string[] measures = [.. result.RootElement.GetProperty("results").EnumerateArray().Select(r => r.GetProperty("measure").GetString()!)];
@@ -201,7 +202,7 @@ public sealed class BenchHarnessSmokeTests
     {
         string dll = typeof(BenchHarnessSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
             .Single(a => a.Key == "IsisBenchDll").Value!;
-        var (exitCode, log) = await RunToExit([dll, "--handoff", "--round-trips", "300", "--repeat", "1"], workingDirectory: null, TimeSpan.FromSeconds(120));
+        var (exitCode, log) = await DotnetTool.RunToExit([dll, "--handoff", "--round-trips", "300", "--repeat", "1"], TimeSpan.FromSeconds(120));
         Assert.True(exitCode == 0, $"Isis.Bench --handoff exited with {exitCode}:\n{log}");
         Assert.Contains("C floor: ", log); // measured, or skipped with the reason
         foreach (string variant in (string[])["blocking receive", "busy-polling receive", "1 hand-off, ManualResetEventSlim", "2 hand-offs, SemaphoreSlim", "2 hand-offs, spin then block"])
@@ -219,7 +220,7 @@ public sealed class BenchHarnessSmokeTests
         try
         {
             string html = Path.Combine(dir, "sbs.html");
-            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--transport", transport, "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--transport", transport, "--out", html], TimeSpan.FromSeconds(400));
             Assert.True(exitCode == 0, $"Isis.Bench --side-by-side exited with {exitCode}:\n{log}");
             string report = File.ReadAllText(html);
             Assert.Contains($"Side by side: Isis, JGroups 2.12 ({label}) and the C floor, interleaved", report);
@@ -247,7 +248,7 @@ public sealed class BenchHarnessSmokeTests
         try
         {
             string html = Path.Combine(dir, "sizes.html");
-            var (exitCode, log) = await RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--members", "4,5", "--transport", "multicast", "--out", html], workingDirectory: null, TimeSpan.FromSeconds(400));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--side-by-side", "--rounds", "1", "--quick", "--members", "4,5", "--transport", "multicast", "--out", html], TimeSpan.FromSeconds(400));
             Assert.True(exitCode == 0, $"Isis.Bench --side-by-side --members 4,5 exited with {exitCode}:\n{log}");
             string report = File.ReadAllText(html);
             foreach (int n in (int[])[4, 5])
@@ -276,7 +277,7 @@ public sealed class BenchHarnessSmokeTests
         string dir = Directory.CreateTempSubdirectory("isis-bdn-dry-").FullName; // BenchmarkDotNet writes its artifacts here
         try
         {
-            var (exitCode, log) = await RunToExit([dll, "--dry", "--filter", "*"], dir, TimeSpan.FromSeconds(180));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--dry", "--filter", "*"], TimeSpan.FromSeconds(180), dir);
             Assert.True(exitCode == 0, $"the BenchmarkDotNet dry run exited with {exitCode}:\n{log}");
             Assert.Contains("LoopbackSendBenchmarks", log);
         }
@@ -284,36 +285,6 @@ public sealed class BenchHarnessSmokeTests
         {
             Directory.Delete(dir, recursive: true);
         }
-    }
-
-    /// <summary>Runs a dll with the dotnet host until it exits; the limit is a liveness bound, never a timing assertion.</summary>
-    private static async Task<(int ExitCode, string Log)> RunToExit(string[] args, string? workingDirectory, TimeSpan limit)
-    {
-        var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        if (workingDirectory != null) psi.WorkingDirectory = workingDirectory;
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        using var process = Process.Start(psi)!;
-        Task<string> stdout = process.StandardOutput.ReadToEndAsync();
-        Task<string> stderr = process.StandardError.ReadToEndAsync();
-        using var cancel = new CancellationTokenSource(limit);
-        try
-        {
-            await process.WaitForExitAsync(cancel.Token);
-        }
-        catch (OperationCanceledException)
-        {
-            process.Kill(entireProcessTree: true);
-            Assert.Fail($"{string.Join(' ', args)} did not finish within {limit.TotalSeconds} s");
-        }
-        return (process.ExitCode, await stdout + await stderr);
-    }
-
-    private static string DotnetHost()
-    {
-        string? current = Environment.ProcessPath;
-        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return current;
-        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
-        return hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet";
     }
 }
 

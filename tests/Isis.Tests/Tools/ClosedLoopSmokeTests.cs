@@ -99,7 +99,7 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         string dll = typeof(ClosedLoopSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisClosedLoopDll").Value!;
         Assert.True(File.Exists(dll), $"tools/Isis.ClosedLoop was not built: {dll} is missing");
         string json = Path.Combine(dir, "results.json"), html = Path.Combine(dir, "report.html");
-        var (exitCode, log) = await RunToExit([dll, "--quick", "--store", stores, "--out", json, "--html", html]);
+        var (exitCode, log) = await DotnetTool.RunToExit([dll, "--quick", "--store", stores, "--out", json, "--html", html], Limit);
         output.WriteLine(log);
         Assert.True(exitCode == 0, $"Isis.ClosedLoop --quick --store {stores} exited with {exitCode}:\n{log}");
         using JsonDocument document = JsonDocument.Parse(File.ReadAllText(json));
@@ -195,34 +195,5 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         {
             return false;
         }
-    }
-
-    /// <summary>Runs a dll with the dotnet host until it exits; the limit is a liveness bound, never a timing assertion.</summary>
-    private static async Task<(int ExitCode, string Log)> RunToExit(string[] args)
-    {
-        var psi = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        using var process = Process.Start(psi)!;
-        Task<string> stdout = process.StandardOutput.ReadToEndAsync();
-        Task<string> stderr = process.StandardError.ReadToEndAsync();
-        using var cancel = new CancellationTokenSource(Limit);
-        try
-        {
-            await process.WaitForExitAsync(cancel.Token);
-        }
-        catch (OperationCanceledException)
-        {
-            process.Kill(entireProcessTree: true);
-            Assert.Fail($"{string.Join(' ', args)} did not finish within {Limit.TotalSeconds} s:\n{await stdout}{await stderr}");
-        }
-        return (process.ExitCode, await stdout + await stderr);
-    }
-
-    private static string DotnetHost()
-    {
-        string? current = Environment.ProcessPath;
-        if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return current;
-        string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
-        return hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet";
     }
 }

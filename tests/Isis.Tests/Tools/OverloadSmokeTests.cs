@@ -25,7 +25,7 @@ public sealed class OverloadSmokeTests(ITestOutputHelper output)
         string json = Path.Combine(dir, "quick.json"), html = Path.Combine(dir, "quick.html");
         try
         {
-            var (exitCode, log) = await RunToExit([dll, "--quick", "--out", json, "--html", html], TimeSpan.FromSeconds(150));
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--quick", "--out", json, "--html", html], TimeSpan.FromSeconds(150));
             output.WriteLine(log);
             Assert.True(exitCode == 0, $"Isis.Overload --quick exited with {exitCode}:\n{log}");
 
@@ -71,29 +71,6 @@ public sealed class OverloadSmokeTests(ITestOutputHelper output)
         {
             Directory.Delete(dir, recursive: true);
         }
-    }
-
-    /// <summary>Runs a dll with the dotnet host until it exits; the limit is a liveness bound, never a timing assertion.</summary>
-    private static async Task<(int ExitCode, string Log)> RunToExit(string[] args, TimeSpan limit)
-    {
-        string? current = Environment.ProcessPath;
-        string host = current != null && Path.GetFileNameWithoutExtension(current) == "dotnet" ? current : Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") ?? "dotnet";
-        var psi = new ProcessStartInfo(host) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in args) psi.ArgumentList.Add(a);
-        using var process = Process.Start(psi)!;
-        Task<string> stdout = process.StandardOutput.ReadToEndAsync();
-        Task<string> stderr = process.StandardError.ReadToEndAsync();
-        using var cancel = new CancellationTokenSource(limit);
-        try
-        {
-            await process.WaitForExitAsync(cancel.Token);
-        }
-        catch (OperationCanceledException)
-        {
-            process.Kill(entireProcessTree: true);
-            Assert.Fail($"{string.Join(' ', args)} did not finish within {limit.TotalSeconds} s");
-        }
-        return (process.ExitCode, await stdout + await stderr);
     }
 }
 
