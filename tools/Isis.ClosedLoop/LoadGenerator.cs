@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
+using Isis.Tools;
 
 namespace Isis.ClosedLoop;
 

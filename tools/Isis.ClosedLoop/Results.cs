@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Text.Json;
 using System.Text.Json.Serialization;
+using Isis.Tools;
 
 namespace Isis.ClosedLoop;
 
@@ -183,36 +184,6 @@ internal sealed class FloorComparison
     public double? ReplicatedP50OverFloor { get; set; }
     public double? PostgresP99OverFloor { get; set; }
     public double? ReplicatedP99OverFloor { get; set; }
-}
-
-/// <summary>Percentiles of a latency sample, in microseconds (nearest rank, as tools/Isis.Bench).</summary>
-internal sealed class LatencySummary
-{
-    public int Samples { get; set; }
-    public double P50 { get; set; }
-    public double P90 { get; set; }
-    public double P99 { get; set; }
-    public double P999 { get; set; }
-    public double Max { get; set; }
-    public double Mean { get; set; }
-
-    public static LatencySummary Of(IEnumerable<long> ticks)
-    {
-        double[] us = ticks.Select(t => t * 1_000_000.0 / Stopwatch.Frequency).Order().ToArray();
-        if (us.Length == 0) return new LatencySummary();
-        // Nearest rank: the smallest value with at least p of the samples at or below it.
-        double P(double p) => us[Math.Clamp((int)Math.Ceiling(p * us.Length) - 1, 0, us.Length - 1)];
-        return new LatencySummary
-        {
-            Samples = us.Length,
-            P50 = P(0.50),
-            P90 = P(0.90),
-            P99 = P(0.99),
-            P999 = P(0.999),
-            Max = us[^1],
-            Mean = us.Average(),
-        };
-    }
 }
 
 internal static class ReportJson
