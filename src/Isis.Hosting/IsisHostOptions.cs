@@ -51,6 +51,9 @@ public sealed class IsisHostOptions
     /// <summary>How long without the membership service before this process stops (<see cref="IsisOptions.IsolationTimeout"/>); null for twice the expulsion time.</summary>
     public TimeSpan? IsolationTimeout { get; set; }
 
+    /// <summary>How long a process that finds no membership service at start keeps looking (<see cref="IsisOptions.DiscoveryTimeout"/>). Defaults to 10 s.</summary>
+    public TimeSpan DiscoveryTimeout { get; set; } = TimeSpan.FromSeconds(10);
+
     /// <summary>Most unstable messages a member may have sent (<see cref="IsisOptions.MaxUnstableMessages"/>). Defaults to 20,000.</summary>
     public int MaxUnstableMessages { get; set; } = 20_000;
 
@@ -99,6 +102,7 @@ public sealed class IsisHostOptions
             HeartbeatInterval = HeartbeatInterval,
             SuspicionCount = SuspicionCount,
             IsolationTimeout = IsolationTimeout,
+            DiscoveryTimeout = DiscoveryTimeout,
             MaxUnstableMessages = MaxUnstableMessages,
             MaxDatagramSize = MaxDatagramSize,
             Transport = Transport,

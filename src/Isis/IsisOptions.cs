@@ -111,6 +111,15 @@ public sealed class IsisOptions
     /// </summary>
     public TimeSpan? IsolationTimeout { get; set; }
 
+    /// <summary>
+    /// With the embedded service: how long a process that finds no service at start (it may not
+    /// found one) keeps asking the well-known port, the seeds and the replicas on file before it
+    /// shuts down saying where it looked. A newcomer has no membership to guard, so it waits out a
+    /// first process that is still starting, a busy machine, or (with seeds) a first machine that
+    /// comes up later. Never shorter than <see cref="IsolationTimeout"/>. Defaults to 10 s.
+    /// </summary>
+    public TimeSpan DiscoveryTimeout { get; set; } = TimeSpan.FromSeconds(10);
+
     /// <summary>Most messages a member may have sent that are not yet stable; Send blocks beyond it. Defaults to 20,000.</summary>
     public int MaxUnstableMessages { get; set; } = 20_000;
 
@@ -228,6 +237,7 @@ public sealed class IsisOptions
         if (SuspicionCount < 3) throw new ArgumentException($"IsisOptions.SuspicionCount must be at least 3 (a member's lease is two heartbeat periods shorter than the expulsion time); it is {SuspicionCount}.");
         if (IsolationTimeout is { } isolation && isolation <= HeartbeatInterval * SuspicionCount)
             throw new ArgumentException($"IsisOptions.IsolationTimeout ({isolation.TotalMilliseconds} ms) must exceed the expulsion time, SuspicionCount x HeartbeatInterval ({(HeartbeatInterval * SuspicionCount).TotalMilliseconds} ms); leave it null for twice that.");
+        if (DiscoveryTimeout <= TimeSpan.Zero) throw new ArgumentException($"IsisOptions.DiscoveryTimeout must be positive; it is {DiscoveryTimeout.TotalMilliseconds} ms.");
         if (!Enum.IsDefined(Transport)) throw new ArgumentException($"IsisOptions.Transport must be IsisTransport.Udp or IsisTransport.Tcp; it is {(int)Transport}.");
         if (Multicast is { } multicast)
         {
@@ -249,6 +259,7 @@ public sealed class IsisOptions
             HeartbeatInterval = heartbeat,
             SuspicionCount = SuspicionCount,
             IsolationTimeout = IsolationTimeout is { } isolation ? (long)isolation.TotalMicroseconds : 2 * SuspicionCount * heartbeat,
+            DiscoveryTimeout = (long)DiscoveryTimeout.TotalMicroseconds,
             // Replicas fail over well inside the isolation timeout, so processes ride out the loss of a leader.
             ReplicaHeartbeatInterval = heartbeat / 2,
             ReplicaElectionTimeout = 3 * heartbeat,

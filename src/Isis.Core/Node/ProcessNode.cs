@@ -361,7 +361,7 @@ internal sealed class ProcessNode : IProtocolNode
             if (IsShutDown) return long.MaxValue;
             long hb = Options.HeartbeatInterval;
             long d = _nextHeartbeatAt;
-            d = Math.Min(d, _isolationSuspectedAt == 0 ? _lastHeardFromOracle + Options.IsolationTimeout + 1 : _isolationSuspectedAt + 2 * hb + 1);
+            d = Math.Min(d, _isolationSuspectedAt == 0 ? _lastHeardFromOracle + SilenceAllowed + 1 : _isolationSuspectedAt + 2 * hb + 1);
             if (_service.Length > 1) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextLeaderProbeAt));
             if (!Discovering) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextRediscoverAt));
             if (_retiring && !Discovering) d = Math.Min(d, _nextRetireAt);
@@ -370,11 +370,14 @@ internal sealed class ProcessNode : IProtocolNode
         }
     }
 
+    /// <summary>How long this process may hear nothing from the service before it gives up: a newcomer still looking for it waits longer.</summary>
+    private long SilenceAllowed => Discovering ? Math.Max(Options.IsolationTimeout, Options.DiscoveryTimeout) : Options.IsolationTimeout;
+
     public void Tick(long now)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown) return;
-        if (now - _lastHeardFromOracle > Options.IsolationTimeout)
+        if (now - _lastHeardFromOracle > SilenceAllowed)
         {
             // Before giving up, ask once more and wait two heartbeat periods: a process that was only
             // paused learns that it was expelled (a clearer reason), and its last packets let the

@@ -22,6 +22,14 @@ internal sealed record ProtocolOptions
     /// </summary>
     public long IsolationTimeout { get; init; } = 2 * 5 * 100_000;
 
+    /// <summary>
+    /// How long a process that has not yet found the membership service (the embedded service's
+    /// newcomers) keeps asking before it gives up; never shorter than <see cref="IsolationTimeout"/>.
+    /// A newcomer has no membership to guard, so it can wait out a founder that is busy starting
+    /// or a machine that is briefly overloaded. Defaults to 10 s.
+    /// </summary>
+    public long DiscoveryTimeout { get; init; } = 10_000_000;
+
     /// <summary>How often the leading membership replica sends its log (or an empty append) to the others. Defaults to 50 ms.</summary>
     public long ReplicaHeartbeatInterval { get; init; } = 50_000;
 

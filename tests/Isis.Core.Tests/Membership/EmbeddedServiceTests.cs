@@ -99,6 +99,41 @@ public sealed class EmbeddedServiceTests
         }
     }
 
+    /// <summary>Drives a newcomer nobody answers by its own deadlines; returns when it gave up and how often it asked the directory.</summary>
+    private static (long GaveUpAt, int Asked, string Reason) LookForAbsentService(ProtocolOptions options)
+    {
+        var node = new ProcessNode(new NodeId(1, 1), [Directory], options, 0, new NodeId(100, 1), discover: true);
+        int asked = node.Outbox.Packets.Count(p => p.Destination == Directory);
+        node.Outbox.Packets.Clear();
+        long now = 0;
+        while (!node.IsShutDown)
+        {
+            now = node.NextDeadline;
+            Assert.True(now < 60_000_000, "the newcomer never gives up");
+            node.Tick(now);
+            asked += node.Outbox.Packets.Count(p => p.Destination == Directory);
+            node.Outbox.Packets.Clear();
+        }
+        return (now, asked, node.ShutdownReason!);
+    }
+
+    [Fact]
+    public void A_newcomer_keeps_asking_for_the_service_until_the_discovery_timeout_not_the_isolation_timeout()
+    {
+        // A member that hears nothing for the isolation timeout must stop (it may have been expelled);
+        // a newcomer has no membership to guard and waits out a founder that is slow to start.
+        var options = new ProtocolOptions { DiscoveryTimeout = 4_000_000 };
+        (long gaveUpAt, int asked, string reason) = LookForAbsentService(options);
+        Assert.InRange(gaveUpAt, options.DiscoveryTimeout, options.DiscoveryTimeout + 3 * options.HeartbeatInterval);
+        Assert.True(asked >= options.DiscoveryTimeout / options.HeartbeatInterval, $"asked {asked} times in {gaveUpAt} us");
+        Assert.Contains("no membership service answered within 4", reason);
+        Assert.Contains("1 addresses asked", reason);
+
+        // Never shorter than the isolation timeout.
+        (gaveUpAt, _, _) = LookForAbsentService(new ProtocolOptions { DiscoveryTimeout = 1 });
+        Assert.InRange(gaveUpAt, options.IsolationTimeout, options.IsolationTimeout + 3 * options.HeartbeatInterval);
+    }
+
     [Fact]
     public void The_service_grows_to_three_replicas_one_step_at_a_time_and_every_process_learns_them()
     {

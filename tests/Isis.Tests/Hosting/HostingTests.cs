@@ -155,6 +155,16 @@ public sealed class HostingTests
     }
 
     [Fact]
+    public void The_discovery_timeout_binds_from_configuration_into_the_protocol()
+    {
+        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?> { ["Isis:DiscoveryTimeout"] = "00:00:30" }).Build();
+        IsisOptions options = config.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null);
+        Assert.Equal(TimeSpan.FromSeconds(30), options.DiscoveryTimeout);
+        Assert.Equal(30_000_000, options.ToProtocolOptions().DiscoveryTimeout);
+        Assert.Equal(TimeSpan.FromSeconds(10), new IsisHostOptions().ToIsisOptions(null).DiscoveryTimeout);
+    }
+
+    [Fact]
     public void The_system_key_binds_from_base64_and_a_bad_value_names_the_setting()
     {
         byte[] key = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);

@@ -54,6 +54,7 @@ public sealed class ApiMisuseTests
         Assert.Contains("SuspicionCount", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { SuspicionCount = 1 })).Message);
         Assert.Contains("MaxDatagramSize", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { MaxDatagramSize = 100 })).Message);
         Assert.Contains("IsolationTimeout", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { IsolationTimeout = TimeSpan.FromMilliseconds(300) })).Message);
+        Assert.Contains("DiscoveryTimeout", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { DiscoveryTimeout = TimeSpan.Zero })).Message);
         Assert.Contains("odd number", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions
         {
             MembershipReplicas = { System.Net.IPEndPoint.Parse("127.0.0.1:7401"), System.Net.IPEndPoint.Parse("127.0.0.1:7402") },

@@ -181,11 +181,43 @@ public sealed class EmbeddedServiceTests
     {
         using var runtimes = new TestRuntimes();
         int elsewhere = TestRuntimes.FreeUdpPort();
-        IsisRuntime lone = runtimes.Start(o => o.MembershipSeeds.Add(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, elsewhere)));
+        IsisRuntime lone = runtimes.Start(o =>
+        {
+            o.MembershipSeeds.Add(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, elsewhere));
+            o.DiscoveryTimeout = TimeSpan.FromSeconds(3);
+        });
         Assert.False(lone.Loop!.Founded);
+        // Past the isolation timeout (1 s here) it still looks: a newcomer has nothing to guard.
+        Thread.Sleep(1_500);
+        Assert.Null(lone.ShutdownReason);
         TestRuntimes.WaitUntil(() => lone.ShutdownReason != null, "the lone process gives up");
         Assert.Contains("no membership service answered", lone.ShutdownReason);
         Assert.Contains("seeds", lone.ShutdownReason);
+    }
+
+    [Fact]
+    public async Task A_machine_started_before_the_first_seed_waits_for_it_and_joins_the_service_it_founds()
+    {
+        // Two "machines" on loopback, told apart by their well-known ports; B comes up first and may
+        // not found the service (A is the first seed), so it keeps asking until A is up.
+        using var runtimes = new TestRuntimes();
+        int portA = TestRuntimes.FreeUdpPort(), portB = TestRuntimes.FreeUdpPort();
+        System.Net.IPEndPoint[] seeds = [new(System.Net.IPAddress.Loopback, portA), new(System.Net.IPAddress.Loopback, portB)];
+        IsisRuntime Start(int port) => runtimes.Start(o => { o.MembershipServicePort = port; foreach (var s in seeds) o.MembershipSeeds.Add(s); });
+
+        IsisRuntime b = Start(portB);
+        var gb = new Group(b, "late-seed");
+        Task joinB = gb.JoinAsync();
+        await Task.Delay(2_000); // twice the isolation timeout of these runtimes
+        Assert.Null(b.ShutdownReason);
+        Assert.False(joinB.IsCompleted);
+
+        IsisRuntime a = Start(portA);
+        Assert.True(a.Loop!.Founded);
+        var ga = new Group(a, "late-seed");
+        ga.Join();
+        await joinB.WaitAsync(TimeSpan.FromSeconds(20)); // B joins once A founded the service
+        TestRuntimes.WaitUntil(() => ga.GetView()?.Members.Length == 2 && gb.GetView()?.Members.Length == 2, "one view of both machines");
     }
 
     [Fact]
