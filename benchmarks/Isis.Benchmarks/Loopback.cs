@@ -24,7 +24,7 @@ internal static class Loopback
     /// <summary>Starts <paramref name="count"/> runtimes on loopback that share a private membership service hosted by the first.</summary>
     public static IsisRuntime[] StartRuntimes(int count)
     {
-        int port = FreeUdpPort();
+        int port = Isis.Tools.LoopbackPorts.Next();
         var runtimes = new IsisRuntime[count];
         for (int i = 0; i < count; i++)
         {
@@ -36,12 +36,5 @@ internal static class Loopback
             runtimes[i].Start();
         }
         return runtimes;
-    }
-
-    public static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 }

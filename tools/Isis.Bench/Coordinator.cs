@@ -88,8 +88,8 @@ internal static class Coordinator
     {
         var wall = Stopwatch.StartNew();
         string work = Directory.CreateTempSubdirectory("isis-bench-").FullName;
-        int servicePort = ToolProcess.FreeUdpPort();
-        if (o.Multicast && o.MulticastPort == 0) o = o with { MulticastPort = ToolProcess.FreeUdpPort() }; // every process of the run receives multicast there
+        int servicePort = LoopbackPorts.Next();
+        if (o.Multicast && o.MulticastPort == 0) o = o with { MulticastPort = LoopbackPorts.Next() }; // every process of the run receives multicast there
         Console.WriteLine($"Isis.Bench: {o.Members} members on 127.0.0.1 over {o.TransportName.ToUpperInvariant()}, membership service on port {servicePort}; " +
                           $"primitives {string.Join(", ", o.PrimitiveList.Select(p => p.Name()))}" +
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay for K = {string.Join(", ", o.ResponseDelayBursts)}" : ""));

@@ -66,7 +66,7 @@ internal static class FailoverCoordinator
         }
         if (members < 4) throw new ArgumentException("--failover needs --members 4 or more (three replica hosts and one that hosts none)");
 
-        var run = new Rig(ToolProcess.FreeUdpPort(), heartbeatMs, suspicion);
+        var run = new Rig(LoopbackPorts.Next(), heartbeatMs, suspicion);
         Console.WriteLine($"failover: {members} members, {rounds} rounds, heartbeat {heartbeatMs} ms x {suspicion}, well-known port {run.Port}");
         try
         {

@@ -158,7 +158,7 @@ internal static class Experiment
         }
         else if (v.Store == StoreNames.Replicated)
         {
-            isisPort = ToolProcess.FreeUdpPort();
+            isisPort = LoopbackPorts.Next();
             v.Setup.Add($"one group \"{ServeCommand.GroupName}\" joined by the {o.Instances} instances, each holding a ReplicatedDictionary<int, double> with " +
                         (o.MergeIntervalMs is int ms ? Inv($"MergeOrdering.Ordered and a merge interval of {ms} ms (--merge-interval-ms)") : "the default options (MergeOrdering.Ordered, no merge interval: one merge list in flight, the updates that arrive meanwhile go in the next)"));
             v.Setup.Add(Inv($"AddIsis with zero configuration but the run's own membership service port ({isisPort}; the first instances host the service) and failure detection 100 ms x {o.Suspicion}"));
@@ -178,7 +178,7 @@ internal static class Experiment
             {
                 Store = v.Store,
                 Index = i,
-                Port = ToolProcess.FreeTcpPort(),
+                Port = LoopbackPorts.Next(),
                 Objects = o.Objects,
                 Instances = o.Instances,
                 ParentPid = Environment.ProcessId,

@@ -98,7 +98,7 @@ internal sealed class Experiment
         if (_o.Pin && !pin) report.Notes.Add(cpus.Length < 2 ? "one CPU only: the instances and the hogs are not pinned" : "taskset is not available: the instances and the hogs are not pinned");
 
         // One by one, each healthy (in the group) before the next starts: the first is the oldest member, the collection's sequencer.
-        int membershipPort = ToolProcess.FreeUdpPort();
+        int membershipPort = LoopbackPorts.Next();
         for (int i = 0; i < 3; i++)
         {
             var instance = new Instance(i, !pin ? null : i == 2 ? starvedCpus : otherCpus, membershipPort, membershipDirectory, _o);

@@ -22,7 +22,7 @@ internal sealed class Instance : IDisposable
     {
         Index = index;
         Cpus = cpus;
-        Url = $"http://127.0.0.1:{ToolProcess.FreeTcpPort()}";
+        Url = $"http://127.0.0.1:{LoopbackPorts.Next()}";
         string[] serve =
         [
             SelfDll, "serve", "--urls", Url, "--gossip-ms", o.GossipMs.ToString(CultureInfo.InvariantCulture),

@@ -1,14 +1,12 @@
 using System.Diagnostics;
-using System.Net;
-using System.Net.Sockets;
 using System.Reflection;
 
 namespace Isis.Tools;
 
 /// <summary>
 /// What the multi-process tools (Isis.Bench, Isis.ClosedLoop, Isis.Overload) share to drive other
-/// programs and themselves: running a program with a time limit, re-launching this one, free
-/// loopback ports, the commit measured. Compiled into each tool (tools/Shared).
+/// programs and themselves: running a program with a time limit, re-launching this one, the
+/// commit measured (free ports: <see cref="LoopbackPorts"/>). Compiled into each tool (tools/Shared).
 /// </summary>
 internal static class ToolProcess
 {
@@ -44,22 +42,6 @@ internal static class ToolProcess
         if (current != null && Path.GetFileNameWithoutExtension(current) == "dotnet") return (current, dll);
         string? hostPath = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH");
         return (hostPath != null && File.Exists(hostPath) ? hostPath : "dotnet", dll);
-    }
-
-    public static int FreeTcpPort()
-    {
-        var l = new TcpListener(IPAddress.Loopback, 0);
-        l.Start();
-        int port = ((IPEndPoint)l.LocalEndpoint).Port;
-        l.Stop();
-        return port;
-    }
-
-    public static int FreeUdpPort()
-    {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
     }
 
     /// <summary>The commit of the repository this program was built from (its short hash, and whether the tree had local changes), or "unknown".</summary>

@@ -27,7 +27,7 @@ public sealed class RedundantQueryClientTests
             Name = name;
             for (int attempt = 0; ; attempt++)
             {
-                int port = FreeTcpPort();
+                int port = Isis.Tools.LoopbackPorts.Next();
                 Uri = new Uri($"http://127.0.0.1:{port}/");
                 _listener.Prefixes.Clear();
                 _listener.Prefixes.Add(Uri.ToString());
@@ -86,13 +86,6 @@ public sealed class RedundantQueryClientTests
         {
             _stop.Cancel();
             _listener.Close();
-        }
-
-        private static int FreeTcpPort()
-        {
-            using var s = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-            s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-            return ((IPEndPoint)s.LocalEndPoint!).Port;
         }
     }
 

@@ -33,11 +33,17 @@ internal sealed class TestRuntimes : IDisposable
         return r;
     }
 
+    /// <summary>
+    /// A port for a membership service (or anything else a process binds later), below the
+    /// ephemeral range (<see cref="Isis.Tools.LoopbackPorts"/>). A replica file an earlier run left
+    /// for that port is removed: its replicas are gone, and a stranger's socket on one of their old
+    /// ports would make a founder wait for a service that is not there.
+    /// </summary>
     public static int FreeUdpPort()
     {
-        using var s = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
-        s.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)s.LocalEndPoint!).Port;
+        int port = Isis.Tools.LoopbackPorts.Next();
+        File.Delete(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
+        return port;
     }
 
     /// <summary>Waits until <paramref name="condition"/> holds; a generous liveness bound, never a timing assertion.</summary>

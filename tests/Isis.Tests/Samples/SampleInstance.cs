@@ -20,7 +20,7 @@ internal sealed class SampleInstance : IDisposable
     /// <param name="extraArguments">More command-line settings, for example "--Inventory:DataDirectory=...".</param>
     public SampleInstance(string dll, int isisPort, params string[] extraArguments)
     {
-        Url = $"http://127.0.0.1:{TcpPort()}";
+        Url = $"http://127.0.0.1:{Isis.Tools.LoopbackPorts.Next()}";
         var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
         foreach (string a in (string[])[dll, "--urls", Url, $"--Isis:MembershipServicePort={isisPort}", "--Isis:SuspicionCount=20", .. extraArguments]) psi.ArgumentList.Add(a);
         psi.Environment["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1";
@@ -96,14 +96,5 @@ internal sealed class SampleInstance : IDisposable
         try { if (!_process.HasExited) _process.Kill(); } catch (InvalidOperationException) { }
         _process.WaitForExit(5000);
         _process.Dispose();
-    }
-
-    private static int TcpPort()
-    {
-        var l = new System.Net.Sockets.TcpListener(IPAddress.Loopback, 0);
-        l.Start();
-        int port = ((IPEndPoint)l.LocalEndpoint).Port;
-        l.Stop();
-        return port;
     }
 }
