@@ -380,7 +380,8 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
                 break;
             case NodeShutDown s:
-                OnShutDownByProtocol(s.Reason);
+                // A newcomer that never found the service: the operator may be able to do something about it.
+                OnShutDownByProtocol(_loop is { Node.Discovering: true, FoundingDeferredBecause: { } why } ? $"{s.Reason} {why}" : s.Reason);
                 break;
             case HostRetired:
                 _retired?.TrySetResult();

@@ -126,6 +126,9 @@ internal sealed class EventLoop : IDisposable
     /// <summary>True if this process founded the embedded service when it started.</summary>
     public bool Founded => _service.Founded;
 
+    /// <summary>See <see cref="ServiceHost.FoundingDeferredBecause"/>.</summary>
+    public string? FoundingDeferredBecause => _service.FoundingDeferredBecause;
+
     /// <summary>True while this process hosts a voting membership replica (published after each batch for other threads).</summary>
     public bool HostsReplica => _service.HostsReplica;
 

@@ -49,6 +49,13 @@ internal sealed class ServiceHost : IDisposable
     /// <summary>True if this process founded the embedded service when it started.</summary>
     public bool Founded { get; private init; }
 
+    /// <summary>
+    /// Why a process that held the well-known port at start did not found the service (the
+    /// replica file named replicas whose ports are in use), with what the operator can do if
+    /// they are not replicas after all; null if it founded, or did not hold the port.
+    /// </summary>
+    public string? FoundingDeferredBecause { get; private init; }
+
     /// <summary>True while this process hosts a voting replica (published for other threads after each batch).</summary>
     public bool HostsReplica => _hostsReplica;
 
@@ -137,7 +144,8 @@ internal sealed class ServiceHost : IDisposable
             IPEndPoint[] seeds = [.. options.MembershipSeeds];
             // With seeds, the machine named first founds; the others always look for a running service.
             bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address, options));
-            bool founds = wellKnownPort != null && seedsAllow && !onFile.Any(ServiceDirectoryFile.MayBeAlive);
+            IPEndPoint[] mayBeAlive = wellKnownPort != null && seedsAllow ? onFile.Where(ServiceDirectoryFile.MayBeAlive).ToArray() : [];
+            bool founds = wellKnownPort != null && seedsAllow && mayBeAlive.Length == 0;
             ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(onFile).Select(EndpointConversions.FromIPEndPoint)
                 .Where(e => e != self.Endpoint && e != replicaId.Endpoint).Distinct().ToArray();
             ProcessNode node;
@@ -158,6 +166,12 @@ internal sealed class ServiceHost : IDisposable
             var host = new ServiceHost(options, transportOptions, toProcess, replica, replicaTransport, replicaLog: null)
             {
                 Founded = founds,
+                // A process that stopped running without its replica file being rewritten leaves
+                // ports on record that other programs may take later: say which, and how to start afresh.
+                FoundingDeferredBecause = mayBeAlive.Length == 0 ? null :
+                    $"This process held the well-known port but did not found a service: the replica file {options.EmbeddedDirectoryPath} " +
+                    $"names replicas whose ports are in use ({string.Join(", ", (object[])mayBeAlive)}), so a service may run there, and none answered. " +
+                    "If no Isis process of this system runs on this machine, other programs hold those ports now: delete that file and start again.",
                 _wellKnownPort = wellKnownPort,
                 _versionOnFile = founds ? 0 : -1,
                 _hostsReplica = founds,

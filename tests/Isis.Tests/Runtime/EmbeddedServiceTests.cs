@@ -196,6 +196,34 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public void A_replica_file_naming_ports_that_other_programs_hold_now_is_named_in_the_error_and_deleting_it_lets_a_process_found()
+    {
+        // Every process of an earlier run was killed, and another program took one of its replicas'
+        // ports since: the first process cannot tell that program from a live replica.
+        using var runtimes = new TestRuntimes();
+        using var stranger = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Dgram, System.Net.Sockets.ProtocolType.Udp);
+        stranger.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, 0));
+        string file = runtimes.Options().EmbeddedDirectoryPath;
+        Assert.Null(Isis.Runtime.ServiceDirectoryFile.Write(file, 4, [(System.Net.IPEndPoint)stranger.LocalEndPoint!], force: true));
+
+        IsisRuntime first = runtimes.Start(o => o.DiscoveryTimeout = TimeSpan.FromSeconds(2));
+        Assert.False(first.Loop!.Founded);
+        TestRuntimes.WaitUntil(() => first.ShutdownReason != null, "the process gives up");
+        Assert.Contains("no membership service answered", first.ShutdownReason);
+        Assert.Contains(file, first.ShutdownReason);
+        Assert.Contains(stranger.LocalEndPoint!.ToString()!, first.ShutdownReason);
+        Assert.Contains("delete that file", first.ShutdownReason);
+
+        first.Dispose(); // the stopped process exits, as a user's would, releasing the well-known port
+        File.Delete(file);
+        IsisRuntime next = runtimes.Start();
+        Assert.True(next.Loop!.Founded);
+        var g = new Group(next, "afresh");
+        g.Join();
+        Assert.Single(g.GetView()!.Members);
+    }
+
+    [Fact]
     public async Task A_machine_started_before_the_first_seed_waits_for_it_and_joins_the_service_it_founds()
     {
         // Two "machines" on loopback, told apart by their well-known ports; B comes up first and may
