@@ -1,5 +1,7 @@
 using System.Collections.Concurrent;
 using Isis;
+using Microsoft.AspNetCore.Diagnostics.HealthChecks;
+using Microsoft.Extensions.Diagnostics.HealthChecks;
 
 // InventoryService: an ASP.NET minimal API whose instances on one machine share a replicated
 // inventory. Start several (each on its own HTTP port); no other configuration is needed:
@@ -44,5 +46,8 @@ app.MapPut("/items/{item}", async (string item, int count, [FromKeyedServices("i
 });
 app.MapGet("/items/{item}", (string item) => stock.TryGetValue(item, out int count) ? Results.Ok(count) : Results.NotFound());
 app.MapGet("/items", () => new SortedDictionary<string, int>(stock));
-app.MapHealthChecks("/health");
+// An instance whose membership lease ran out (the service does not answer it: it is cut off, or
+// starved of CPU) may serve stale reads. The "isis" check says Degraded then, which ASP.NET answers
+// with 200 unless told otherwise: answer 503, so load balancers leave it out until it is back.
+app.MapHealthChecks("/health", new HealthCheckOptions { ResultStatusCodes = { [HealthStatus.Degraded] = StatusCodes.Status503ServiceUnavailable } });
 app.Run();

@@ -1,5 +1,7 @@
 using Isis;
 using Isis.Collections;
+using Microsoft.AspNetCore.Diagnostics.HealthChecks;
+using Microsoft.Extensions.Diagnostics.HealthChecks;
 
 // StockTrader: the Tempest papers' trader service and shopping cart as an ASP.NET minimal API. Its
 // instances on one machine hold the quotes (a ReplicatedDictionary), the trade log (a ReplicatedList)
@@ -100,7 +102,10 @@ app.MapPost("/carts/{cart}/checkout", async (string cart, CancellationToken canc
     await Task.WhenAll(done.SelectMany(d => new[] { d.Trade, d.Removed }));
     return Results.Ok(new { Cart = cart, Trades = lines.Count });
 });
-app.MapHealthChecks("/health");
+// An instance whose membership lease ran out (the service does not answer it: it is cut off, or
+// starved of CPU) may serve stale reads. The "isis" check says Degraded then, which ASP.NET answers
+// with 200 unless told otherwise: answer 503, so front-ends (RedundantQueryClient probes /health) leave it out until it is back.
+app.MapHealthChecks("/health", new HealthCheckOptions { ResultStatusCodes = { [HealthStatus.Degraded] = StatusCodes.Status503ServiceUnavailable } });
 app.Run();
 
 static string CartLine(string cart, string symbol) => $"{cart}/{symbol}";

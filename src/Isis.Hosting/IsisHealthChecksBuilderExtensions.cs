@@ -12,7 +12,10 @@ public static class IsisHealthChecksBuilderExtensions
     /// or stopped by the membership protocol: the reason is in the description), if its transport
     /// is not bound, or if a declared group is in no view; Degraded while the membership service
     /// does not answer (the process holds no lease: it neither sends nor delivers until it does);
-    /// Healthy otherwise. The data lists each declared group's view.
+    /// Healthy otherwise. The data lists each declared group's view. A Degraded process may serve
+    /// stale reads, yet ASP.NET's <c>MapHealthChecks</c> answers Degraded with HTTP 200 by default:
+    /// where front-ends or a load balancer choose instances by the check, map Degraded to 503
+    /// (<c>HealthCheckOptions.ResultStatusCodes</c>), as the samples do.
     /// </summary>
     /// <param name="builder">The health checks builder.</param>
     /// <param name="name">The check's name.</param>

@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Reflection;
-using System.Runtime.InteropServices;
 using System.Text;
 using System.Text.Json.Nodes;
 
@@ -12,8 +11,6 @@ namespace Isis.Tests.MultiProcess;
 /// </summary>
 internal sealed class MemberProcess : IDisposable
 {
-    private const int SigCont = 18; // Linux numbering (x86-64 and arm64)
-    private const int SigStop = 19;
 
     private readonly Process _process;
     private readonly List<JsonObject> _lines = new();
@@ -237,21 +234,9 @@ internal sealed class MemberProcess : IDisposable
         catch (InvalidOperationException) { /* already gone */ }
     }
 
-    public void Stop() => Signal(SigStop);
+    public void Stop() => ProcessSignals.Stop(_process);
 
-    public void Continue() => Signal(SigCont);
-
-    private void Signal(int signal)
-    {
-        if (_process.HasExited) return;
-        if (SysKill(_process.Id, signal) != 0)
-        {
-            throw new InvalidOperationException($"kill({_process.Id}, {signal}) failed: errno {Marshal.GetLastPInvokeError()}");
-        }
-    }
-
-    [DllImport("libc", EntryPoint = "kill", SetLastError = true)]
-    private static extern int SysKill(int pid, int signal);
+    public void Continue() => ProcessSignals.Continue(_process);
 
     /// <summary>What the member wrote to standard error so far (the runtime reports problems there when no logger is configured).</summary>
     public string StandardError
@@ -279,7 +264,7 @@ internal sealed class MemberProcess : IDisposable
         {
             if (!_process.HasExited)
             {
-                try { SysKill(_process.Id, SigCont); } catch (Exception) { /* best effort */ }
+                try { ProcessSignals.Continue(_process); } catch (Exception) { /* best effort */ }
                 Kill();
                 _process.WaitForExit(5000);
             }

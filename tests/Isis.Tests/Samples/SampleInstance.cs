@@ -48,6 +48,12 @@ internal sealed class SampleInstance : IDisposable
 
     public void Kill() => _process.Kill(); // SIGKILL on Linux
 
+    /// <summary>SIGSTOP: the instance freezes with its sockets held.</summary>
+    public void Freeze() => MultiProcess.ProcessSignals.Stop(_process);
+
+    /// <summary>SIGCONT.</summary>
+    public void Thaw() => MultiProcess.ProcessSignals.Continue(_process);
+
     /// <summary>SIGTERM, as a supervisor stops a service, and waits for the host's graceful stop.</summary>
     public bool Terminate(TimeSpan timeout)
     {

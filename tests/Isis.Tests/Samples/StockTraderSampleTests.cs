@@ -93,4 +93,49 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
             foreach (SampleInstance i in instances) i.Dispose();
         }
     }
+
+    [Fact]
+    public async Task An_instance_cut_off_from_the_membership_service_answers_its_health_check_with_503_until_the_service_is_back()
+    {
+        string dll = SampleInstance.SampleDll("StockTraderDll");
+        int isisPort = TestRuntimes.FreeUdpPort();
+        using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
+        var instances = new List<SampleInstance>();
+        try
+        {
+            // An isolation timeout far beyond the test: the cut-off instance stays up instead of stopping.
+            await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort, "--Isis:IsolationTimeout=00:02:00"), http);
+            string replicaFile = new IsisOptions { MembershipServicePort = isisPort }.EmbeddedDirectoryPath;
+            await SampleInstance.Eventually(() => Task.FromResult(Isis.Runtime.ServiceDirectoryFile.Read(replicaFile).Replicas.Length == 3 ? "ok" : null),
+                "a membership replica on each instance");
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/quotes/ACME?price=7", null)).StatusCode);
+
+            // Two of the service's three replicas freeze: the third instance's lease runs out.
+            instances[1].Freeze();
+            instances[2].Freeze();
+            output.WriteLine("froze instances 1 and 2");
+            await SampleInstance.Eventually(async () =>
+            {
+                using HttpResponseMessage r = await http.GetAsync(instances[0].Url + "/health");
+                return r.StatusCode == HttpStatusCode.ServiceUnavailable && await r.Content.ReadAsStringAsync() == "Degraded" ? "ok" : null;
+            }, "instance 0 answers /health with 503 Degraded");
+            // It still answers reads from its own copy (which may be stale): /health is what tells front-ends.
+            Assert.Equal("7", await http.GetStringAsync(instances[0].Url + "/quotes/ACME"));
+
+            instances[1].Thaw();
+            instances[2].Thaw();
+            output.WriteLine("thawed instances 1 and 2");
+            await instances[0].WaitHealthy(http, "instance 0 is healthy again once the service answers");
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/quotes/ACME?price=8", null)).StatusCode);
+        }
+        catch
+        {
+            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
+            throw;
+        }
+        finally
+        {
+            foreach (SampleInstance i in instances) i.Dispose();
+        }
+    }
 }
