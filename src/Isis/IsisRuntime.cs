@@ -379,6 +379,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case TrafficFirewalled f:
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
                 break;
+            case ServiceNotFoundYet n:
+                Log.ServiceNotFoundYet(Logger, n.Waited / 1000, n.AddressesAsked, (long)Options.DiscoveryTimeout.TotalMilliseconds,
+                    _loop?.FoundingDeferredBecause is { } deferred ? " " + deferred : "");
+                break;
             case NodeShutDown s:
                 // A newcomer that never found the service: the operator may be able to do something about it.
                 OnShutDownByProtocol(_loop is { Node.Discovering: true, FoundingDeferredBecause: { } why } ? $"{s.Reason} {why}" : s.Reason);

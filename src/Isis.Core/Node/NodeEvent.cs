@@ -204,6 +204,13 @@ internal sealed record GroupLeft(GroupId Group, bool Terminated = false, int Fin
 internal sealed record NodeShutDown(string Reason) : NodeEvent;
 
 /// <summary>
+/// A newcomer has asked <paramref name="AddressesAsked"/> addresses for the membership service for
+/// <paramref name="Waited"/> microseconds (the isolation timeout) without an answer, and goes on
+/// asking until the discovery timeout: said once, so that a wait that may end in a shutdown is visible.
+/// </summary>
+internal sealed record ServiceNotFoundYet(long Waited, int AddressesAsked) : NodeEvent;
+
+/// <summary>
 /// The firewall dropped traffic from an expelled incarnation (at most once per heartbeat period per
 /// incarnation; <paramref name="DroppedSoFar"/> counts every drop of this node so far).
 /// </summary>

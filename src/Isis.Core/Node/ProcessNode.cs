@@ -20,6 +20,7 @@ internal sealed class ProcessNode : IProtocolNode
     private long _lastHeardFromOracle;
     private long _knownEpoch;
     private long _isolationSuspectedAt;
+    private bool _toldStillLooking; // ServiceNotFoundYet went out
     private long _heartbeatSeq;
     private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
     private long _leaseUntil;
@@ -362,6 +363,7 @@ internal sealed class ProcessNode : IProtocolNode
             long hb = Options.HeartbeatInterval;
             long d = _nextHeartbeatAt;
             d = Math.Min(d, _isolationSuspectedAt == 0 ? _lastHeardFromOracle + SilenceAllowed + 1 : _isolationSuspectedAt + 2 * hb + 1);
+            if (Discovering && !_toldStillLooking) d = Math.Min(d, _lastHeardFromOracle + Options.IsolationTimeout + 1);
             if (_service.Length > 1) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextLeaderProbeAt));
             if (!Discovering) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextRediscoverAt));
             if (_retiring && !Discovering) d = Math.Min(d, _nextRetireAt);
@@ -377,6 +379,12 @@ internal sealed class ProcessNode : IProtocolNode
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown) return;
+        if (Discovering && !_toldStillLooking && now - _lastHeardFromOracle > Options.IsolationTimeout)
+        {
+            // A member would stop here; a newcomer goes on asking, and says so once.
+            _toldStillLooking = true;
+            if (SilenceAllowed > Options.IsolationTimeout) Emit(new ServiceNotFoundYet(now - _lastHeardFromOracle, _service.Length));
+        }
         if (now - _lastHeardFromOracle > SilenceAllowed)
         {
             // Before giving up, ask once more and wait two heartbeat periods: a process that was only

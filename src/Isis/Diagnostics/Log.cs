@@ -62,6 +62,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 20, Level = LogLevel.Information, Message = "Group {Group}: the group moved to key {Fingerprint} at view {ViewId}")]
     public static partial void GroupKeyRotated(ILogger logger, string group, string fingerprint, int viewId);
 
+    [LoggerMessage(EventId = 21, Level = LogLevel.Warning, Message = "No membership service answered within {Waited} ms at any of the {Addresses} addresses asked (the well-known port, the seeds and the replicas on file); still asking for up to {DiscoveryTimeout} ms in all (IsisOptions.DiscoveryTimeout): start the first process, or the first seed's machine.{More}")]
+    public static partial void ServiceNotFoundYet(ILogger logger, long waited, int addresses, long discoveryTimeout, string more);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

@@ -99,22 +99,28 @@ public sealed class EmbeddedServiceTests
         }
     }
 
-    /// <summary>Drives a newcomer nobody answers by its own deadlines; returns when it gave up and how often it asked the directory.</summary>
-    private static (long GaveUpAt, int Asked, string Reason) LookForAbsentService(ProtocolOptions options)
+    /// <summary>Drives a newcomer nobody answers by its own deadlines: when it gave up, how often it asked the directory, why, and when it said it was still looking.</summary>
+    private static (long GaveUpAt, int Asked, string Reason, List<(long At, ServiceNotFoundYet Event)> StillLooking) LookForAbsentService(ProtocolOptions options)
     {
         var node = new ProcessNode(new NodeId(1, 1), [Directory], options, 0, new NodeId(100, 1), discover: true);
-        int asked = node.Outbox.Packets.Count(p => p.Destination == Directory);
-        node.Outbox.Packets.Clear();
+        int asked = 0;
+        var stillLooking = new List<(long, ServiceNotFoundYet)>();
+        void Drain(long at)
+        {
+            asked += node.Outbox.Packets.Count(p => p.Destination == Directory);
+            stillLooking.AddRange(node.Outbox.Events.OfType<ServiceNotFoundYet>().Select(e => (at, e)));
+            node.Outbox.Clear();
+        }
+        Drain(0);
         long now = 0;
         while (!node.IsShutDown)
         {
             now = node.NextDeadline;
             Assert.True(now < 60_000_000, "the newcomer never gives up");
             node.Tick(now);
-            asked += node.Outbox.Packets.Count(p => p.Destination == Directory);
-            node.Outbox.Packets.Clear();
+            Drain(now);
         }
-        return (now, asked, node.ShutdownReason!);
+        return (now, asked, node.ShutdownReason!, stillLooking);
     }
 
     [Fact]
@@ -123,15 +129,21 @@ public sealed class EmbeddedServiceTests
         // A member that hears nothing for the isolation timeout must stop (it may have been expelled);
         // a newcomer has no membership to guard and waits out a founder that is slow to start.
         var options = new ProtocolOptions { DiscoveryTimeout = 4_000_000 };
-        (long gaveUpAt, int asked, string reason) = LookForAbsentService(options);
+        (long gaveUpAt, int asked, string reason, var stillLooking) = LookForAbsentService(options);
         Assert.InRange(gaveUpAt, options.DiscoveryTimeout, options.DiscoveryTimeout + 3 * options.HeartbeatInterval);
         Assert.True(asked >= options.DiscoveryTimeout / options.HeartbeatInterval, $"asked {asked} times in {gaveUpAt} us");
         Assert.Contains("no membership service answered within 4", reason);
         Assert.Contains("1 addresses asked", reason);
+        // Where a member would have stopped, the newcomer says once that it is still looking.
+        var (at, told) = Assert.Single(stillLooking);
+        Assert.Equal(options.IsolationTimeout + 1, at);
+        Assert.Equal(options.IsolationTimeout + 1, told.Waited);
+        Assert.Equal(1, told.AddressesAsked);
 
-        // Never shorter than the isolation timeout.
-        (gaveUpAt, _, _) = LookForAbsentService(new ProtocolOptions { DiscoveryTimeout = 1 });
+        // Never shorter than the isolation timeout, and then nothing to announce before the shutdown.
+        (gaveUpAt, _, _, stillLooking) = LookForAbsentService(new ProtocolOptions { DiscoveryTimeout = 1 });
         Assert.InRange(gaveUpAt, options.IsolationTimeout, options.IsolationTimeout + 3 * options.HeartbeatInterval);
+        Assert.Empty(stillLooking);
     }
 
     [Fact]

@@ -181,15 +181,19 @@ public sealed class EmbeddedServiceTests
     {
         using var runtimes = new TestRuntimes();
         int elsewhere = TestRuntimes.FreeUdpPort();
+        var stderr = new StringWriter();
         IsisRuntime lone = runtimes.Start(o =>
         {
             o.MembershipSeeds.Add(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, elsewhere));
             o.DiscoveryTimeout = TimeSpan.FromSeconds(3);
+            o.StandardError = TextWriter.Synchronized(stderr); // no logger configured: warnings go there
         });
         Assert.False(lone.Loop!.Founded);
-        // Past the isolation timeout (1 s here) it still looks: a newcomer has nothing to guard.
+        // Past the isolation timeout (1 s here) it still looks, a newcomer has nothing to guard, and says so.
         Thread.Sleep(1_500);
         Assert.Null(lone.ShutdownReason);
+        TestRuntimes.WaitUntil(() => stderr.ToString().Contains("still asking for up to 3000 ms"), "the wait is visible without a logger");
+        Assert.Contains("isis: warn:", stderr.ToString());
         TestRuntimes.WaitUntil(() => lone.ShutdownReason != null, "the lone process gives up");
         Assert.Contains("no membership service answered", lone.ShutdownReason);
         Assert.Contains("seeds", lone.ShutdownReason);
