@@ -73,6 +73,12 @@ public sealed class IsisHostOptions
     /// </summary>
     public string? SystemKey { get; set; }
 
+    /// <summary>
+    /// System keys accepted besides <see cref="SystemKey"/> while it rotates (<see cref="IsisOptions.AcceptedSystemKeys"/>),
+    /// each the base64 of 32 bytes: <c>Isis:AcceptedSystemKeys:0</c>, and so on.
+    /// </summary>
+    public IList<string> AcceptedSystemKeys { get; set; } = new List<string>();
+
     /// <summary>Largest UDP datagram built (<see cref="IsisOptions.MaxDatagramSize"/>). Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -109,6 +115,8 @@ public sealed class IsisHostOptions
             Multicast = Multicast?.ToMulticastOptions(),
             MaxMessageSize = MaxMessageSize,
             SystemKey = Key(nameof(SystemKey), SystemKey),
+            AcceptedSystemKeys = AcceptedSystemKeys.Select((k, i) => Key($"{nameof(AcceptedSystemKeys)}:{i}", k)
+                ?? throw new ArgumentException($"Isis:{nameof(AcceptedSystemKeys)}:{i} is empty; list only keys.")).ToList(),
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

@@ -149,6 +149,16 @@ public sealed class IsisOptions
     /// </summary>
     public byte[]? SystemKey { get; set; }
 
+    /// <summary>
+    /// System keys this process accepts besides <see cref="SystemKey"/>: packets sealed with them
+    /// open, but it seals only with <see cref="SystemKey"/>. This rotates the system key without
+    /// stopping the system, in three rolling restarts, each finished at every process and replica
+    /// before the next begins: (1) add the new key here; (2) make the new key the
+    /// <see cref="SystemKey"/> and list the old one here; (3) remove the old one. At most 4 keys,
+    /// 32 bytes each; needs a <see cref="SystemKey"/>. In configuration, base64 strings.
+    /// </summary>
+    public IList<byte[]> AcceptedSystemKeys { get; set; } = new List<byte[]>();
+
     /// <summary>Largest UDP datagram the transport builds; small messages are batched up to it. Defaults to 16 KiB.</summary>
     public int MaxDatagramSize { get; set; } = 16 * 1024;
 
@@ -248,6 +258,16 @@ public sealed class IsisOptions
         if (MaxDatagramSize is < 1024 or > 65000) throw new ArgumentException($"IsisOptions.MaxDatagramSize must be 1024-65000 bytes; it is {MaxDatagramSize}.");
         if (MaxMessageSize < 1024) throw new ArgumentException($"IsisOptions.MaxMessageSize must be at least 1024 bytes; it is {MaxMessageSize}.");
         if (SystemKey is { Length: not 32 } key) throw new ArgumentException($"IsisOptions.SystemKey must be 32 bytes (a 256-bit AES key); it is {key.Length}. Generate one with RandomNumberGenerator.GetBytes(32).");
+        if (AcceptedSystemKeys is null) throw new ArgumentException("IsisOptions.AcceptedSystemKeys must not be null; leave it empty unless a rotation of the system key is under way.");
+        if (AcceptedSystemKeys.Count > 0 && SystemKey is null)
+            throw new ArgumentException("IsisOptions.AcceptedSystemKeys needs a SystemKey to seal with: during a rotation, SystemKey is the key this process seals with and AcceptedSystemKeys the other one.");
+        if (AcceptedSystemKeys.Count > Core.Security.PacketSealer.MaxAcceptedSystemKeys)
+            throw new ArgumentException($"IsisOptions.AcceptedSystemKeys lists {AcceptedSystemKeys.Count} keys; at most {Core.Security.PacketSealer.MaxAcceptedSystemKeys} (a rotation needs one).");
+        for (int i = 0; i < AcceptedSystemKeys.Count; i++)
+        {
+            if (AcceptedSystemKeys[i] is not { Length: 32 })
+                throw new ArgumentException($"IsisOptions.AcceptedSystemKeys[{i}] must be 32 bytes (a 256-bit AES key); it is {AcceptedSystemKeys[i]?.Length.ToString(System.Globalization.CultureInfo.InvariantCulture) ?? "null"}.");
+        }
     }
 
     internal Core.Node.ProtocolOptions ToProtocolOptions()
@@ -272,6 +292,7 @@ public sealed class IsisOptions
             GossipFromMembers = LargeGroupFromMembers ?? defaults.GossipFromMembers,
             StabilityTreeFanout = StabilityTreeFanout ?? defaults.StabilityTreeFanout,
             SystemKey = SystemKey is { } key ? (byte[])key.Clone() : null,
+            AcceptedSystemKeys = [.. AcceptedSystemKeys.Select(k => (byte[])k.Clone())],
             // The event loop seals once per batch of inputs: one bundle per destination for a whole burst.
             DriverSealsBatches = true,
             // Part of every nonce this process seals with: random per start (see PacketSealer).

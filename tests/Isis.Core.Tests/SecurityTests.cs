@@ -79,6 +79,39 @@ public class SecurityTests
     }
 
     [Fact]
+    public void During_a_rolling_rotation_of_the_system_key_each_side_opens_the_other_keys_packets_and_seals_only_with_its_own()
+    {
+        byte[] oldKey = Key(1), newKey = Key(2);
+        static byte[] Heartbeat(NodeId from, long seq) => new PacketWriter().Begin(new PacketHeader(PacketKind.Heartbeat, from, default, 0, seq)).Finish();
+        var a = new NodeId(1, 1);
+        var b = new NodeId(2, 1);
+        // Step 1 done at A (the old key, accepting the new); step 2 done at B (the new key, accepting the old).
+        var stepOne = new PacketSealer(a, 1, oldKey, acceptedSystemKeys: [newKey]);
+        var stepTwo = new PacketSealer(b, 2, newKey, acceptedSystemKeys: [oldKey]);
+        var oldOnly = new PacketSealer(new NodeId(3, 1), 3, oldKey);
+        var newOnly = new PacketSealer(new NodeId(4, 1), 4, newKey);
+
+        byte[] fromA = stepOne.Seal(Heartbeat(a, 1), new Outbox()).ToArray();
+        byte[] fromB = stepTwo.Seal(Heartbeat(b, 1), new Outbox()).ToArray();
+        Assert.Equal(OpenVerdict.Opened, Open(stepTwo, fromA, out byte[] plain));
+        Assert.Equal(Heartbeat(a, 1), plain);
+        Assert.Equal(OpenVerdict.Opened, Open(stepOne, fromB, out _));
+        // Each seals with its own key only: a process that holds only the old key opens A's, not B's.
+        Assert.Equal(OpenVerdict.Opened, Open(oldOnly, fromA, out _));
+        Assert.Equal(OpenVerdict.Unauthenticated, Open(oldOnly, fromB, out _));
+        Assert.Equal(OpenVerdict.Opened, Open(newOnly, fromB, out _));
+        Assert.Equal(OpenVerdict.Unauthenticated, Open(newOnly, fromA, out _));
+        // An accepted key has its own replay window, and a third key opens nothing.
+        Assert.Equal(OpenVerdict.Replayed, Open(stepTwo, fromA, out _));
+        var stranger = new PacketSealer(new NodeId(5, 1), 5, Key(3), acceptedSystemKeys: [Key(4)]);
+        Assert.Equal(OpenVerdict.Unauthenticated, Open(stranger, fromA, out _));
+        Assert.Equal(OpenVerdict.Unauthenticated, Open(stranger, fromB, out _));
+        // The mutation that forgets accepted keys cuts the two steps apart.
+        var forgetful = new PacketSealer(b, 2, newKey, ProtocolMutations.AcceptedSystemKeysIgnored, [oldKey]);
+        Assert.Equal(OpenVerdict.Unauthenticated, Open(forgetful, stepOne.Seal(Heartbeat(a, 2), new Outbox()).ToArray(), out _));
+    }
+
+    [Fact]
     public void Each_counter_is_accepted_once_in_any_order_within_the_window_and_older_ones_are_replays()
     {
         var (sender, receiver, from) = Pair(Key(1), Key(1));

@@ -69,7 +69,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         Self = self;
         Host = host;
         Options = options;
-        _sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations);
+        _sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations, options.AcceptedSystemKeys);
         _now = Outbox.StepTime = now;
         _configuration = founding.Select(r => new ServiceReplica(r, r == self ? host : default)).ToArray();
         _log = new ReplicatedLog(self, founding, options, now, this, durableRecords);

@@ -66,7 +66,7 @@ internal sealed class ProcessNode : IProtocolNode
         _offeredReplica = offeredReplica;
         Options = options;
         Outbox = new Outbox(options.BufferPool);
-        Sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations);
+        Sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations, options.AcceptedSystemKeys);
         _firewall = new Firewall(options);
         _now = Outbox.StepTime = now;
         _lastHeardFromOracle = now;
@@ -224,7 +224,7 @@ internal sealed class ProcessNode : IProtocolNode
     {
         var kind = (PacketKind)packet.Span[3];
         if (endpoint == Self.Endpoint) _loopback.Enqueue(packet);
-        else if (kind < PacketKind.Data) Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.Seal(packet, Outbox))); // to or about the service: a few a heartbeat, sealed one by one
+        else if (!PacketKinds.IsMemberTraffic(kind)) Outbox.Packets.Add(new OutboundPacket(endpoint, Sealer.Seal(packet, Outbox))); // to or about the service: a few a heartbeat, sealed one by one (a replica opens no bundles)
         else if (Sealer.TryKeyOf(kind, new GroupId(System.Buffers.Binary.BinaryPrimitives.ReadUInt64LittleEndian(packet.Span[20..])), out GroupId keyGroup))
         {
             Outbox.ToSeal.Add((endpoint, keyGroup, packet)); // member traffic: sealed at the end of the step, with the step's other packets to that destination
@@ -487,7 +487,7 @@ internal sealed class ProcessNode : IProtocolNode
             Security.OpenVerdict verdict = Sealer.Open(h, ref packet, Counters);
             if (verdict == Security.OpenVerdict.Replayed) return;
             // What a group's member learns from it: a view member whose packets never open lacks the key (GroupMember.Security).
-            GroupMember? member = h.Kind >= PacketKind.Data ? _groups.GetValueOrDefault(h.Group) : null;
+            GroupMember? member = PacketKinds.IsGroupTraffic(h.Kind) ? _groups.GetValueOrDefault(h.Group) : null;
             if (Security.PacketSealer.IsDropped(verdict))
             {
                 member?.OnUnauthenticated(h.Sender, _now);
@@ -526,7 +526,7 @@ internal sealed class ProcessNode : IProtocolNode
             ReadOnlySpan<byte> inner = body[..length];
             body = body[length..];
             Counters.PacketsReceived++;
-            if (PacketDecoder.TryReadHeader(inner, out PacketHeader h) != HeaderVerdict.Ok || h.Sender != bundle.Sender || h.Kind is < PacketKind.Data or PacketKind.Bundle
+            if (PacketDecoder.TryReadHeader(inner, out PacketHeader h) != HeaderVerdict.Ok || h.Sender != bundle.Sender || !PacketKinds.IsMemberTraffic(h.Kind)
                 || !Sealer.TryKeyOf(h.Kind, h.Group, out GroupId keyGroup) || keyGroup != bundle.Group)
             {
                 Counters.DroppedMalformed++;
@@ -624,7 +624,7 @@ internal sealed class ProcessNode : IProtocolNode
             }
             return;
         }
-        if (h.Kind < PacketKind.Data)
+        if (!PacketKinds.IsMemberTraffic(h.Kind))
         {
             // Well formed, but from a replica outside the service configuration this process knows:
             // a deposed one (a paused leader that came back after the service moved on), or one

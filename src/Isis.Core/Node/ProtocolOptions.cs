@@ -126,6 +126,13 @@ internal sealed record ProtocolOptions
     public byte[]? SystemKey { get; init; }
 
     /// <summary>
+    /// Further system keys that open packets but never seal them: the other key of a rolling
+    /// rotation, while some processes seal with the old key and some with the new (at most
+    /// <see cref="Security.PacketSealer.MaxAcceptedSystemKeys"/>; only with a <see cref="SystemKey"/>).
+    /// </summary>
+    public IReadOnlyList<byte[]> AcceptedSystemKeys { get; init; } = [];
+
+    /// <summary>
     /// With a key: the packets of one step to one destination under one key are sealed together,
     /// in bundles of up to this many bytes (one AES-GCM operation each, which costs about as much as
     /// sealing 10 KB: bundling is what keeps the price of a key small). Defaults to 15,000, so a
@@ -244,4 +251,10 @@ internal enum ProtocolMutations
     /// differs between members.
     /// </summary>
     CollectionLeftoverInArrivalOrder = 131072,
+
+    /// <summary>
+    /// A process opens packets with its own system key only, never with its accepted ones: during a
+    /// rolling rotation of the system key, processes that seal with the other key are not heard.
+    /// </summary>
+    AcceptedSystemKeysIgnored = 262144,
 }

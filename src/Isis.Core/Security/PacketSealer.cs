@@ -80,14 +80,29 @@ internal sealed class PacketSealer
     /// <param name="self">This process's incarnation: its packets are sealed under a key derived for it.</param>
     /// <param name="salt">Four random bytes drawn by the driver at start (the core has no randomness of its own).</param>
     /// <param name="systemKey">The key of the membership service's traffic, or null.</param>
-    /// <param name="mutations">Deliberate bugs: <see cref="ProtocolMutations.AcceptUnauthenticated"/>.</param>
-    public PacketSealer(NodeId self, uint salt, byte[]? systemKey, ProtocolMutations mutations = ProtocolMutations.None)
+    /// <param name="mutations">Deliberate bugs: <see cref="ProtocolMutations.AcceptUnauthenticated"/>, <see cref="ProtocolMutations.AcceptedSystemKeysIgnored"/>.</param>
+    /// <param name="acceptedSystemKeys">System keys that open packets but never seal them (a rolling rotation's other key); only with <paramref name="systemKey"/>.</param>
+    public PacketSealer(NodeId self, uint salt, byte[]? systemKey, ProtocolMutations mutations = ProtocolMutations.None, IReadOnlyList<byte[]>? acceptedSystemKeys = null)
     {
         _self = self;
         _salt = salt;
         _acceptUnauthenticated = (mutations & ProtocolMutations.AcceptUnauthenticated) != 0;
         if (systemKey != null) _system = new KeyRing(CheckKey(systemKey), self);
+        acceptedSystemKeys ??= [];
+        Invariant.Check(acceptedSystemKeys.Count == 0 || systemKey != null, "accepted system keys need a system key to seal with");
+        Invariant.Check(acceptedSystemKeys.Count <= MaxAcceptedSystemKeys, $"at most {MaxAcceptedSystemKeys} accepted system keys");
+        if ((mutations & ProtocolMutations.AcceptedSystemKeysIgnored) == 0)
+        {
+            _systemAccepted = [.. acceptedSystemKeys.Select(k => new KeyRing(CheckKey(k), self))
+                .Where(r => !r.Fingerprint.AsSpan().SequenceEqual(_system!.Fingerprint))];
+        }
     }
+
+    /// <summary>Most system keys a process accepts besides its own: a rotation needs one; a few allow for a rotation begun before the last one ended.</summary>
+    public const int MaxAcceptedSystemKeys = 4;
+
+    // Rolling rotation of the system key: keys that open what the system key does, and seal nothing.
+    private readonly KeyRing[] _systemAccepted = [];
 
     /// <summary>True if some key is configured (otherwise every packet travels in the clear).</summary>
     public bool Enabled => _system != null || _groups.Count > 0;
@@ -193,7 +208,7 @@ internal sealed class PacketSealer
     }
 
     private KeyRing? KeyFor(PacketKind kind, GroupId group) =>
-        kind >= PacketKind.Data && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
+        PacketKinds.IsGroupTraffic(kind) && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
 
     /// <summary>
     /// The key a packet of this kind and group is sealed with: false if none (it travels clear);
@@ -203,7 +218,7 @@ internal sealed class PacketSealer
     {
         keyGroup = default;
         if (!Enabled) return false;
-        if (kind >= PacketKind.Data && _groups.Count > 0 && _groups.ContainsKey(group))
+        if (PacketKinds.IsGroupTraffic(kind) && _groups.Count > 0 && _groups.ContainsKey(group))
         {
             keyGroup = group;
             return true;
@@ -277,7 +292,14 @@ internal sealed class PacketSealer
         if (!sealedPacket) return ring == null || _acceptUnauthenticated ? OpenVerdict.Clear : OpenVerdict.KeyRequired;
         if (ring == null) return OpenVerdict.NoKey;
         OpenVerdict verdict = OpenWith(ring, h, packet, out plain);
-        if (verdict != OpenVerdict.Unauthenticated || h.Kind < PacketKind.Data || ring == _system) return verdict;
+        if (verdict == OpenVerdict.Unauthenticated && ring == _system)
+        {
+            // A rolling rotation of the system key: the sender may seal with the other key.
+            for (int i = 0; i < _systemAccepted.Length && verdict == OpenVerdict.Unauthenticated; i++)
+                verdict = OpenWith(_systemAccepted[i], h, packet, out plain);
+            return verdict;
+        }
+        if (verdict != OpenVerdict.Unauthenticated || !PacketKinds.IsGroupTraffic(h.Kind) || ring == _system) return verdict;
         // Around a key rotation: the next keys (a member that moved already), then the previous one (one that has not yet).
         if (_staged.TryGetValue(h.Group, out List<KeyRing>? staged))
         {

@@ -64,3 +64,20 @@ internal enum PacketKind : byte
     // Sealed traffic (see Security.PacketSealer): the packets of one step to one destination under one key, sealed together.
     Bundle = 42,            // Group = the group whose key sealed it (0: the system key); body, once opened: whole packets back to back
 }
+
+/// <summary>What a packet kind is for, where the numbering alone does not say.</summary>
+internal static class PacketKinds
+{
+    /// <summary>
+    /// True for traffic between the members of one view of one group (a group's key seals it, and a
+    /// step's such packets to one destination travel in one sealed bundle). False for the packets
+    /// to, from and between the membership service's replicas, the service's directory, and the
+    /// bundle itself: kinds 33-37 came after the member kinds in the numbering, and a replica, which
+    /// opens no bundles, must receive them one by one.
+    /// </summary>
+    public static bool IsMemberTraffic(PacketKind kind) =>
+        kind is >= PacketKind.Data and <= PacketKind.HistoryChunk or >= PacketKind.StabilityReport and <= PacketKind.StateAck;
+
+    /// <summary>Member traffic or a bundle of it: what a group's key seals, where the group has one (<see cref="PacketHeader.Group"/> names the group).</summary>
+    public static bool IsGroupTraffic(PacketKind kind) => IsMemberTraffic(kind) || kind == PacketKind.Bundle;
+}

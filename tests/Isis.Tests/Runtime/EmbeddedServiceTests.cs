@@ -228,6 +228,36 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public async Task With_a_system_key_exits_hand_their_replicas_over_and_a_process_started_right_after_finds_the_service()
+    {
+        // Regression: the process sealed its HostRetiring and Discover packets into bundles, which
+        // only processes open; the replicas dropped them as malformed, so no exit handed over, and a
+        // process that took the well-known port from the one that had just exited found nobody.
+        using var runtimes = new TestRuntimes();
+        byte[] key = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
+        var stderr = new StringWriter();
+        TextWriter shared = TextWriter.Synchronized(stderr);
+        (IsisRuntime Runtime, Group Group) Start()
+        {
+            IsisRuntime r = runtimes.Start(o => { o.SystemKey = key; o.StandardError = shared; });
+            return (r, new Group(r, "sealed-service"));
+        }
+        var members = Enumerable.Range(0, 3).Select(_ => Start()).ToList();
+        foreach (var m in members) await m.Group.JoinAsync();
+        TestRuntimes.WaitUntil(() => members.All(m => m.Group.GetView()?.Members.Length == 3) && members.All(m => m.Runtime.HostsMembershipService), "three members, a replica on each");
+
+        for (int i = 0; i < 3; i++) // the first one, which holds the well-known port, included
+        {
+            members[i].Runtime.Shutdown();
+            members[i] = Start();
+            await members[i].Group.JoinAsync().WaitAsync(TimeSpan.FromSeconds(30));
+            TestRuntimes.WaitUntil(() => members.All(m => m.Group.GetView()?.Members.Length == 3), $"restart {i}: three members again");
+        }
+        Assert.DoesNotContain("did not move this process's replica", stderr.ToString());
+        Assert.DoesNotContain("Dropped", stderr.ToString()); // nothing of ours read as hostile input
+    }
+
+    [Fact]
     public async Task A_machine_started_before_the_first_seed_waits_for_it_and_joins_the_service_it_founds()
     {
         // Two "machines" on loopback, told apart by their well-known ports; B comes up first and may

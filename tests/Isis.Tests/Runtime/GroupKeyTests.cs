@@ -141,6 +141,54 @@ public sealed class GroupKeyTests
     }
 
     [Fact]
+    public async Task The_system_key_rotates_in_three_rolling_restarts_while_the_group_goes_on()
+    {
+        using var runtimes = new TestRuntimes();
+        byte[] oldKey = RandomNumberGenerator.GetBytes(32), newKey = RandomNumberGenerator.GetBytes(32);
+        var delivered = new ConcurrentDictionary<string, ConcurrentQueue<string>>();
+        (IsisRuntime Runtime, Group Group, string Name) Start(string name, byte[] sealWith, params byte[][] accept)
+        {
+            IsisRuntime r = runtimes.Start(o => { o.SystemKey = sealWith; foreach (byte[] k in accept) o.AcceptedSystemKeys.Add(k); });
+            var g = new Group(r, "rotating");
+            var mine = delivered.GetOrAdd(name, _ => new ConcurrentQueue<string>());
+            g.Handlers[Put] += (Action<string>)mine.Enqueue;
+            return (r, g, name);
+        }
+        var members = new List<(IsisRuntime Runtime, Group Group, string Name)>();
+        for (int i = 0; i < 3; i++)
+        {
+            members.Add(Start($"m{i}", oldKey));
+            await members[i].Group.JoinAsync();
+        }
+        TestRuntimes.WaitUntil(() => members.All(m => m.Group.GetView()?.Members.Length == 3), "three members with the old key");
+
+        // The operator's three rolling restarts: accept the new key; seal with it, accepting the old; drop the old.
+        (string Step, byte[] Seal, byte[][] Accept)[] steps = [("accept-new", oldKey, [newKey]), ("seal-new", newKey, [oldKey]), ("new-only", newKey, [])];
+        foreach (var (step, seal, accept) in steps)
+        {
+            for (int i = 0; i < 3; i++)
+            {
+                members[i].Runtime.Shutdown(); // hands its membership replica over, leaves
+                members[i] = Start($"m{i}-{step}", seal, accept);
+                await members[i].Group.JoinAsync().WaitAsync(TimeSpan.FromSeconds(30));
+                TestRuntimes.WaitUntil(() => members.All(m => m.Group.GetView()?.Members.Length == 3), $"{members[i].Name} is in a view with the others");
+                // Traffic both ways between the restarted member and the others, whichever key each seals with.
+                string fromNew = $"{members[i].Name} says hello", fromOld = $"{members[(i + 1) % 3].Name} answers {members[i].Name}";
+                members[i].Group.Send(Put, fromNew);
+                members[(i + 1) % 3].Group.Send(Put, fromOld);
+                TestRuntimes.WaitUntil(() => members.All(m => delivered[m.Name].Contains(fromNew) && delivered[m.Name].Contains(fromOld)), $"after {members[i].Name}: every member delivers both");
+            }
+        }
+        Assert.All(members, m => Assert.True(m.Runtime.IsRunning, m.Runtime.ShutdownReason));
+
+        // The old key opens nothing any more.
+        IsisRuntime stale = runtimes.Start(o => { o.SystemKey = oldKey; o.DiscoveryTimeout = TimeSpan.FromSeconds(2); });
+        var staleGroup = new Group(stale, "rotating");
+        await Assert.ThrowsAnyAsync<IsisException>(() => staleGroup.JoinAsync().WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.All(members, m => Assert.Equal(3, m.Group.GetView()!.Members.Length));
+    }
+
+    [Fact]
     public void A_key_of_the_wrong_size_or_set_after_Join_is_refused_with_what_to_do()
     {
         using var runtimes = new TestRuntimes();
