@@ -174,6 +174,16 @@ public sealed class HostingTests
         Assert.Null(new IsisHostOptions().ToIsisOptions(null).SystemKey);
         Assert.Contains("Isis:SystemKey", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = "not base64!" }.ToIsisOptions(null)).Message);
         Assert.Contains("decodes to 16", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = Convert.ToBase64String(new byte[16]) }.ToIsisOptions(null)).Message);
+
+        // During a rotation: the other key, accepted but never sealed with.
+        byte[] next = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
+        var rotating = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?>
+        {
+            ["Isis:SystemKey"] = Convert.ToBase64String(key),
+            ["Isis:AcceptedSystemKeys:0"] = Convert.ToBase64String(next),
+        }).Build();
+        Assert.Equal(next, Assert.Single(rotating.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null).AcceptedSystemKeys));
+        Assert.Contains("Isis:AcceptedSystemKeys:0", Assert.Throws<ArgumentException>(() => new IsisHostOptions { AcceptedSystemKeys = { "not base64!" } }.ToIsisOptions(null)).Message);
     }
 
     [Fact]

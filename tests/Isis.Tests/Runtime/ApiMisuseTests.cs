@@ -55,6 +55,8 @@ public sealed class ApiMisuseTests
         Assert.Contains("MaxDatagramSize", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { MaxDatagramSize = 100 })).Message);
         Assert.Contains("IsolationTimeout", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { IsolationTimeout = TimeSpan.FromMilliseconds(300) })).Message);
         Assert.Contains("DiscoveryTimeout", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { DiscoveryTimeout = TimeSpan.Zero })).Message);
+        Assert.Contains("needs a SystemKey", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { AcceptedSystemKeys = { new byte[32] } })).Message);
+        Assert.Contains("AcceptedSystemKeys[0] must be 32 bytes", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions { SystemKey = new byte[32], AcceptedSystemKeys = { new byte[8] } })).Message);
         Assert.Contains("odd number", Assert.Throws<ArgumentException>(() => new IsisRuntime(new IsisOptions
         {
             MembershipReplicas = { System.Net.IPEndPoint.Parse("127.0.0.1:7401"), System.Net.IPEndPoint.Parse("127.0.0.1:7402") },
