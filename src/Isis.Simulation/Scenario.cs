@@ -125,6 +125,13 @@ internal sealed record Scenario
     public bool KeyRotations { get; init; }
 
     /// <summary>
+    /// With <see cref="EmbeddedService"/> and a system key: the operator rotates the system key in
+    /// three rolling restarts (accept the next key; seal with it, accepting the old; drop the old),
+    /// one process at a time by graceful exit and restart, each step finished everywhere before the next.
+    /// </summary>
+    public bool SystemKeyRotation { get; init; }
+
+    /// <summary>
     /// The application holds a replicated collection (Isis.Collections' model, see
     /// Simulator.Collections.cs): every workload message is an update sent with Send, the sequencer's
     /// merge lists go by OrderedSend, members gossip by Query and stall their handlers now and then.
@@ -178,7 +185,7 @@ internal sealed record Scenario
         ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos", "host-crash", "host-exit", "host-pause"];
 
     /// <summary>The families whose membership service is embedded in the member processes and moves between them.</summary>
-    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss"];
+    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss", "host-secured"];
 
     /// <summary>
     /// The families whose groups' data goes by IP multicast (the membership service allocates the
@@ -223,6 +230,9 @@ internal sealed record Scenario
 
     /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
     internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
+
+    /// <summary>The system key the family host-secured rotates to.</summary>
+    internal static readonly byte[] SimulatedNextSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x3C ^ (5 * i)))];
 
     internal static readonly byte[] SimulatedGroupKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0xA7 ^ i))];
 
@@ -393,12 +403,21 @@ internal sealed record Scenario
                 Pauses = true, LeaveAndRejoin = true, OrderedFraction = 0, SafeFraction = 0, QueryChance = 0,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "host-secured" => new Scenario
+            {
+                // Every process and replica seals with a system key; exits (the rotation's restarts
+                // among them) must hand over, and the key rotates in most runs. A longer fault phase
+                // leaves room for three rolling restarts of every process.
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostExits = true, HostCrashes = hr.Chance(0.5),
+                Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey }, SystemKeyRotation = hr.Chance(0.75), FaultPhase = 8_000_000,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
             "host-quorum-loss" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}", nameof(family)),
         };
     }
 }

@@ -162,6 +162,9 @@ internal sealed partial class Simulator
         /// <summary>This incarnation stopped itself and its restart is planned.</summary>
         public bool RestartPlanned;
 
+        /// <summary>The step of the system key's rotation this incarnation was started in (see Simulator.SystemKeyRotation.cs).</summary>
+        public int KeyStep;
+
         public bool Alive => Node != null && !Node.IsShutDown;
 
         /// <summary>The simulated application's state in the group (see Simulator.Application.cs); empty for a new incarnation.</summary>
@@ -307,6 +310,7 @@ internal sealed partial class Simulator
             if (Scenario.Collections) TickCollection(p);
         }
         if (Scenario.EmbeddedService && !_healed) MaybeDisturbHost();
+        if (Scenario.SystemKeyRotation) MaybeRollSystemKey();
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
         if (Scenario.RoleCrashes && !_healed) MaybeCrashRoleHolder();
         if (Scenario.ReplicaCrashes && !_healed) MaybeCrashReplica();
@@ -387,7 +391,8 @@ internal sealed partial class Simulator
         p.Exiting = false;
         p.RestartPlanned = false;
         var self = new NodeId(p.Endpoint, p.Incarnation);
-        ProtocolOptions options = _protocol with { BufferPool = _buffers };
+        ProtocolOptions keyed = KeysForStart(p); // the system keys of the operator's current rotation step
+        ProtocolOptions options = keyed with { BufferPool = _buffers };
         if (Scenario.EmbeddedService)
         {
             // As the runtime: the first process binds the well-known port and founds the service with
@@ -397,13 +402,13 @@ internal sealed partial class Simulator
             if (!_serviceFounded && _directoryHolder == p)
             {
                 _serviceFounded = true;
-                p.Replica = new MembershipReplica(replica, [replica], _protocol, _now, host: self);
+                p.Replica = new MembershipReplica(replica, [replica], keyed, _now, host: self);
                 if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
                 p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica, directory: [_directoryEndpoint]);
             }
             else
             {
-                p.Replica = new MembershipReplica(replica, [], _protocol, _now, host: self);
+                p.Replica = new MembershipReplica(replica, [], keyed, _now, host: self);
                 p.Node = new ProcessNode(self, [_directoryEndpoint, .. _knownReplicas], options, _now, replica, discover: true);
             }
         }
@@ -904,7 +909,7 @@ internal sealed partial class Simulator
     {
         if (!p.Alive || !p.Exiting) return;
         CrashOnly(p);
-        At(_now + _random.NextInRange(200_000, 1_000_000), () => { if (!p.Alive) Start(p); });
+        At(_now + RestartDelay(p), () => { if (!p.Alive) Start(p); });
     }
 
     /// <summary>Cuts <paramref name="p"/> (its process and its replica) off from every other endpoint, then heals.</summary>

@@ -71,6 +71,45 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void With_a_system_key_exits_hand_over_and_the_key_rotates_in_rolling_restarts_without_breaking_a_guarantee()
+    {
+        // The family seals everything with a system key: a replica that dropped what the processes
+        // sealed (an exit's HostRetiring once went in a bundle, which replicas do not open) would
+        // turn every exit into a crash; and in most runs the operator rotates the key.
+        int retired = 0, rotated = 0, withRotation = 0, restarts = 0;
+        for (ulong seed = 0; seed < 30; seed++)
+        {
+            int handedOver = 0;
+            SimulationRun run = SimulationRun.Execute(seed, Scenario.ForFamily("host-secured", seed), sim => sim.Observer = (_, e) => { if (e is HostRetired) handedOver++; });
+            Assert.True(run.Passed, run.Report);
+            retired += handedOver;
+            if (!run.Simulator.Scenario.SystemKeyRotation) continue;
+            withRotation++;
+            restarts += run.Simulator.SystemKeyRestarts;
+            if (run.Simulator.SystemKeyStep == 3) rotated++;
+        }
+        output.WriteLine($"host-secured: {retired} exits handed over; the key rotated fully in {rotated} of {withRotation} runs that rotated it ({restarts} rolling restarts)");
+        Assert.True(retired >= 30, $"only {retired} exits handed their replica over in 30 runs");
+        Assert.True(rotated >= withRotation * 2 / 3, $"the key rotated fully in only {rotated} of {withRotation} runs");
+    }
+
+    [Fact]
+    public void Ignoring_the_accepted_system_keys_cuts_restarted_processes_off_and_is_caught()
+    {
+        int caught = 0, tried = 0;
+        for (ulong seed = 0; seed < 20; seed++)
+        {
+            Scenario scenario = Scenario.ForFamily("host-secured", seed);
+            if (!scenario.SystemKeyRotation) continue;
+            tried++;
+            SimulationRun run = SimulationRun.Execute(seed, scenario with { Protocol = scenario.Protocol with { Mutations = ProtocolMutations.AcceptedSystemKeysIgnored } });
+            if (!run.Passed) caught++;
+        }
+        output.WriteLine($"caught in {caught} of {tried} seeds that rotate the system key");
+        Assert.True(caught >= tried / 2, $"caught in only {caught} of {tried} seeds");
+    }
+
+    [Fact]
     public void A_replica_host_paused_past_its_expulsion_learns_it_was_replaced_and_stops()
     {
         int staleHosts = 0;
