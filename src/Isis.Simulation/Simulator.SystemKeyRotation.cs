@@ -31,13 +31,12 @@ internal sealed partial class Simulator
     /// <summary>Processes the rotation restarted.</summary>
     internal int SystemKeyRestarts { get; private set; }
 
-    /// <summary>The protocol options of a process starting now: the system keys of the rotation's current step.</summary>
-    private ProtocolOptions KeysForStart(SimProcess p)
+    /// <summary>The protocol options of a process started in <paramref name="step"/> of the rotation: that step's system keys.</summary>
+    private ProtocolOptions KeysOfStep(int step)
     {
-        p.KeyStep = _systemKeyStep;
-        if (!Scenario.SystemKeyRotation || _systemKeyStep == 0) return _protocol;
+        if (!Scenario.SystemKeyRotation || step == 0) return _protocol;
         byte[] old = _protocol.SystemKey!, next = Scenario.SimulatedNextSystemKey;
-        return _systemKeyStep switch
+        return step switch
         {
             1 => _protocol with { AcceptedSystemKeys = [next] },
             2 => _protocol with { SystemKey = next, AcceptedSystemKeys = [old] },

@@ -391,7 +391,8 @@ internal sealed partial class Simulator
         p.Exiting = false;
         p.RestartPlanned = false;
         var self = new NodeId(p.Endpoint, p.Incarnation);
-        ProtocolOptions keyed = KeysForStart(p); // the system keys of the operator's current rotation step
+        p.KeyStep = _systemKeyStep;
+        ProtocolOptions keyed = KeysOfStep(p.KeyStep); // the system keys of the operator's current rotation step
         ProtocolOptions options = keyed with { BufferPool = _buffers };
         if (Scenario.EmbeddedService)
         {

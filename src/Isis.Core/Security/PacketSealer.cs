@@ -299,7 +299,7 @@ internal sealed class PacketSealer
                 verdict = OpenWith(_systemAccepted[i], h, packet, out plain);
             return verdict;
         }
-        if (verdict != OpenVerdict.Unauthenticated || !PacketKinds.IsGroupTraffic(h.Kind) || ring == _system) return verdict;
+        if (verdict != OpenVerdict.Unauthenticated || !PacketKinds.IsGroupTraffic(h.Kind)) return verdict;
         // Around a key rotation: the next keys (a member that moved already), then the previous one (one that has not yet).
         if (_staged.TryGetValue(h.Group, out List<KeyRing>? staged))
         {
