@@ -21,7 +21,8 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
 
     private static string S(int n) => n.ToString(CultureInfo.InvariantCulture);
 
-    private sealed class Members(MultiProcessCluster cluster, string logDir)
+    /// <param name="systemKey">Hex of a system key every member seals with, or null.</param>
+    private sealed class Members(MultiProcessCluster cluster, string logDir, string? systemKey)
     {
         public readonly Dictionary<int, MemberProcess> ByIndex = new();
         public readonly Dictionary<int, int> Sent = new();
@@ -29,7 +30,7 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
 
         public MemberProcess Start(int index, int expectMembers, bool joinsLate = false)
         {
-            string[] args = ["--expect-members", S(expectMembers), "--event-log", Path.Combine(logDir, $"member{index}.jsonl")];
+            string[] args = ["--expect-members", S(expectMembers), "--event-log", Path.Combine(logDir, $"member{index}.jsonl"), .. systemKey is null ? [] : (string[])["--system-key", systemKey]];
             MemberProcess m = cluster.Start(index, joinsLate ? [.. args, "--joins-late"] : args);
             ByIndex[index] = m;
             Sent[index] = 0;
@@ -101,15 +102,17 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
         ((JsonObject)progress["perSender"]!)[S(sender)] is { } n ? (int)n : 0;
 
     /// <param name="transport">UDP (the default), and the TCP overlay: connections to killed, exited and stopped processes break, and newcomers dial the survivors.</param>
+    /// <param name="sealedTraffic">Every process seals with a system key (the service's traffic, exits and discovery included).</param>
     [Theory]
-    [InlineData("udp")]
-    [InlineData("tcp")]
-    public void Five_members_survive_losing_the_first_three_processes_each_a_replica_host_by_sigkill_graceful_exit_and_sigstop(string transport)
+    [InlineData("udp", false)]
+    [InlineData("tcp", false)]
+    [InlineData("udp", true)]
+    public void Five_members_survive_losing_the_first_three_processes_each_a_replica_host_by_sigkill_graceful_exit_and_sigstop(string transport, bool sealedTraffic)
     {
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-embedded-");
         // 20 x 100 ms: healthy members on a loaded 2-core machine are not expelled (see MultiProcessCluster).
         using var cluster = MultiProcessCluster.Embedded(output, "embedded-five", suspicionCount: 20, transport);
-        var m = new Members(cluster, dir.FullName);
+        var m = new Members(cluster, dir.FullName, sealedTraffic ? Convert.ToHexString(System.Security.Cryptography.RandomNumberGenerator.GetBytes(32)) : null);
         try
         {
             // The first process founds the service; four more join, and it grows to three replicas.
