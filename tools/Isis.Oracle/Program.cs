@@ -7,6 +7,13 @@ using Isis;
 //
 //   dotnet Isis.Oracle.dll --replicas 10.0.0.1:7345,10.0.0.2:7345,10.0.0.3:7345 --data /var/lib/isis
 //       [--heartbeat-ms 100] [--suspicion 5] [--status-ms 1000]
+//       [--system-key-file FILE [--accepted-system-key-file FILE ...]]
+//
+// With a system key (IsisOptions.SystemKey at the application processes), every replica needs it
+// too: --system-key-file names a file holding its base64 (as the setting Isis:SystemKey), readable
+// only by the service's account; a key never goes on a command line, where ps shows it. During a
+// rolling rotation, --accepted-system-key-file (repeatable) names the other key
+// (IsisOptions.AcceptedSystemKeys; docs/operations.md, "Rotating the system key").
 //
 // Every replica and every application process must be given the same --replicas list, in the same
 // order (applications: IsisOptions.MembershipReplicas). This process hosts the first replica in the
@@ -28,7 +35,8 @@ internal static class OracleCommand
     {
         if (args.Length == 0 || args.Contains("--help") || args.Contains("-h"))
         {
-            Console.WriteLine("usage: Isis.Oracle --replicas A:P,B:P,C:P --data DIR [--heartbeat-ms 100] [--suspicion 5] [--status-ms 1000] [--detached]");
+            Console.WriteLine("usage: Isis.Oracle --replicas A:P,B:P,C:P --data DIR [--heartbeat-ms 100] [--suspicion 5] [--status-ms 1000] [--detached]\n" +
+                "                   [--system-key-file FILE [--accepted-system-key-file FILE ...]]");
             return args.Length == 0 ? 2 : 0;
         }
         string? Option(string name)
@@ -37,8 +45,15 @@ internal static class OracleCommand
             return i >= 0 && i + 1 < args.Length ? args[i + 1] : null;
         }
         List<IPEndPoint> replicas;
+        byte[]? systemKey;
+        List<byte[]> acceptedKeys;
         try
         {
+            systemKey = Option("--system-key-file") is { } keyFile ? ReadKey("--system-key-file", keyFile) : null;
+            acceptedKeys = [.. args.Select((a, i) => (a, i)).Where(x => x.a == "--accepted-system-key-file")
+                .Select(x => x.i + 1 < args.Length ? ReadKey("--accepted-system-key-file", args[x.i + 1]) : throw new ArgumentException("--accepted-system-key-file needs a file"))];
+            if (acceptedKeys.Count > 0 && systemKey is null)
+                throw new ArgumentException("--accepted-system-key-file needs --system-key-file: the key this replica seals with; the accepted ones only open.");
             replicas = (Option("--replicas") ?? throw new ArgumentException("--replicas is required: the service's replica addresses, e.g. 10.0.0.1:7345,10.0.0.2:7345,10.0.0.3:7345"))
                 .Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
                 .Select(s => IPEndPoint.TryParse(s, out IPEndPoint? e) && e.Port != 0 ? e : throw new ArgumentException($"--replicas: '{s}' is not an address:port"))
@@ -64,6 +79,8 @@ internal static class OracleCommand
             MembershipService = MembershipServiceMode.Host,
             HeartbeatInterval = TimeSpan.FromMilliseconds(heartbeatMs),
             SuspicionCount = suspicion,
+            SystemKey = systemKey,
+            AcceptedSystemKeys = acceptedKeys,
         });
         var output = new object();
         void Write(JsonObject line)
@@ -119,6 +136,30 @@ internal static class OracleCommand
         }
         runtime.Shutdown();
         return 0;
+    }
+
+    /// <summary>A key file: the base64 of 32 bytes (surrounding whitespace ignored), as the setting Isis:SystemKey takes it.</summary>
+    private static byte[] ReadKey(string option, string path)
+    {
+        string text;
+        try
+        {
+            text = File.ReadAllText(path).Trim();
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw new ArgumentException($"{option} {path}: {e.Message}");
+        }
+        byte[] key;
+        try
+        {
+            key = Convert.FromBase64String(text);
+        }
+        catch (FormatException)
+        {
+            throw new ArgumentException($"{option} {path}: the file must hold the base64 of 32 random bytes (for example Convert.ToBase64String(RandomNumberGenerator.GetBytes(32))); it is not base64.");
+        }
+        return key.Length == 32 ? key : throw new ArgumentException($"{option} {path}: the key must be 32 bytes (a 256-bit key); the file's base64 decodes to {key.Length}.");
     }
 
     private static IPAddress LocalReplicaAddress(List<IPEndPoint> replicas)

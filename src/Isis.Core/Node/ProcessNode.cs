@@ -21,6 +21,13 @@ internal sealed class ProcessNode : IProtocolNode
     private long _knownEpoch;
     private long _isolationSuspectedAt;
     private bool _toldStillLooking; // ServiceNotFoundYet went out
+    private bool _everHeardFromService;
+
+    private void HeardFromService()
+    {
+        _lastHeardFromOracle = _now;
+        _everHeardFromService = true;
+    }
     private long _heartbeatSeq;
     private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
     private long _leaseUntil;
@@ -401,6 +408,10 @@ internal sealed class ProcessNode : IProtocolNode
                     ? $"no membership service answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} addresses asked " +
                       "(the well-known port, the seeds and the replicas known from before); start the first process again, or list a live process in the seeds " +
                       "(if the service runs, check that this process has its IsisOptions.SystemKey: the service drops what does not open with its key)."
+                    : !_everHeardFromService
+                    ? $"no membership replica answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} replicas listed; " +
+                      "check that they run, that this process is told where (IsisOptions.MembershipReplicas, the same list at every process, or MembershipServiceAddress and MembershipServicePort for one), " +
+                      "and that it has their IsisOptions.SystemKey (a replica drops what does not open with its key)."
                     : $"isolated: no answer from the membership service for {(now - _lastHeardFromOracle) / 1000} ms; " +
                       "this incarnation wedges all its groups and stops. Restart the process to rejoin as a new member.");
                 return;
@@ -582,7 +593,7 @@ internal sealed class ProcessNode : IProtocolNode
         if (wasDiscovering)
         {
             // Found: talk to the service now, and send what waited for it.
-            _lastHeardFromOracle = _now;
+            HeardFromService();
             _lastAckAt = _now;
             _nextHeartbeatAt = _now;
             foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);
@@ -654,7 +665,7 @@ internal sealed class ProcessNode : IProtocolNode
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
                 // Only the active leader acknowledges heartbeats.
                 _leader = Array.IndexOf(_service, h.Sender.Endpoint);
-                _lastHeardFromOracle = _now;
+                HeardFromService();
                 _lastAckAt = _now;
                 RenewLease(seq, leaderLease);
                 return;
@@ -681,7 +692,7 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 NodeId[] expelled = r.Nodes();
                 if (!r.Complete) break;
-                _lastHeardFromOracle = _now;
+                HeardFromService();
                 _knownEpoch = Math.Max(_knownEpoch, h.Number);
                 foreach (NodeId n in expelled)
                 {
@@ -708,7 +719,7 @@ internal sealed class ProcessNode : IProtocolNode
                 ulong multicast = (ulong)r.I64();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
-                _lastHeardFromOracle = _now;
+                HeardFromService();
                 if (_groups.TryGetValue(h.Group, out GroupMember? member))
                 {
                     member.OnInstallView(new GroupView(h.View, members, joiners, leavers, multicast), _now);

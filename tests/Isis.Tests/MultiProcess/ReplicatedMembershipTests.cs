@@ -22,6 +22,51 @@ public sealed class ReplicatedMembershipTests(ITestOutputHelper output)
         typeof(ReplicatedMembershipTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisOracleDll").Value!;
 
     [Fact]
+    public async Task A_dedicated_replica_given_the_system_key_in_a_file_serves_processes_with_the_key_and_no_others()
+    {
+        DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-oracle-key-");
+        byte[] key = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
+        string keyFile = Path.Combine(dir.FullName, "system.key");
+        File.WriteAllText(keyFile, Convert.ToBase64String(key) + "\n");
+        if (!OperatingSystem.IsWindows()) File.SetUnixFileMode(keyFile, UnixFileMode.UserRead | UnixFileMode.UserWrite); // as an operator would keep it
+        string replica = $"127.0.0.1:{TestRuntimes.FreeUdpPort()}";
+        MemberProcess? service = null;
+        try
+        {
+            // A key file that is not a key: the replica does not start, and says why.
+            string bad = Path.Combine(dir.FullName, "bad.key");
+            File.WriteAllText(bad, "not a key");
+            (int code, string log) = await Tools.DotnetTool.RunToExit([OraclePath, "--replicas", replica, "--data", dir.FullName, "--system-key-file", bad], Deadline);
+            Assert.Equal(2, code);
+            Assert.Contains("not base64", log);
+
+            service = MemberProcess.StartProgram("replica", OraclePath, [], ["--replicas", replica, "--data", dir.FullName, "--status-ms", "100", "--system-key-file", keyFile]);
+            service.WaitFor("ready", Deadline);
+            using var runtimes = new TestRuntimes();
+            IsisRuntime Client(byte[]? systemKey) => runtimes.Start(o =>
+            {
+                o.MembershipService = MembershipServiceMode.Client;
+                o.MembershipReplicas.Add(System.Net.IPEndPoint.Parse(replica));
+                o.SystemKey = systemKey;
+            });
+            var keyed = new Group(Client(key), "sealed-by-file");
+            keyed.Join();
+            Assert.Single(keyed.GetView()!.Members);
+            // Without the key the replica answers nothing: the process gives up on the service.
+            var outsider = new Group(Client(null), "sealed-by-file");
+            IsisException e = Assert.ThrowsAny<IsisException>(outsider.Join);
+            Assert.Contains("no membership replica answered", e.Message); // it never heard from the service: not "isolated"
+            Assert.Contains("SystemKey", e.Message);
+            Assert.Single(keyed.GetView()!.Members);
+        }
+        finally
+        {
+            service?.Dispose();
+            dir.Delete(recursive: true);
+        }
+    }
+
+    [Fact]
     public void Killing_the_leading_replica_while_members_join_loses_no_decision_and_the_restarted_replica_catches_up()
     {
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-replicas-");
