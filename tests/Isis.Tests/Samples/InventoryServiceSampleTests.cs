@@ -21,8 +21,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         string dll = SampleInstance.SampleDll("InventoryServiceDll");
         int isisPort = TestRuntimes.FreeUdpPort();
         using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
-        var instances = new List<SampleInstance>();
-        try
+        await SampleInstance.RunAll(output, async instances =>
         {
             await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort), http); // each joins before the next starts
 
@@ -50,16 +49,7 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
             instances.Add(late);
             await late.WaitHealthy(http, "the late instance is healthy");
             Assert.Equal(states[0], await http.GetStringAsync(late.Url + "/items"));
-        }
-        catch
-        {
-            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
-            throw;
-        }
-        finally
-        {
-            foreach (SampleInstance i in instances) i.Dispose();
-        }
+        });
     }
 
     [Fact]
@@ -69,37 +59,33 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
         DirectoryInfo data = Directory.CreateTempSubdirectory("isis-inventory-");
         int isisPort = TestRuntimes.FreeUdpPort();
         using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
-        var instances = new List<SampleInstance>();
         try
         {
-            await SampleInstance.StartOneByOne(instances, 2, i => new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, $"instance{i}")), http);
-            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/items/apples?count=12", null)).StatusCode);
-            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[1].Url + "/items/pears?count=3", null)).StatusCode);
-            await SampleInstance.Eventually(async () => (await http.GetStringAsync(instances[0].Url + "/items")).Contains("pears") ? "ok" : null, "both writes everywhere");
+            await SampleInstance.RunAll(output, async instances =>
+            {
+                await SampleInstance.StartOneByOne(instances, 2, i => new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, $"instance{i}")), http);
+                Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/items/apples?count=12", null)).StatusCode);
+                Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[1].Url + "/items/pears?count=3", null)).StatusCode);
+                await SampleInstance.Eventually(async () => (await http.GetStringAsync(instances[0].Url + "/items")).Contains("pears") ? "ok" : null, "both writes everywhere");
 
-            // Every instance stops, as a redeploy stops them: the membership service goes with them.
-            foreach (SampleInstance i in instances) Assert.True(i.Terminate(TimeSpan.FromSeconds(30)), $"{i.Url} stopped on SIGTERM");
-            output.WriteLine("stopped every instance");
+                // Every instance stops, as a redeploy stops them: the membership service goes with them.
+                foreach (SampleInstance i in instances) Assert.True(i.Terminate(TimeSpan.FromSeconds(30)), $"{i.Url} stopped on SIGTERM");
+                output.WriteLine("stopped every instance");
 
-            // One starts again on its directory and serves the inventory from its checkpoint; a new one gets it by transfer.
-            var back = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "instance1"));
-            instances.Add(back);
-            await back.WaitHealthy(http, "the restarted instance is healthy");
-            var state = JsonSerializer.Deserialize<Dictionary<string, int>>(await http.GetStringAsync(back.Url + "/items"))!;
-            Assert.Equal(new Dictionary<string, int> { ["apples"] = 12, ["pears"] = 3 }, state);
-            var fresh = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "instance2"));
-            instances.Add(fresh);
-            await fresh.WaitHealthy(http, "a new instance is healthy");
-            Assert.Equal(await http.GetStringAsync(back.Url + "/items"), await http.GetStringAsync(fresh.Url + "/items"));
-        }
-        catch
-        {
-            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
-            throw;
+                // One starts again on its directory and serves the inventory from its checkpoint; a new one gets it by transfer.
+                var back = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "instance1"));
+                instances.Add(back);
+                await back.WaitHealthy(http, "the restarted instance is healthy");
+                var state = JsonSerializer.Deserialize<Dictionary<string, int>>(await http.GetStringAsync(back.Url + "/items"))!;
+                Assert.Equal(new Dictionary<string, int> { ["apples"] = 12, ["pears"] = 3 }, state);
+                var fresh = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "instance2"));
+                instances.Add(fresh);
+                await fresh.WaitHealthy(http, "a new instance is healthy");
+                Assert.Equal(await http.GetStringAsync(back.Url + "/items"), await http.GetStringAsync(fresh.Url + "/items"));
+            });
         }
         finally
         {
-            foreach (SampleInstance i in instances) i.Dispose();
             try { data.Delete(recursive: true); } catch (IOException) { }
         }
     }

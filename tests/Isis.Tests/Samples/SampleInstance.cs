@@ -76,6 +76,29 @@ internal sealed class SampleInstance : IDisposable
         }
     }
 
+    /// <summary>
+    /// Runs a test over sample instances: <paramref name="test"/> starts them into the list it is
+    /// given; if it fails, each instance's output goes to the test log; whatever happens, every
+    /// instance is stopped.
+    /// </summary>
+    public static async Task RunAll(Xunit.Abstractions.ITestOutputHelper output, Func<List<SampleInstance>, Task> test)
+    {
+        var instances = new List<SampleInstance>();
+        try
+        {
+            await test(instances);
+        }
+        catch
+        {
+            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
+            throw;
+        }
+        finally
+        {
+            foreach (SampleInstance i in instances) i.Dispose();
+        }
+    }
+
     /// <summary>Waits until the instance answers its health check.</summary>
     public Task WaitHealthy(HttpClient http, string what) =>
         Eventually(async () => await http.GetStringAsync(Url + "/health") == "Healthy" ? "ok" : null, what);

@@ -22,8 +22,7 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
         string dll = SampleInstance.SampleDll("StockTraderDll");
         int isisPort = TestRuntimes.FreeUdpPort();
         using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
-        var instances = new List<SampleInstance>();
-        try
+        await SampleInstance.RunAll(output, async instances =>
         {
             await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort), http);
             using var frontEnd = new RedundantQueryClient(instances.Select(i => new Uri(i.Url)), new RedundantQueryOptions { ProbeInterval = TimeSpan.FromMilliseconds(200), Timeout = TimeSpan.FromSeconds(2) });
@@ -82,16 +81,7 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
             }, "the checkout's trades everywhere")));
             Assert.Equal(after[0], after[1]);
             Assert.Equal(["ACME x10 @ 12.5", "INIT x7 @ 3", "alice: ACME x2 @ 12.5", "alice: INIT x5 @ 3"], JsonSerializer.Deserialize<string[]>(after[0])!);
-        }
-        catch
-        {
-            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
-            throw;
-        }
-        finally
-        {
-            foreach (SampleInstance i in instances) i.Dispose();
-        }
+        });
     }
 
     [Fact]
@@ -100,8 +90,7 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
         string dll = SampleInstance.SampleDll("StockTraderDll");
         int isisPort = TestRuntimes.FreeUdpPort();
         using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
-        var instances = new List<SampleInstance>();
-        try
+        await SampleInstance.RunAll(output, async instances =>
         {
             // An isolation timeout far beyond the test: the cut-off instance stays up instead of stopping.
             await SampleInstance.StartOneByOne(instances, 3, _ => new SampleInstance(dll, isisPort, "--Isis:IsolationTimeout=00:02:00"), http);
@@ -127,15 +116,6 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
             output.WriteLine("thawed instances 1 and 2");
             await instances[0].WaitHealthy(http, "instance 0 is healthy again once the service answers");
             Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/quotes/ACME?price=8", null)).StatusCode);
-        }
-        catch
-        {
-            foreach (SampleInstance i in instances) output.WriteLine($"--- {i.Url}\n{i.Log}");
-            throw;
-        }
-        finally
-        {
-            foreach (SampleInstance i in instances) i.Dispose();
-        }
+        });
     }
 }
