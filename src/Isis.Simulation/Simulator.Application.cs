@@ -88,7 +88,7 @@ internal sealed partial class Simulator
         {
             case MessageDelivered d when d.Group == _group:
                 p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
-                if (d.Kind == MessageKind.Safe && Scenario.PersistentCheckpoints) ApplySafe(p, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
+                if (d.Kind.IsSafe() && Scenario.PersistentCheckpoints) ApplySafe(p, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
                 break;
             case HistoryReplayed r when r.Group == _group && Scenario.PersistentCheckpoints:
                 p.App.SafeApplied.Add((new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), PayloadHash(r.Entry.Payload)));

@@ -135,6 +135,7 @@ public sealed partial class Group
         }
         if (q.Replied) throw new InvalidOperationException($"This handler already answered the query; a member replies once ({operation} called again).");
         _currentQuery = q with { Replied = true };
+        if (q.Replayed) return; // a SafeQuery of the history, replayed: its requester stopped waiting long ago
         EventLoop loop = _runtime.RunningLoop();
         loop.Post(() => loop.Node.Reply(Id, q.Requester, q.QueryId, kind, payload, loop.Now));
     }
@@ -187,6 +188,7 @@ public sealed partial class Group
         if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
         byte[] payload = EncodeToArray(opcode, args);
         if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
+        if (kind == MessageKind.QuerySafe) CheckLogBound(8 + payload.Length); // a SafeQuery joins the durable history as a SafeSend does
         long id = Interlocked.Increment(ref _nextQueryId);
         var done = new TaskCompletionSource<IReadOnlyList<QueryReply>>(TaskCreationOptions.RunContinuationsAsynchronously);
         _queries[id] = done;

@@ -106,8 +106,8 @@ public sealed partial class Group
         return records;
     }
 
-    /// <summary>A history entry replayed here (event loop): delivered like the SafeSend it was.</summary>
-    internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, MessageKind.Safe, entry.Payload);
+    /// <summary>A history entry replayed here (event loop): delivered like the SafeSend or SafeQuery it was (a SafeQuery's replies go nowhere).</summary>
+    internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, entry.Kind, entry.Payload, replayed: true);
 
     /// <summary>This member holds the history and replayed it (event loop): the join completes once the handlers have run.</summary>
     internal void OnHistoryReady() => _delivery!.Enqueue(JoinCompleted);
@@ -160,7 +160,12 @@ public sealed partial class Group
         return done.Task;
     }
 
-    /// <summary>As <see cref="Query(int, object[])"/>, with the request delivered as a SafeSend.</summary>
+    /// <summary>
+    /// As <see cref="Query(int, object[])"/>, with the request delivered as a SafeSend: in the total
+    /// order, once its acceptors hold it, and (disk durability) in the durable history, so a restart
+    /// or a joiner replays it to the query handlers in its place among the SafeSends (their replies
+    /// then go nowhere).
+    /// </summary>
     /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
     /// <param name="requestAndReplyLists">Optionally a <see cref="Isis.QueryTimeout"/>, then the request code, its arguments, an <see cref="EOLMarker"/>, and one <c>List&lt;T&gt;</c> per reply value.</param>
     public int SafeQuery(int nreplies, params object?[] requestAndReplyLists)
@@ -169,7 +174,7 @@ public sealed partial class Group
         return QueryIsis2(MessageKind.QuerySafe, nameof(SafeQuery), nreplies, requestAndReplyLists);
     }
 
-    /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with the request delivered as a SafeSend.</summary>
+    /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with the request delivered as a SafeSend (durable and replayed like one; see <see cref="SafeQuery"/>).</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
     /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
     /// <param name="opcode">The request code whose handlers answer.</param>

@@ -52,7 +52,8 @@ public sealed partial class Group
     private readonly ConcurrentDictionary<long, TaskCompletionSource<IReadOnlyList<QueryReply>>> _queries = new();
 
     // The query whose request the delivery thread is handling now (null otherwise): what Reply answers.
-    private (NodeId Requester, long QueryId, bool Replied)? _currentQuery;
+    // A replayed SafeQuery of the durable history takes replies and sends none.
+    private (NodeId Requester, long QueryId, bool Replied, bool Replayed)? _currentQuery;
     private readonly ConcurrentDictionary<long, TaskCompletionSource> _flushes = new();
 
     private enum GroupState { New, Joining, Joined, Leaving, Left }
@@ -410,32 +411,32 @@ public sealed partial class Group
     /// Queues a delivered message for the handlers. The payload is copied into a pooled buffer
     /// (the core recycles its copy once the message is stable), which the delivery thread returns.
     /// </summary>
-    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlySpan<byte> payload)
+    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlySpan<byte> payload, bool replayed = false)
     {
         bool query = kind.IsQuery();
         long queryId = query ? MessageKinds.QueryIdOf(payload) : 0;
         ReadOnlySpan<byte> body = query ? payload[Math.Min(8, payload.Length)..] : payload;
         byte[] buffer = _runtime.Buffers.Rent(body.Length);
         body.CopyTo(buffer);
-        if (kind == MessageKind.Safe) CountSafeHanded();
-        _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId));
+        if (kind.IsSafe()) CountSafeHanded(); // SafeSends and SafeQueries are the durable history's entries
+        _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId, replayed));
     }
 
     private void DispatchPending(PendingDelivery message)
     {
         ReadOnlyMemory<byte> payload = message.Buffer.AsMemory(0, message.Length);
-        if (message.IsQuery) DispatchQuery(message.Sender, message.QueryId, payload);
+        if (message.IsQuery) DispatchQuery(message.Sender, message.QueryId, payload, message.Replayed);
         else Dispatch(message.Sender, payload);
     }
 
     /// <summary>Runs the handlers of a query request with Reply bound to it; a handler that did not answer sends a null reply, so no requester waits forever.</summary>
-    private void DispatchQuery(NodeId requester, long queryId, ReadOnlyMemory<byte> payload)
+    private void DispatchQuery(NodeId requester, long queryId, ReadOnlyMemory<byte> payload, bool replayed)
     {
-        _currentQuery = (requester, queryId, false);
+        _currentQuery = (requester, queryId, false, replayed);
         try
         {
             Dispatch(requester, payload);
-            if (_currentQuery is { Replied: false } && _runtime.IsRunning) NullReply();
+            if (_currentQuery is { Replied: false, Replayed: false } && _runtime.IsRunning) NullReply();
         }
         finally
         {

@@ -13,7 +13,7 @@ using Isis.MemberHost;
 //       [--bind B] [--group G]
 //       [--index I] [--sends N] [--expect-members K] [--expect-deliveries T] [--host-service]
 //       [--service-only] [--transport udp|tcp] [--multicast-port P [--multicast-range CIDR]] [--event-log PATH] [--heartbeat-ms H] [--suspicion S] [--opcode-check]
-//       [--primitive send|ordered|safe] [--phi PHI] [--order-file PATH] [--slow-replies]
+//       [--primitive send|ordered|safe|safequery] [--phi PHI] [--order-file PATH] [--slow-replies]
 //       [--safelog DIR] [--seq-from S] [--embedded [--seeds A:P,B:P,...]] [--joins-late]
 //
 // --joins-late: this member joins a group whose members have sent already, so its first delivery
@@ -40,7 +40,9 @@ using Isis.MemberHost;
 // Otherwise it joins group G, waits until the view has K members, sends N messages (1, I, seq) with
 // seq = 1, 2, ..., and checks that every sender's messages are delivered in FIFO order (seq
 // consecutive per sender index). --primitive chooses Send (default), OrderedSend or SafeSendAsync
-// (issued in batches of 64, each batch awaited); --phi sets the SafeSend threshold once the view
+// (issued in batches of 64, each batch awaited), or "safequery": SafeSendAsync for odd seqs and
+// SafeQueryAsync<int>(Group.ALL, 3, I, seq) for even ones, whose handler records the message
+// as request code 1's does and replies with the member's index; --phi sets the SafeSend threshold once the view
 // has K members (0, the default, keeps "every member"). The member records its delivery order
 // (the (sender, seq) pairs in the order its handler ran); with --order-file it appends them to
 // PATH, one "sender seq" line each, every 100 ms, on "dump", on "crash" and on exit, so a killed
@@ -183,6 +185,14 @@ group.Handlers[1] += (Action<int, int>)((sender, seq) =>
     if (options.ExpectDeliveries > 0 && tracker.Total == options.ExpectDeliveries) tracker.EmitDone(output);
     if (count == Interlocked.Read(ref crashAt)) Crash();
 });
+group.Handlers[3] += (Action<int, int>)((sender, seq) =>
+{
+    tracker.OnDeliver(sender, seq);
+    long count = order.Add(sender, seq);
+    if (options.ExpectDeliveries > 0 && tracker.Total == options.ExpectDeliveries) tracker.EmitDone(output);
+    group.Reply(options.Index); // a replayed SafeQuery's reply goes nowhere
+    if (count == Interlocked.Read(ref crashAt)) Crash();
+});
 group.Handlers[2] += (Action<int>)(token =>
 {
     output.Write(new JsonObject { ["event"] = "queryReceived", ["token"] = token });
@@ -222,6 +232,14 @@ var sender = new Thread(() =>
                         break;
                     case "ordered":
                         group.OrderedSend(1, options.Index, ++seq);
+                        break;
+                    case "safequery" when (seq + 1) % 2 == 0:
+                        pending.Add(group.SafeQueryAsync<int>(Group.ALL, 3, options.Index, ++seq));
+                        if (pending.Count == SafeBatch)
+                        {
+                            Task.WaitAll(pending);
+                            pending.Clear();
+                        }
                         break;
                     default:
                         pending.Add(group.SafeSendAsync(1, options.Index, ++seq));
@@ -502,7 +520,7 @@ namespace Isis.MemberHost
                     case "--opcode-check": o.OpcodeCheck = true; break;
                     case "--primitive":
                         o.Primitive = Value();
-                        if (o.Primitive is not ("send" or "ordered" or "safe")) throw new ArgumentException("--primitive is send, ordered or safe");
+                        if (o.Primitive is not ("send" or "ordered" or "safe" or "safequery")) throw new ArgumentException("--primitive is send, ordered, safe or safequery");
                         break;
                     case "--phi": o.Phi = Int(); break;
                     case "--order-file": o.OrderFile = Value(); break;

@@ -331,7 +331,7 @@ internal sealed class DurableHistory
             count++;
         }
         w.I32(count);
-        for (int k = 0; k < count; k++) HistoryLog.WriteEntryBody(w, _entries[(int)first - 1 + k]);
+        for (int k = 0; k < count; k++) HistoryLog.WriteTransferred(w, _entries[(int)first - 1 + k]);
         _node.SendTo(from.Endpoint, w.Finish());
     }
 
@@ -341,7 +341,7 @@ internal sealed class DurableHistory
         var entries = new List<HistoryEntry>(count);
         for (int k = 0; k < count && r.Ok; k++)
         {
-            if (HistoryLog.ReadEntryBody(ref r, first + k) is { } e) entries.Add(e);
+            if (HistoryLog.ReadTransferred(ref r, first + k) is { } e) entries.Add(e);
         }
         if (!r.Complete || first < 1) { r.Fail(); return; }
         if (Current || _pulled == null || from != _plan!.Source || first != _pulled.Count + 1) { _node.Counters.Duplicates++; return; }
@@ -418,11 +418,11 @@ internal sealed class DurableHistory
         return null;
     }
 
-    /// <summary>A SafeSend this current member now holds in order (or the view change delivered): it joins the history.</summary>
-    public void Log(NodeId sender, int viewId, long seq, int phi, ReadOnlyMemory<byte> payload)
+    /// <summary>A SafeSend or SafeQuery this current member now holds in order (or the view change delivered): it joins the history.</summary>
+    public void Log(NodeId sender, int viewId, long seq, int phi, MessageKind kind, ReadOnlyMemory<byte> payload)
     {
         if (!Current) return;
-        var e = new HistoryEntry(_entries.Count + 1, sender, viewId, seq, phi, payload.ToArray());
+        var e = new HistoryEntry(_entries.Count + 1, sender, viewId, seq, phi, payload.ToArray(), kind == MessageKind.QuerySafe);
         _entries.Add(e);
         Append(HistoryLog.Entry(_node.Writer, e));
     }

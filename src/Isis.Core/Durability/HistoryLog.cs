@@ -1,3 +1,4 @@
+using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Wire;
 
@@ -33,10 +34,22 @@ internal readonly record struct HistoryViewKey(long Epoch, int ViewId) : ICompar
 }
 
 /// <summary>
-/// One SafeSend of the group's durable history: its place (<see cref="Index"/>, 1-based, no gaps),
-/// the id it was sent under (sender incarnation, view, sequence number), its phi and its payload.
+/// One SafeSend or SafeQuery of the group's durable history: its place (<see cref="Index"/>,
+/// 1-based, no gaps), the id it was sent under (sender incarnation, view, sequence number), its
+/// phi and its payload (a SafeQuery's starts with its 8-byte query id, as it was delivered).
 /// </summary>
-internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long Seq, int Phi, byte[] Payload);
+/// <param name="Index">Its place in the history, from 1.</param>
+/// <param name="Sender">The incarnation that sent it.</param>
+/// <param name="ViewId">The view it was sent in.</param>
+/// <param name="Seq">Its sequence number in the sender's stream of that view.</param>
+/// <param name="Phi">Its acceptor threshold.</param>
+/// <param name="Payload">What was delivered.</param>
+/// <param name="Query">A SafeQuery request: replayed to the query handlers, whose replies go nowhere (the query ended long ago).</param>
+internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long Seq, int Phi, byte[] Payload, bool Query = false)
+{
+    /// <summary>The message kind it was delivered as.</summary>
+    public MessageKind Kind => Query ? MessageKind.QuerySafe : MessageKind.Safe;
+}
 
 /// <summary>
 /// "This member holds the whole history and is current in this view": written when a member that
@@ -48,18 +61,30 @@ internal sealed record HistoryViewRecord(HistoryViewKey Key, Lineage Lineage, No
 /// <summary>
 /// The records of a member's durable history log, one per <c>DurableRecordFile</c> record:
 /// Incarnation (written before the join request leaves, so every incarnation that is ever in a
-/// view can later be recognised as this log's), View, and Entry. Pure codec: never throws.
+/// view can later be recognised as this log's), View, and Entry (a SafeSend; a SafeQuery has a kind
+/// of its own, so logs written before SafeQueries were logged read the same). Pure codec: never throws.
 /// </summary>
 internal static class HistoryLog
 {
-    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3;
+    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4;
 
     public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
 
     public static byte[] View(PacketWriter w, HistoryViewRecord v) =>
         w.BeginRecord().U8(ViewRecord).I64(v.Key.Epoch).I32(v.Key.ViewId).Node(v.Lineage.Founder).I32(v.Lineage.ViewId).Node(v.Me).Nodes(v.Members).FinishRecord();
 
-    public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(EntryRecord), e).FinishRecord();
+    public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(e.Query ? QueryEntryRecord : EntryRecord), e).FinishRecord();
+
+    /// <summary>An entry as a transfer chunk carries it: whether it is a SafeQuery, then its fields after its index.</summary>
+    internal static PacketWriter WriteTransferred(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.U8(e.Query ? (byte)1 : (byte)0), e);
+
+    /// <summary>Reads an entry written by <see cref="WriteTransferred"/>; null (and the reader failed) if malformed.</summary>
+    internal static HistoryEntry? ReadTransferred(ref WireReader r, long index)
+    {
+        byte query = r.U8();
+        if (r.Ok && query > 1) r.Fail();
+        return ReadEntryBody(ref r, index, query == 1);
+    }
 
     /// <summary>An entry's fields after its index (the index is the record's or the chunk's).</summary>
     internal static PacketWriter WriteEntryBody(PacketWriter w, HistoryEntry e) =>
@@ -68,7 +93,7 @@ internal static class HistoryLog
     private static PacketWriter WriteEntry(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.I64(e.Index), e);
 
     /// <summary>Reads an entry body written by <see cref="WriteEntryBody"/>; null (and the reader failed) if malformed.</summary>
-    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index)
+    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index, bool query = false)
     {
         NodeId sender = r.Node();
         int viewId = r.I32();
@@ -76,7 +101,8 @@ internal static class HistoryLog
         int phi = r.I32();
         byte[] payload = r.Bytes();
         if (!r.Ok || sender.IsNone || viewId <= 0 || seq <= 0 || phi < 0) { r.Fail(); return null; }
-        return new HistoryEntry(index, sender, viewId, seq, phi, payload);
+        if (query && payload.Length < 8) { r.Fail(); return null; } // a query request starts with its id
+        return new HistoryEntry(index, sender, viewId, seq, phi, payload, query);
     }
 
     /// <summary>
@@ -113,10 +139,10 @@ internal static class HistoryLog
                 if (last != null && key <= last.Key) break;
                 last = new HistoryViewRecord(key, new Lineage(founder, foundedIn), me, members);
             }
-            else if (kind == EntryRecord)
+            else if (kind is EntryRecord or QueryEntryRecord)
             {
                 long index = r.I64();
-                HistoryEntry? e = ReadEntryBody(ref r, index);
+                HistoryEntry? e = ReadEntryBody(ref r, index, kind == QueryEntryRecord);
                 if (e == null || !r.Complete || last == null || index != entries.Count + 1) break;
                 entries.Add(e);
             }

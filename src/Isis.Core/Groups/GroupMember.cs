@@ -553,13 +553,21 @@ internal sealed partial class GroupMember
             // Every member logs each SafeSend it holds in order (the driver makes it durable before
             // any packet of this step leaves, so before an acceptor's acknowledgement), so every
             // member's log is a prefix of the group's history.
-            if (message.Kind == MessageKind.Safe) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Payload);
+            if (Logged(message.Kind)) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Kind, message.Payload);
             if (MyRank >= _order.Acceptors(message.Phi)) continue;
             _node.Outbox.Accepted(Id, View!.Id, View.Members[rank], seq);
         }
         if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
         while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);
     }
+
+    /// <summary>
+    /// What joins the durable history: SafeSends and SafeQueries, both of Paxos-grade durability
+    /// (a SafeQuery's handlers may change state as a SafeSend's do, so a replay without it would
+    /// differ from the live order).
+    /// </summary>
+    private bool Logged(MessageKind kind) =>
+        kind == MessageKind.Safe || (kind == MessageKind.QuerySafe && (Options.Mutations & ProtocolMutations.SafeQueryNotLogged) == 0);
 
     /// <summary>Hands an application message to the application; our own query requests start the wait for replies.</summary>
     private void Deliver(int rank, long seq, StreamMessage message, bool atViewEnd = false)
@@ -596,7 +604,7 @@ internal sealed partial class GroupMember
         {
             // A SafeSend delivered here but not yet held in order (a position before it was lost
             // with every member that held it) joins the durable history now, in delivery order.
-            if (message.Kind == MessageKind.Safe && !accepted && HistoryCurrent) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Payload);
+            if (Logged(message.Kind) && !accepted && HistoryCurrent) History?.Log(View!.Members[rank], View.Id, seq, message.Phi, message.Kind, message.Payload);
             Deliver(rank, seq, message, atViewEnd: true);
         }
     }

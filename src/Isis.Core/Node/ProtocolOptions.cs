@@ -257,4 +257,10 @@ internal enum ProtocolMutations
     /// rolling rotation of the system key, processes that seal with the other key are not heard.
     /// </summary>
     AcceptedSystemKeysIgnored = 262144,
+
+    /// <summary>
+    /// With disk durability, SafeQuery requests are not logged in the durable history (only
+    /// SafeSends are): a recovery or a joiner's replay leaves them out of the order members delivered.
+    /// </summary>
+    SafeQueryNotLogged = 524288,
 }

@@ -131,9 +131,9 @@ internal static partial class HistoryChecker
 
     /// <summary>
     /// Disk durability: the SafeSend history members replay (after a total crash, or when they
-    /// join) is one history, made of SafeSends that were sent, with the payloads they were sent
-    /// with, each once; it holds every SafeSend the group delivered before, in the order it was
-    /// delivered; and it only grows.
+    /// join) is one history, made of SafeSends and SafeQueries that were sent, with the payloads
+    /// they were sent with, each once; it holds every SafeSend and SafeQuery the group delivered
+    /// before, in the order it was delivered; and it only grows.
     /// </summary>
     /// <remarks>
     /// "Delivered before" means committed: delivered in a view before the replaying member's first
@@ -165,7 +165,7 @@ internal static partial class HistoryChecker
             HistoryEvent e = events[i];
             switch (e.Kind)
             {
-                case HistoryEventKind.Send when e.Primitive == MessageKind.Safe && !e.IsQuery:
+                case HistoryEventKind.Send when e.Primitive == MessageKind.Safe: // SafeSends and SafeQueries
                     sends.TryAdd(e.Message, e.PayloadHash);
                     break;
                 case HistoryEventKind.LeaveCompleted:
@@ -247,7 +247,7 @@ internal static partial class HistoryChecker
         {
             HistoryEvent e = events[i];
             if (e.Kind == HistoryEventKind.LeaveCompleted) CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
-            bool safeDelivery = e.Kind == HistoryEventKind.Deliver && e.Primitive == MessageKind.Safe && !e.IsQuery;
+            bool safeDelivery = e.Kind == HistoryEventKind.Deliver && e.Primitive == MessageKind.Safe;
             if (!safeDelivery && e.Kind is not (HistoryEventKind.Replay or HistoryEventKind.Restore)) continue;
             MessageId m = e.Message;
             if (safeDelivery && (views.Survived(e.Process, m) || nobodyCameThrough.Contains((m.Group, m.ViewId))) && seenCommitted.Add(m))

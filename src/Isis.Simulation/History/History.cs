@@ -147,7 +147,7 @@ internal sealed class History
                 Add(new HistoryEvent(time, process, HistoryEventKind.KeyRotated) { Group = k.Group, ViewId = k.ViewId, PayloadHash = System.Buffers.Binary.BinaryPrimitives.ReadUInt64BigEndian(k.Fingerprint) });
                 break;
             case HistoryReplayed r:
-                RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload));
+                RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload), r.Entry.Query);
                 break;
         }
     }
@@ -165,10 +165,10 @@ internal sealed class History
         Add(new HistoryEvent(time, process, HistoryEventKind.StateReset) { Group = group, ViewId = cut });
 
     /// <summary>Records that <paramref name="process"/> replayed entry <paramref name="index"/> of the group's SafeSend history.</summary>
-    public void RecordReplay(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash) =>
+    public void RecordReplay(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash, bool query = false) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Replay)
         {
-            Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe,
+            Group = group, LogIndex = index, Message = message, PayloadHash = payloadHash, Primitive = MessageKind.Safe, IsQuery = query,
         });
 
     /// <summary>Records that <paramref name="process"/> restored entry <paramref name="index"/> of the group's SafeSend history from its persistent checkpoint.</summary>

@@ -8,7 +8,13 @@ namespace Isis.Runtime;
 /// A message waiting for its handlers: a copy of its payload in a pooled buffer (the core recycles
 /// its own copy once the message is stable, which may be before the handlers run).
 /// </summary>
-internal readonly record struct PendingDelivery(NodeId Sender, byte[] Buffer, int Length, bool IsQuery, long QueryId);
+/// <param name="Sender">Who sent it.</param>
+/// <param name="Buffer">The pooled copy of its payload (a query's without the query id).</param>
+/// <param name="Length">The payload's length in <paramref name="Buffer"/>.</param>
+/// <param name="IsQuery">A query request: the handlers reply.</param>
+/// <param name="QueryId">The query's id at its requester.</param>
+/// <param name="Replayed">A SafeQuery of the durable history replayed to the handlers: its query ended long ago, so a reply goes nowhere.</param>
+internal readonly record struct PendingDelivery(NodeId Sender, byte[] Buffer, int Length, bool IsQuery, long QueryId, bool Replayed = false);
 
 /// <summary>
 /// One thread per group that runs the application's handlers one at a time, in the order the

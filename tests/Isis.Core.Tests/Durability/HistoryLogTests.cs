@@ -41,6 +41,7 @@ public class HistoryLogTests
         Assert.Equal(expected.Seq, actual.Seq);
         Assert.Equal(expected.Phi, actual.Phi);
         Assert.Equal(expected.Payload, actual.Payload);
+        Assert.Equal(expected.Query, actual.Query);
     }
 
     private static void AssertSameView(HistoryViewRecord expected, HistoryViewRecord? actual)
@@ -81,6 +82,37 @@ public class HistoryLogTests
         AssertSameEntry(empty, image.Entries[1]);
         AssertSameEntry(large, image.Entries[2]);
         Assert.Equal(0, image.Unreadable);
+    }
+
+    [Fact]
+    public void A_SafeQuery_entry_reads_back_as_a_query_from_the_log_and_from_a_transfer_chunk()
+    {
+        var view = new HistoryViewRecord(new HistoryViewKey(1, 1), new Lineage(A, 1), A, [A, B]);
+        var send = new HistoryEntry(1, A, 1, 1, 0, [9]);
+        var query = new HistoryEntry(2, B, 1, 1, 0, [1, 0, 0, 0, 0, 0, 0, 0, 42], Query: true);
+
+        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(send), En(query)]);
+        Assert.Equal(2, image.Entries.Count);
+        AssertSameEntry(send, image.Entries[0]);
+        AssertSameEntry(query, image.Entries[1]);
+        Assert.Equal(Isis.Core.Groups.MessageKind.QuerySafe, image.Entries[1].Kind);
+
+        var w = new PacketWriter().BeginRecord();
+        HistoryLog.WriteTransferred(w, send);
+        HistoryLog.WriteTransferred(w, query);
+        var r = new WireReader(w.FinishRecord());
+        AssertSameEntry(send, HistoryLog.ReadTransferred(ref r, 1)!);
+        AssertSameEntry(query, HistoryLog.ReadTransferred(ref r, 2)!);
+        Assert.True(r.Complete);
+    }
+
+    [Fact]
+    public void A_SafeQuery_entry_too_short_to_hold_its_query_id_ends_the_readable_log()
+    {
+        var view = new HistoryViewRecord(new HistoryViewKey(1, 1), new Lineage(A, 1), A, [A]);
+        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(new HistoryEntry(1, A, 1, 1, 0, [1, 2, 3], Query: true))]);
+        Assert.Empty(image.Entries);
+        Assert.Equal(1, image.Unreadable);
     }
 
     [Fact]

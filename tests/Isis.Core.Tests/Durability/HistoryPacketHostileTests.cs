@@ -70,7 +70,7 @@ public class HistoryPacketHostileTests
         w.I32(payloads.Length);
         for (int k = 0; k < payloads.Length; k++)
         {
-            HistoryLog.WriteEntryBody(w, new HistoryEntry(first + k, new NodeId(1, 1), 1, first + k, 0, Encoding.UTF8.GetBytes(payloads[k])));
+            HistoryLog.WriteTransferred(w, new HistoryEntry(first + k, new NodeId(1, 1), 1, first + k, 0, Encoding.UTF8.GetBytes(payloads[k])));
         }
         return w;
     }

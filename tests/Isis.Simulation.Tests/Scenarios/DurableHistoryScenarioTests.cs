@@ -57,6 +57,44 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void SafeQueries_are_in_the_recovered_history_and_leaving_them_out_is_caught()
+    {
+        // SafeQuery has SafeSend's durability: its request joins the history, so a restart or a
+        // joiner replays it in its place. The runs with the real protocol replay SafeQueries; the
+        // same seeds with SafeQueries kept out of the log lose them, and RecoveredHistory says so.
+        int replayedQueries = 0, withQueries = 0, caught = 0;
+        var failures = new List<string>();
+        for (ulong seed = 0; seed < 60; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "whole-restart", MoreSafeQueries);
+            if (!run.Passed) failures.Add(run.Report);
+            int queries = run.History.Events.Count(e => e.Kind == HistoryEventKind.Replay && e.IsQuery);
+            replayedQueries += queries;
+            if (queries == 0) continue;
+            withQueries++;
+            SimulationRun broken = SimulationRun.Execute(seed, "whole-restart",
+                s => MoreSafeQueries(s) with { Protocol = s.Protocol with { Mutations = ProtocolMutations.SafeQueryNotLogged } });
+            if (broken.Result.Violates("RecoveredHistory")) caught++;
+        }
+        // Joiners copy them too, under crashes, loss and leaves.
+        int joinerQueries = 0;
+        for (ulong seed = 0; seed < 40; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "disk-chaos", MoreSafeQueries);
+            if (!run.Passed) failures.Add(run.Report);
+            joinerQueries += run.History.Events.Count(e => e.Kind == HistoryEventKind.Replay && e.IsQuery);
+        }
+        output.WriteLine($"{replayedQueries} SafeQueries replayed in {withQueries} of 60 whole-restart runs; leaving them out of the log was caught in {caught} of those {withQueries} seeds; " +
+                         $"{joinerQueries} SafeQueries replayed in 40 disk-chaos runs");
+        Assert.True(joinerQueries >= 100, $"only {joinerQueries} SafeQueries were replayed in 40 disk-chaos runs");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.True(withQueries >= 20, $"only {withQueries} of 60 runs replayed a SafeQuery");
+        Assert.True(caught >= withQueries * 3 / 4, $"the checker caught the mutation in only {caught} of {withQueries} seeds");
+    }
+
+    private static Scenario MoreSafeQueries(Scenario s) => s with { QueryChance = 0.3 };
+
+    [Fact]
     public void Recovering_from_the_oldest_restarted_members_log_alone_loses_acknowledged_SafeSends_and_the_checker_says_so()
     {
         // Today's bug before this design: the oldest member of the first view after a restart

@@ -8,8 +8,15 @@ namespace Isis.Tests.MultiProcess;
 [Collection(MultiProcessCollection.Name)]
 public sealed class SafeSendDiskMultiProcessTests(ITestOutputHelper output)
 {
-    [Fact]
-    public void Acknowledged_SafeSends_survive_SIGKILL_of_every_member_and_are_delivered_after_restart()
+    /// <summary>
+    /// Every member SafeSends (with "safequery", every other one is a SafeQuery whose handler
+    /// changes state and replies), all are SIGKILLed, and after the restart each replays the same
+    /// order: SafeQueries are in the durable history, in their place among the SafeSends.
+    /// </summary>
+    [Theory]
+    [InlineData("safe")]
+    [InlineData("safequery")]
+    public void Acknowledged_SafeSends_survive_SIGKILL_of_every_member_and_are_delivered_after_restart(string primitive)
     {
         const int Members = 3, Sends = 50;
         DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-safelog-mp-");
@@ -21,7 +28,7 @@ public sealed class SafeSendDiskMultiProcessTests(ITestOutputHelper output)
 
             // Round 1: every SafeSend is awaited by its sender, i.e. acknowledged by every acceptor (phi = all).
             MemberProcess[] first = cluster.StartMany(Members, i =>
-                ["--primitive", "safe", "--sends", $"{Sends}", "--expect-members", $"{Members}", "--expect-deliveries", $"{Members * Sends}",
+                ["--primitive", primitive, "--sends", $"{Sends}", "--expect-members", $"{Members}", "--expect-deliveries", $"{Members * Sends}",
                  "--safelog", Log(i), "--order-file", Order(i, "before")]);
             foreach (MemberProcess m in first) m.WaitFor("done", TimeSpan.FromSeconds(90));
             foreach (MemberProcess m in first) m.Command("dump");
@@ -38,7 +45,7 @@ public sealed class SafeSendDiskMultiProcessTests(ITestOutputHelper output)
 
             // Round 2: restart every member on its own log; the founder replays it to those that joined.
             MemberProcess[] second = cluster.StartMany(Members, i =>
-                ["--primitive", "safe", "--sends", "0", "--expect-members", $"{Members}", "--expect-deliveries", $"{Members * Sends}",
+                ["--primitive", primitive, "--sends", "0", "--expect-members", $"{Members}", "--expect-deliveries", $"{Members * Sends}",
                  "--safelog", Log(i), "--order-file", Order(i, "after")]);
             foreach (MemberProcess m in second) m.WaitFor("done", TimeSpan.FromSeconds(90));
             foreach (MemberProcess m in second) m.Command("dump");

@@ -4,8 +4,15 @@ namespace Isis.Tests.Runtime;
 
 public sealed class SafeSendDiskTests
 {
-    [Fact]
-    public void Acknowledged_SafeSends_survive_a_crash_of_the_whole_group_and_are_delivered_after_restart()
+    /// <summary>
+    /// With <paramref name="withSafeQueries"/>, every even number goes as a SafeQuery whose handler
+    /// records it and replies: it is durable like a SafeSend, replayed in its place, and the
+    /// replayed handler's Reply goes nowhere without an error.
+    /// </summary>
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void Acknowledged_SafeSends_survive_a_crash_of_the_whole_group_and_are_delivered_after_restart(bool withSafeQueries)
     {
         string root = Directory.CreateTempSubdirectory("isis-safelog-").FullName;
         try
@@ -23,6 +30,11 @@ public sealed class SafeSendDiskTests
                     var g = new Group(r, "ledger");
                     var log = new ConcurrentQueue<int>();
                     g.Handlers[1] += (Action<int>)(n => log.Enqueue(n));
+                    g.Handlers[2] += (Action<int>)(n =>
+                    {
+                        log.Enqueue(n);
+                        g.Reply(n);
+                    });
                     g.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(root, "member" + i));
                     // After a crash of every member, a join completes only once the members of the
                     // last view are back and the history is recovered: join them all together.
@@ -37,7 +49,20 @@ public sealed class SafeSendDiskTests
             }
 
             var before = Start();
-            for (int n = 1; n <= 40; n++) before.Groups[n % 3].SafeSend(1, n); // each returns once delivered: acknowledged by all acceptors
+            for (int n = 1; n <= 40; n++)
+            {
+                // Each returns once delivered: acknowledged by all acceptors.
+                if (withSafeQueries && n % 2 == 0)
+                {
+                    var replies = new List<int>();
+                    Assert.Equal(3, before.Groups[n % 3].SafeQuery(Group.ALL, 2, n, new EOLMarker(), replies));
+                    Assert.Equal([n, n, n], replies);
+                }
+                else
+                {
+                    before.Groups[n % 3].SafeSend(1, n);
+                }
+            }
             foreach (IsisRuntime r in before.Runtimes.AsEnumerable().Reverse()) r.Crash(); // every member at once, no goodbyes
 
             var after = Start();
@@ -46,6 +71,7 @@ public sealed class SafeSendDiskTests
             Assert.Equal(Enumerable.Range(1, 40), replayed.Order());
             Assert.Equal(before.Delivered[0].ToArray(), replayed); // in the original order
             Assert.All(after.Delivered, d => Assert.Equal(replayed, d.ToArray()));
+            Assert.All(after.Runtimes, r => Assert.Equal(0, r.GetStatistics().HandlerExceptions));
         }
         finally
         {

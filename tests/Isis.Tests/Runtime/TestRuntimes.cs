@@ -42,7 +42,8 @@ internal sealed class TestRuntimes : IDisposable
     public static int FreeUdpPort()
     {
         int port = Isis.Tools.LoopbackPorts.Next();
-        File.Delete(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
+        string file = new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath;
+        if (File.Exists(file)) File.Delete(file); // File.Delete throws where the directory is missing (a fresh machine)
         return port;
     }
 
