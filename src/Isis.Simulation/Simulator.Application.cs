@@ -94,7 +94,7 @@ internal sealed partial class Simulator
                 p.App.SafeApplied.Add((new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), PayloadHash(r.Entry.Payload)));
                 break;
             case CheckpointRestored c when c.Group == _group:
-                Checkpoint restored = p.Checkpoints.Single(k => k.Name == c.Checkpoint.Name);
+                Checkpoint restored = p.CheckpointFiles[c.Checkpoint.Name];
                 p.App.Restore(restored);
                 for (int i = 0; i < restored.Entries.Length; i++)
                 {
@@ -107,6 +107,12 @@ internal sealed partial class Simulator
             case GroupLeft l when l.Group == _group:
                 p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
                 NewCollection(p);
+                break;
+            case CheckpointReadRequested r when r.Group == _group:
+                ServeCheckpoint(p, r);
+                break;
+            case CheckpointChunkReceived c when c.Group == _group:
+                CopyCheckpoint(p, c);
                 break;
             case StateRequested r when r.Group == _group:
                 MakeCheckpoint(p, r);
@@ -133,8 +139,83 @@ internal sealed partial class Simulator
     {
         p.App.SafeApplied.Add((id, hash));
         if (p.App.HistoryLineage is not { } lineage || !_random.Chance(CheckpointChance)) return;
-        p.Checkpoints.Insert(0, new Checkpoint($"{p.Node!.Self}#{p.App.SafeApplied.Count}", lineage, [.. p.App.SafeApplied]));
+        KeepCheckpoint(p, new Checkpoint($"{p.Node!.Self}#{p.App.SafeApplied.Count}", lineage, [.. p.App.SafeApplied]));
+    }
+
+    /// <summary>
+    /// A checkpoint is on disk (saved, or copied from another member): the newest two are what a
+    /// restart finds; the driver tells the core, which may trim its log behind it (or goes on
+    /// with a copy of the history that waited for it), a little later, as the runtime's save completes.
+    /// </summary>
+    private void KeepCheckpoint(SimProcess p, Checkpoint c)
+    {
+        p.Checkpoints.Insert(0, c);
         if (p.Checkpoints.Count > 2) p.Checkpoints.RemoveAt(2);
+        p.CheckpointFiles[c.Name] = c;
+        ProcessNode node = p.Node!;
+        var mark = new CheckpointMark(c.Lineage, c.Entries.Length, c.Name);
+        At(_now + _random.NextInRange(0, 2_000), () =>
+        {
+            if (p.Node != node || node.IsShutDown) return;
+            node.CheckpointDurable(_group, mark, _now);
+            Flush(p);
+        });
+    }
+
+    /// <summary>A member copies the history from this one and needs a checkpoint of it: read its bytes (a disk read, a little later).</summary>
+    private void ServeCheckpoint(SimProcess p, CheckpointReadRequested r)
+    {
+        ProcessNode node = p.Node!;
+        At(_now + _random.NextInRange(0, 1_000), () =>
+        {
+            if (p.Node != node || node.IsShutDown) return;
+            if (!p.CheckpointFiles.TryGetValue(r.Mark.Name, out Checkpoint? c))
+            {
+                node.AnswerCheckpointRead(_group, r.Requester, r.Mark, r.Offset, null, 0, $"no checkpoint {r.Mark.Name}", _now);
+            }
+            else
+            {
+                byte[] file = CheckpointBytes(c);
+                int length = (int)Math.Clamp(file.Length - r.Offset, 0, r.MaxBytes);
+                node.AnswerCheckpointRead(_group, r.Requester, r.Mark, r.Offset, file.AsSpan((int)Math.Min(r.Offset, file.Length), length).ToArray(), file.Length, null, _now);
+            }
+            Flush(p);
+        });
+    }
+
+    /// <summary>The next bytes of a checkpoint copied from another member; whole, it is kept as this process's own.</summary>
+    private void CopyCheckpoint(SimProcess p, CheckpointChunkReceived c)
+    {
+        if (c.Offset == 0) p.CopyingCheckpoint = [];
+        if (p.CopyingCheckpoint == null || p.CopyingCheckpoint.Count != c.Offset) return; // the core hands chunks in order; a restart drops a partial copy
+        p.CopyingCheckpoint.AddRange(c.Bytes);
+        if (p.CopyingCheckpoint.Count < c.Total) return;
+        (MessageId Id, ulong Hash)[] entries = ReadCheckpointBytes([.. p.CopyingCheckpoint]);
+        p.CopyingCheckpoint = null;
+        if (entries.Length != c.Index) return; // not what it claims: never made durable, so the core asks again
+        KeepCheckpoint(p, new Checkpoint($"{p.Node!.Self}#copy{c.Index}", c.Lineage, entries));
+    }
+
+    /// <summary>A checkpoint's file as the simulated application writes it: each entry's id and payload hash.</summary>
+    private static byte[] CheckpointBytes(Checkpoint c)
+    {
+        var bytes = new byte[c.Entries.Length * (IdBytes + 8)];
+        for (int i = 0; i < c.Entries.Length; i++)
+        {
+            WriteId(bytes.AsSpan(i * (IdBytes + 8)), c.Entries[i].Id);
+            BinaryPrimitives.WriteUInt64LittleEndian(bytes.AsSpan(i * (IdBytes + 8) + IdBytes), c.Entries[i].Hash);
+        }
+        return bytes;
+    }
+
+    private static (MessageId Id, ulong Hash)[] ReadCheckpointBytes(byte[] bytes)
+    {
+        var entries = new (MessageId, ulong)[bytes.Length / (IdBytes + 8)];
+        for (int i = 0; i < entries.Length; i++)
+        {
+            entries[i] = (ReadId(bytes.AsSpan(i * (IdBytes + 8))), BinaryPrimitives.ReadUInt64LittleEndian(bytes.AsSpan(i * (IdBytes + 8) + IdBytes)));
+        }
+        return entries;
     }
 
     private void MakeCheckpoint(SimProcess p, StateRequested request)

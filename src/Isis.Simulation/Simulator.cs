@@ -156,6 +156,12 @@ internal sealed partial class Simulator
         /// <summary>Persistent checkpoints: the newest first, at most two (they survive crashes, as files would).</summary>
         public readonly List<Checkpoint> Checkpoints = new();
 
+        /// <summary>Every persistent checkpoint this process made durable, by name: what it can still serve to a member copying the history.</summary>
+        public readonly Dictionary<string, Checkpoint> CheckpointFiles = new();
+
+        /// <summary>A checkpoint being copied from another member: its bytes so far (lost with the incarnation, as a temporary file would be discarded).</summary>
+        public List<byte>? CopyingCheckpoint;
+
         /// <summary>Some incarnation of this process has held the group's history.</summary>
         public bool EverCurrent;
 
@@ -384,6 +390,7 @@ internal sealed partial class Simulator
     {
         p.Incarnation++;
         p.App.Reset();
+        p.CopyingCheckpoint = null;
         p.Paused = false;
         p.Backlog.Clear();
         p.Sent = 0;

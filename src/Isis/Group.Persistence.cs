@@ -88,21 +88,33 @@ public sealed partial class Group
         return RequestSave();
     }
 
-    /// <summary>Asks for a checkpoint at this point of the delivery order: through the event loop, which knows where the history stands in it.</summary>
-    private Task RequestSave()
+    /// <summary>
+    /// Asks for a checkpoint at this point of the delivery order: through the event loop, which
+    /// knows where the history stands in it. <paramref name="finished"/> runs once it is saved or
+    /// failed (on the delivery thread, or the event loop if it never got there), without waiting
+    /// for a thread of the pool as a continuation of the task would.
+    /// </summary>
+    private Task RequestSave(Action? finished = null)
     {
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         if (!_runtime.IsRunning)
         {
             done.SetException(ExceptionFactory.NotJoined(Name, nameof(SaveCheckpoint)));
+            finished?.Invoke();
             return done.Task;
         }
         EventLoop loop = _runtime.RunningLoop();
         loop.Post(() =>
         {
             CheckpointFile.HistoryPosition? position = _historyLineage is { } lineage ? new(lineage, _safeHanded) : null;
-            bool queued = _delivery?.Enqueue(() => SaveNow(position, done)) == true;
-            if (!queued) done.TrySetException(NotJoinedError(nameof(SaveCheckpoint)));
+            bool queued = _delivery?.Enqueue(() =>
+            {
+                SaveNow(position, done);
+                finished?.Invoke();
+            }) == true;
+            if (queued) return;
+            done.TrySetException(NotJoinedError(nameof(SaveCheckpoint)));
+            finished?.Invoke();
         });
         return done.Task;
     }
@@ -128,6 +140,7 @@ public sealed partial class Group
             }
             writer.Commit();
             Log.CheckpointSaved(_runtime.Logger, Name, CheckpointFile.NewestPath(_checkpointDirectory!, Name), writer.Parts, writer.Bytes);
+            if (position is { } p) ReportCheckpointDurable(p); // the log may be trimmed behind it
             done.TrySetResult();
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
@@ -156,20 +169,20 @@ public sealed partial class Group
     /// </summary>
     private List<CheckpointMark>? OpenCheckpoints()
     {
-        if (_checkpointDirectory == null) return null;
-        Directory.CreateDirectory(_checkpointDirectory);
+        if (CheckpointDirectory is not { } directory) return null;
+        Directory.CreateDirectory(directory);
         var marks = new List<CheckpointMark>();
-        foreach (string path in new[] { CheckpointFile.NewestPath(_checkpointDirectory, Name), CheckpointFile.PreviousPath(_checkpointDirectory, Name) })
+        foreach (string path in new[] { CheckpointFile.NewestPath(directory, Name), CheckpointFile.PreviousPath(directory, Name) })
         {
             CheckpointFile.Checked? c = CheckpointFile.Open(path, Name, out string? problem);
             if (problem != null)
             {
                 _runtime.ReportRuntimeProblem($"group '{Name}': {problem}; it is not loaded" +
-                                              (path == CheckpointFile.NewestPath(_checkpointDirectory, Name) ? " (the previous checkpoint is used if it is whole)" : ""));
+                                              (path == CheckpointFile.NewestPath(directory, Name) ? " (the previous checkpoint is used if it is whole)" : ""));
             }
             if (c == null) continue;
             _restorable.Add(c);
-            if (c.Position is { } p) marks.Add(new CheckpointMark(p.Lineage, p.Index, path));
+            if (c.Position is { } p) marks.Add(p.Mark);
         }
         if (_key == null && _restorable.FirstOrDefault(c => c.Key != null) is { } keyed) _key = keyed.Key;
         return marks;
@@ -191,11 +204,7 @@ public sealed partial class Group
             if (_state != GroupState.Joined || Interlocked.Exchange(ref _scheduledSavePending, 1) == 1) return;
             try
             {
-                RequestSave().ContinueWith(t =>
-                {
-                    Volatile.Write(ref _scheduledSavePending, 0);
-                    _ = t.Exception; // reported where it failed
-                }, TaskScheduler.Default);
+                _ = RequestSave(() => Volatile.Write(ref _scheduledSavePending, 0)).ContinueWith(t => _ = t.Exception, TaskScheduler.Default); // reported where it failed
             }
             catch (IsisException)
             {
@@ -245,7 +254,7 @@ public sealed partial class Group
         _safeHanded = mark.Index;
         _delivery?.Enqueue(() =>
         {
-            if (_restorable.FirstOrDefault(c => c.Path == mark.Name) is { } c) Restore(c);
+            if (_restorable.FirstOrDefault(c => c.Position?.MarkName == mark.Name) is { } c) Restore(c);
         });
     }
 

@@ -500,6 +500,7 @@ public sealed partial class Group
 
     internal void OnLeft(bool terminated, int finalViewId)
     {
+        CloseServed();
         lock (_gate)
         {
             _state = GroupState.Left;

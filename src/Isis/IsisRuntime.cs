@@ -366,6 +366,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case CheckpointRestored c:
                 if (_groups.TryGetValue(c.Group, out g)) g.OnCheckpointRestored(c.Checkpoint);
                 break;
+            case CheckpointReadRequested r:
+                if (_groups.TryGetValue(r.Group, out g)) g.OnCheckpointReadRequested(r, loop);
+                break;
+            case CheckpointChunkReceived c:
+                if (_groups.TryGetValue(c.Group, out g)) g.OnCheckpointChunk(c, loop);
+                break;
             case HistoryReady h:
                 if (_groups.TryGetValue(h.Group, out g))
                 {
@@ -406,7 +412,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             }
             else
             {
+                long before = log.Length;
                 log.Append(w.Records);
+                g.OnHistoryAppended(log.Length - before);
             }
             touched.Add(log);
         }

@@ -1,3 +1,4 @@
+using Isis.Core.Common;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
@@ -18,23 +19,31 @@ internal enum HistoryPlanMode : byte
     Fresh = 3,
 }
 
-/// <summary>The decision of a view's oldest member: who serves the history, how long it is, its epoch and lineage.</summary>
-internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Target, long Epoch, Lineage Lineage);
+/// <summary>
+/// The decision of a view's oldest member: who serves the history, how long it is, its epoch and
+/// lineage, and (when the source's log is trimmed) who serves a checkpoint that covers the trimmed
+/// part, and up to which entry that checkpoint holds.
+/// </summary>
+internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Target, long Epoch, Lineage Lineage, long Trimmed = 0, NodeId Provider = default, long ProviderCheckpoint = 0);
 
 /// <summary>
 /// The SafeSend history of one group with disk durability, at one member: the sequence of every
-/// SafeSend delivered in the group since it was founded, kept in a log on this member's disk.
+/// SafeSend (and SafeQuery) delivered in the group since it was founded, kept in a log on this
+/// member's disk, its prefix trimmed once persistent checkpoints hold it.
 /// </summary>
 /// <remarks>
 /// <para>The rules (docs/architecture.md, "Durable history", has the proof sketch):</para>
 /// <list type="number">
-/// <item><b>Every member keeps the whole history.</b> A member that holds it is <i>current</i>.
-/// A current member logs every SafeSend of its view at the moment it holds it and every earlier
-/// position of the total order (an acceptor does so before it acknowledges), and the SafeSends the
-/// view change delivers at a view's end. So every current member's log is a prefix of one sequence.</item>
+/// <item><b>Every member keeps the whole history</b>, either in its log or in a persistent
+/// checkpoint that holds a prefix of it (the log then starts after the checkpoint's last entry).
+/// A member that holds it is <i>current</i>. A current member logs every SafeSend of its view at
+/// the moment it holds it and every earlier position of the total order (an acceptor does so
+/// before it acknowledges), and the SafeSends the view change delivers at a view's end. So every
+/// current member's history is a prefix of one sequence.</item>
 /// <item><b>A member that is not current takes no part.</b> It neither acknowledges nor sends,
 /// and what the group would hand its application (views, deliveries) waits until it is current;
-/// then the whole history is replayed to the application first, in order.</item>
+/// then the history is replayed to the application first, in order (after the checkpoint it
+/// restores, if any).</item>
 /// <item><b>Who makes a member current</b> is decided in each view by its oldest member, from a
 /// status every member sends it. If some member of the view is current, the others copy its history
 /// as it stood when the view began (Transfer). If none is (all members are new, as after every
@@ -44,9 +53,14 @@ internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Tar
 /// log that was ever current does the group start an empty history (Fresh).</item>
 /// <item><b>Nothing is lost by copying.</b> A member's old log is replaced only by a history it
 /// received in full, written aside and renamed over it; a log of another lineage is kept aside.</item>
+/// <item><b>A prefix goes only when a checkpoint holds it</b> (DurableHistory.Trimming.cs): a
+/// current member trims its log to the older of its two newest durable checkpoints, so one
+/// damaged checkpoint never leaves its log without a start. A member that copies the history and
+/// has no checkpoint at or past the source's trim point first copies a checkpoint (the source's,
+/// or the plan's provider's), then the entries after it.</item>
 /// </list>
 /// </remarks>
-internal sealed class DurableHistory
+internal sealed partial class DurableHistory
 {
     /// <summary>At most this many payload bytes per chunk of a transfer (one chunk in flight per receiver).</summary>
     private const int ChunkBytes = 60 * 1024;
@@ -54,34 +68,30 @@ internal sealed class DurableHistory
     private readonly ProcessNode _node;
     private readonly GroupMember _member;
     private readonly HistoryLogImage _image;
-    private List<HistoryEntry> _entries = [];
+    private List<HistoryEntry> _entries = []; // entries _trimmed+1 .. Count
+    private long _trimmed;                     // entries 1.._trimmed are held in a persistent checkpoint only
     private long _epoch;
     private Lineage _lineage;
-    private long _base; // entries at the start of the current view, while current
+    private long _viewStart; // entries at the start of the current view, while current
 
-    // While not current, per view: the plan to follow and what a transfer has brought so far.
+    // While not current, per view: the plan to follow.
     private GroupView? _view;
     private int _rank = -1;
     private HistoryPlan? _plan;
-    private List<HistoryEntry>? _pulled;
     private bool _answered; // the oldest member answered our status with its plan in this view
     private long _nextStatusAt;
-    private long _nextPullAt;
 
     // The oldest member of a view collects every member's status and decides the plan.
     private readonly Dictionary<NodeId, HistoryStatus> _statuses = new();
     private HistoryPlan? _decided;
     private string? _lastWaiting;
 
-    // Persistent checkpoints this member kept, newest first (the driver read and checked them).
-    private readonly IReadOnlyList<CheckpointMark> _checkpoints;
-
     public DurableHistory(ProcessNode node, GroupMember member, HistoryLogImage image, IReadOnlyList<CheckpointMark> checkpoints)
     {
         _node = node;
         _member = member;
         _image = image;
-        _checkpoints = checkpoints;
+        _kept.AddRange(checkpoints);
         // Before the join request leaves (the driver makes it durable before the step's packets):
         // any view that will ever name this incarnation can then be matched to this log.
         Append(HistoryLog.Incarnation(node.Writer, node.Self));
@@ -96,8 +106,11 @@ internal sealed class DurableHistory
     /// <summary>This member holds the whole history and takes part in the group.</summary>
     public bool Current { get; private set; }
 
-    /// <summary>SafeSends in the history held here (while current).</summary>
-    public long Count => _entries.Count;
+    /// <summary>SafeSends in the history held here (while current), trimmed ones included.</summary>
+    public long Count => _trimmed + _entries.Count;
+
+    /// <summary>Entries of the history held here that its log no longer holds (a checkpoint does).</summary>
+    public long Trimmed => _trimmed;
 
     /// <summary>The plan this member follows in its view, if it is not current and one was decided.</summary>
     internal HistoryPlan? Plan => _plan;
@@ -118,8 +131,9 @@ internal sealed class DurableHistory
         _lastWaiting = null;
         // A new view restarts the plan: the history may now come from another member.
         _plan = null;
-        _pulled = null;
+        _pull = null;
         _answered = false;
+        _allCurrent = false;
         if (!Current && rank == 0 && view.Id == 1 && _image.LastView == null && !RecoverFromOldestOnly)
         {
             // The group's first view ever (the membership service numbers a group's views from 1
@@ -129,23 +143,27 @@ internal sealed class DurableHistory
             // again: then a new process that comes first founds a new history, and logs of the
             // old one that arrive later are kept aside - docs/semantics.md.)
             _plan = new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id));
-            BecomeCurrent([], rewrite: false);
+            BecomeCurrent(0, [], restore: null, rewrite: false);
         }
         if (Current)
         {
-            _base = _entries.Count;
-            if (_plan == null) Append(HistoryLog.View(_node.Writer, new HistoryViewRecord(new HistoryViewKey(_epoch, view.Id), _lineage, _node.Self, view.Members)));
+            _viewStart = Count;
+            if (_plan == null) Append(HistoryLog.View(_node.Writer, CurrentViewRecord()));
             // The oldest member, current, decides at once: the others copy from it. (Current
-            // members still report to it, so an oldest member that is not current learns of them.)
+            // members still report to it, so it learns when every member is current, and an oldest
+            // member that is not current learns of them.)
             if (rank == 0)
             {
-                _decided = new HistoryPlan(HistoryPlanMode.Transfer, _node.Self, _base, _epoch, _lineage);
+                _decided = TransferFromMe();
                 _answered = true;
+                NoteOwnStatusCurrent();
                 return;
             }
         }
         SendStatus(now);
     }
+
+    private HistoryViewRecord CurrentViewRecord() => new(new HistoryViewKey(_epoch, _view!.Id), _lineage, _node.Self, _view.Members);
 
     /// <summary>When <see cref="Tick"/> next sends a status or a pull (see <see cref="GroupMember.NextDeadline"/>).</summary>
     public long NextDeadline
@@ -154,7 +172,7 @@ internal sealed class DurableHistory
         {
             if (_view == null) return long.MaxValue;
             long d = _answered ? long.MaxValue : _nextStatusAt;
-            if (!Current && _pulled != null) d = Math.Min(d, _nextPullAt);
+            if (!Current && _pull != null) d = Math.Min(d, _pull.NextAt);
             return d;
         }
     }
@@ -163,237 +181,75 @@ internal sealed class DurableHistory
     {
         if (_view == null) return;
         if (!_answered && now >= _nextStatusAt) SendStatus(now);
-        if (!Current && _pulled != null && now >= _nextPullAt) SendPull(now);
-    }
-
-    // ---------------------------------------------------------------- status: every member -> the view's oldest member
-
-    private void SendStatus(long now)
-    {
-        _nextStatusAt = now + _node.Options.RetryInterval;
-        HistoryStatus status = Current
-            ? new HistoryStatus(true, _base, new HistoryViewRecord(new HistoryViewKey(_epoch, _view!.Id), _lineage, _node.Self, _view.Members), [_node.Self])
-            : new HistoryStatus(false, _image.Entries.Count, _image.LastView, [.. _image.Incarnations, _node.Self]);
-        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
-        status.Write(w);
-        _node.SendTo(_view.Members[0].Endpoint, w.Finish());
-    }
-
-    private void OnStatus(NodeId from, ref WireReader r, long now)
-    {
-        HistoryStatus? status = HistoryStatus.Read(ref r);
-        if (status == null) return;
-        if (_rank != 0) { _node.Counters.DroppedNotForMe++; return; }
-        _statuses[from] = status;
-        if (_decided == null) Decide(now);
-        if (_decided != null) SendPlan(from, _decided);
-    }
-
-    /// <summary>The oldest member decides how the members that lack the history get it.</summary>
-    private void Decide(long now)
-    {
-        GroupView view = _view!;
-        if (!Current && !_statuses.ContainsKey(_node.Self)) return; // our own status is on its way (loopback)
-        foreach (NodeId m in view.Members)
-        {
-            if (_statuses.TryGetValue(m, out HistoryStatus? s) && s.Current)
-            {
-                _decided = new HistoryPlan(HistoryPlanMode.Transfer, m, s.Count, s.View!.Key.Epoch, s.View.Lineage);
-                break;
-            }
-        }
-        if (_decided == null && RecoverFromOldestOnly)
-        {
-            // Deliberately broken: the oldest restarted member recovers from its own log alone,
-            // without waiting for the other members of the last view.
-            HistoryStatus mine = _statuses[_node.Self];
-            _decided = mine.View == null
-                ? new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id))
-                : new HistoryPlan(HistoryPlanMode.Recover, _node.Self, mine.Count, mine.View.Key.Epoch + 1, mine.View.Lineage);
-        }
-        if (_decided == null)
-        {
-            // Nobody holds the history: a recovery needs every member's log first.
-            if (view.Members.Any(m => !_statuses.ContainsKey(m))) return;
-            _decided = DecideRecovery(view);
-            if (_decided == null) return;
-        }
-        foreach (NodeId m in view.Members)
-        {
-            if (_statuses.ContainsKey(m)) SendPlan(m, _decided);
-        }
-    }
-
-    /// <summary>
-    /// Recovery after every holder of the history is gone. The latest view any log was current in
-    /// (by epoch, then view id) is the last view that can have delivered anything: a later view
-    /// would have a member of it as a current survivor, whose log would name that later view. Every
-    /// member of it must be back: any of them may have carried the history on alone. Then the
-    /// longest of their logs holds everything any of them delivered (each is a prefix of it).
-    /// </summary>
-    private HistoryPlan? DecideRecovery(GroupView view)
-    {
-        HistoryStatus? latest = null;
-        NodeId latestReporter = default;
-        foreach (NodeId m in view.Members)
-        {
-            HistoryStatus s = _statuses[m];
-            if (s.View == null) continue;
-            if (latest == null || s.View.Key > latest.View!.Key || (s.View.Key == latest.View.Key && s.Count > latest.Count))
-            {
-                latest = s;
-                latestReporter = m;
-            }
-        }
-        if (latest == null)
-        {
-            // Past the group's first view a history was founded (by that view's oldest member), so
-            // some member not here holds it: never found a second one over it.
-            Wait($"the group waits to recover its SafeSend history: none of its members brought a log that held it; " +
-                "members of its last view must restart with their logs before the group delivers");
-            return null;
-        }
-        var present = new HashSet<NodeId>(_statuses.Values.SelectMany(s => s.Incarnations));
-        NodeId[] missing = latest.View!.Members.Where(m => !present.Contains(m)).ToArray();
-        if (missing.Length > 0)
-        {
-            Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
-                $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers");
-            return null;
-        }
-        return new HistoryPlan(HistoryPlanMode.Recover, latestReporter, latest.Count, latest.View.Key.Epoch + 1, latest.View.Lineage);
-    }
-
-    private void Wait(string why)
-    {
-        if (why == _lastWaiting) return;
-        _lastWaiting = why;
-        _member.Publish(new HistoryNotice(_member.Id, HistoryNoticeKind.Waiting, why), immediately: true);
-    }
-
-    private void SendPlan(NodeId to, HistoryPlan plan)
-    {
-        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPlan, _node.Self, _member.Id, _view!.Id, 0))
-            .U8((byte)plan.Mode).Node(plan.Source).I64(plan.Target).I64(plan.Epoch).Node(plan.Lineage.Founder).I32(plan.Lineage.ViewId);
-        _node.SendTo(to.Endpoint, w.Finish());
-    }
-
-    private void OnPlan(int fromRank, ref WireReader r, long now)
-    {
-        var mode = (HistoryPlanMode)r.U8();
-        NodeId source = r.Node();
-        long target = r.I64();
-        long epoch = r.I64();
-        NodeId founder = r.Node();
-        int foundedIn = r.I32();
-        if (!r.Complete || !Enum.IsDefined(mode) || target < 0 || epoch < 1 || _view!.RankOf(source) < 0) { r.Fail(); return; }
-        if (fromRank != 0) { _node.Counters.DroppedNotMember++; return; }
-        _answered = true;
-        if (Current || _plan != null) return; // a repeat, or an answer to a current member's status
-        _plan = new HistoryPlan(mode, source, target, epoch, new Lineage(founder, foundedIn));
-        switch (mode)
-        {
-            case HistoryPlanMode.Fresh:
-                BecomeCurrent([], rewrite: false);
-                break;
-            case HistoryPlanMode.Recover when source == _node.Self:
-                if (_image.Entries.Count < target) { _plan = null; r.Fail(); return; } // not what we reported: ask again
-                BecomeCurrent(_image.Entries.GetRange(0, (int)target), rewrite: _image.Entries.Count != target);
-                break;
-            default:
-                _pulled = new List<HistoryEntry>();
-                if (target == 0) BecomeCurrent(_pulled, rewrite: true);
-                else SendPull(now);
-                break;
-        }
-    }
-
-    // ---------------------------------------------------------------- transfer: a member that lacks the history pulls it in chunks
-
-    private void SendPull(long now)
-    {
-        _nextPullAt = now + 2 * _node.Options.NakInterval;
-        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPull, _node.Self, _member.Id, _view!.Id, _pulled!.Count + 1)).I64(_plan!.Target);
-        _node.SendTo(_plan.Source.Endpoint, w.Finish());
-    }
-
-    private void OnPull(NodeId from, long first, ref WireReader r)
-    {
-        long target = r.I64();
-        if (!r.Complete || first < 1 || target < first) { r.Fail(); return; }
-        if (!Current || target > _entries.Count) { _node.Counters.DroppedNotForMe++; return; }
-        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryChunk, _node.Self, _member.Id, _view!.Id, first));
-        int count = 0;
-        long bytes = 0;
-        for (long i = first; i <= target && (count == 0 || bytes + _entries[(int)i - 1].Payload.Length <= ChunkBytes); i++)
-        {
-            bytes += _entries[(int)i - 1].Payload.Length;
-            count++;
-        }
-        w.I32(count);
-        for (int k = 0; k < count; k++) HistoryLog.WriteTransferred(w, _entries[(int)first - 1 + k]);
-        _node.SendTo(from.Endpoint, w.Finish());
-    }
-
-    private void OnChunk(NodeId from, long first, ref WireReader r, long now)
-    {
-        int count = r.Count(32);
-        var entries = new List<HistoryEntry>(count);
-        for (int k = 0; k < count && r.Ok; k++)
-        {
-            if (HistoryLog.ReadTransferred(ref r, first + k) is { } e) entries.Add(e);
-        }
-        if (!r.Complete || first < 1) { r.Fail(); return; }
-        if (Current || _pulled == null || from != _plan!.Source || first != _pulled.Count + 1) { _node.Counters.Duplicates++; return; }
-        foreach (HistoryEntry e in entries)
-        {
-            if (_pulled.Count < _plan.Target) _pulled.Add(e);
-        }
-        if (_pulled.Count == _plan.Target) BecomeCurrent(_pulled, rewrite: true);
-        else SendPull(now);
+        if (!Current && _pull != null && now >= _pull.NextAt) RetryPull(now);
     }
 
     // ---------------------------------------------------------------- becoming current
 
     /// <summary>
-    /// This member now holds the history: make it durable (a complete new log written aside and
-    /// renamed over the old one, or a View record after the entries its log already holds),
-    /// replay it to the application, and take part from now on.
+    /// This member now holds the history: entries 1..<paramref name="trimmed"/> in the checkpoint
+    /// <paramref name="restore"/> (it must hold at least them), the rest in <paramref name="entries"/>.
+    /// Make it durable (a complete new log written aside and renamed over the old one, or a View
+    /// record after the entries its log already holds), replay it to the application, and take
+    /// part from now on.
     /// </summary>
-    private void BecomeCurrent(List<HistoryEntry> entries, bool rewrite)
+    private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite)
     {
         HistoryPlan plan = _plan!;
         _entries = entries;
+        _trimmed = trimmed;
         _epoch = plan.Epoch;
         _lineage = plan.Lineage;
-        _base = entries.Count;
+        _viewStart = Count;
         Current = true;
-        _pulled = null;
-        var view = new HistoryViewRecord(new HistoryViewKey(_epoch, _view!.Id), _lineage, _node.Self, _view.Members);
+        _pull = null;
+        restore ??= trimmed == 0 ? ChooseCheckpoint(Count) : null;
+        Invariant.Check(trimmed == 0 || (restore != null && restore.Index >= trimmed && restore.Lineage == _lineage),
+            "a member holds a trimmed history only with a checkpoint of its lineage at or past the trim point");
         if (rewrite)
         {
-            // The incarnations the old log names stay: a view not yet known to have dropped an
-            // earlier incarnation of this member may still name it, and a recovery must recognise it.
-            var records = new List<byte[]>(entries.Count + _image.Incarnations.Count + 2);
-            foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
-            records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
-            records.Add(HistoryLog.View(_node.Writer, view));
-            foreach (HistoryEntry e in entries) records.Add(HistoryLog.Entry(_node.Writer, e));
             // A log of another lineage holds a history this group does not descend from: keep it.
             bool foreign = _image.LastView != null && _image.LastView.Lineage != _lineage && _image.Entries.Count > 0;
             if (foreign)
             {
                 _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.ForeignLog,
-                    $"this member's SafeSend log belongs to another history (lineage {_image.LastView!.Lineage}, {_image.Entries.Count} entries, last view {_image.LastView.Key}) " +
+                    $"this member's SafeSend log belongs to another history (lineage {_image.LastView!.Lineage}, {_image.Count} entries, last view {_image.LastView.Key}) " +
                     $"than the running group's ({_lineage}): it is kept aside, not merged. It was founded while the members holding it were away"));
             }
-            _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, records, Rewrite: true, KeepOldAside: foreign));
+            RewriteLog(keepOldAside: foreign);
         }
         else
         {
-            Append(HistoryLog.View(_node.Writer, view));
+            Append(HistoryLog.View(_node.Writer, CurrentViewRecord()));
         }
-        _member.OnHistoryCurrent(entries, plan, _lineage, ChooseCheckpoint(entries.Count));
+        _member.OnHistoryCurrent(entries, Count, plan, _lineage, restore);
+        if (_rank == 0)
+        {
+            NoteOwnStatusCurrent();
+        }
+        else
+        {
+            // Tell the oldest member at once, and until it says every member is current.
+            _answered = false;
+            _nextStatusAt = 0;
+        }
+        TrimToCheckpoints(); // checkpoints named at join may already cover a prefix
+    }
+
+    /// <summary>
+    /// Replaces this member's log by what it holds now: its incarnations (a view not yet known to
+    /// have dropped an earlier incarnation of this member may still name it, and a recovery must
+    /// recognise it), this view, the trim point, and the entries after it.
+    /// </summary>
+    private void RewriteLog(bool keepOldAside)
+    {
+        var records = new List<byte[]>(_entries.Count + _image.Incarnations.Count + 3);
+        foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
+        records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
+        records.Add(HistoryLog.View(_node.Writer, CurrentViewRecord()));
+        if (_trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, _trimmed));
+        foreach (HistoryEntry e in _entries) records.Add(HistoryLog.Entry(_node.Writer, e));
+        _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, records, Rewrite: true, KeepOldAside: keepOldAside));
     }
 
     /// <summary>
@@ -406,14 +262,11 @@ internal sealed class DurableHistory
     /// </summary>
     private CheckpointMark? ChooseCheckpoint(long entries)
     {
-        if (_checkpoints.Count == 0) return null;
-        foreach (CheckpointMark c in _checkpoints)
-        {
-            if (c.Lineage == _lineage && c.Index <= entries) return c;
-        }
+        if (_kept.Count == 0) return null;
+        if (Usable(_lineage, 0, entries) is { } c) return c;
         _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
-            $"none of this member's {_checkpoints.Count} persistent checkpoint(s) holds a part of the group's SafeSend history " +
-            $"({_lineage}, {entries} entries): they were made in another history ({string.Join(", ", _checkpoints.Select(c => $"{c.Name}: {c.Lineage}, {c.Index} entries"))}); " +
+            $"none of this member's {_kept.Count} persistent checkpoint(s) holds a part of the group's SafeSend history " +
+            $"({_lineage}, {entries} entries): they were made in another history ({string.Join(", ", _kept.Select(c => $"{c.Name}: {c.Lineage}, {c.Index} entries"))}); " +
             "the whole history is replayed instead"));
         return null;
     }
@@ -422,7 +275,7 @@ internal sealed class DurableHistory
     public void Log(NodeId sender, int viewId, long seq, int phi, MessageKind kind, ReadOnlyMemory<byte> payload)
     {
         if (!Current) return;
-        var e = new HistoryEntry(_entries.Count + 1, sender, viewId, seq, phi, payload.ToArray(), kind == MessageKind.QuerySafe);
+        var e = new HistoryEntry(Count + 1, sender, viewId, seq, phi, payload.ToArray(), kind == MessageKind.QuerySafe);
         _entries.Add(e);
         Append(HistoryLog.Entry(_node.Writer, e));
     }
@@ -437,50 +290,15 @@ internal sealed class DurableHistory
             case PacketKind.HistoryPlan: OnPlan(fromRank, ref r, now); break;
             case PacketKind.HistoryPull: OnPull(h.Sender, h.Number, ref r); break;
             case PacketKind.HistoryChunk: OnChunk(h.Sender, h.Number, ref r, now); break;
+            case PacketKind.HistoryCheckpointPull: OnCheckpointPull(h.Sender, h.Number, ref r); break;
+            case PacketKind.HistoryCheckpointChunk: OnCheckpointChunk(h.Sender, h.Number, ref r, now); break;
+            case PacketKind.HistoryAllCurrent: OnAllCurrent(fromRank, ref r); break;
             default: r.Fail(); break;
         }
     }
 
     public string Describe() =>
-        Current ? $"history current {_entries.Count} e{_epoch} {_lineage}"
-        : $"history pending plan={_plan?.Mode.ToString() ?? "none"} pulled={_pulled?.Count ?? -1}/{_plan?.Target ?? -1} log={_image.Entries.Count}@{_image.LastView?.Key.ToString() ?? "-"} statuses={_statuses.Count}";
-}
-
-/// <summary>What a member tells its view's oldest member about the history it holds or brings.</summary>
-/// <param name="Current">It holds the whole history now.</param>
-/// <param name="Count">Current: entries at the start of this view. Otherwise: entries in its log.</param>
-/// <param name="View">Current: this view. Otherwise: the last view its log was current in, if any.</param>
-/// <param name="Incarnations">The incarnations its log was written by (so members of old views can be recognised).</param>
-internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations)
-{
-    public void Write(PacketWriter w)
-    {
-        w.U8(Current ? (byte)1 : (byte)0).I64(Count).U8(View != null ? (byte)1 : (byte)0);
-        if (View != null)
-        {
-            w.I64(View.Key.Epoch).I32(View.Key.ViewId).Node(View.Lineage.Founder).I32(View.Lineage.ViewId).Node(View.Me).Nodes(View.Members);
-        }
-        w.Nodes(Incarnations);
-    }
-
-    public static HistoryStatus? Read(ref WireReader r)
-    {
-        bool current = r.U8() == 1;
-        long count = r.I64();
-        HistoryViewRecord? view = null;
-        if (r.U8() == 1)
-        {
-            long epoch = r.I64();
-            int viewId = r.I32();
-            NodeId founder = r.Node();
-            int foundedIn = r.I32();
-            NodeId me = r.Node();
-            NodeId[] members = r.Nodes();
-            if (r.Ok && (epoch < 1 || viewId < 1)) r.Fail();
-            view = new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, foundedIn), me, members);
-        }
-        NodeId[] incarnations = r.Nodes();
-        if (!r.Complete || count < 0 || (current && view == null)) { r.Fail(); return null; }
-        return new HistoryStatus(current, count, view, incarnations);
-    }
+        Current ? $"history current {Count} (trimmed {_trimmed}) e{_epoch} {_lineage} checkpoints [{string.Join(",", _kept.Select(k => $"{k.Lineage}#{k.Index}"))}]{(_allCurrent ? " all current" : "")}"
+        : $"history pending plan={_plan?.Mode.ToString() ?? "none"} {_pull?.Describe() ?? "no pull"}/{_plan?.Target ?? -1} " +
+          $"log={_image.Trimmed}+{_image.Entries.Count}@{_image.LastView?.Key.ToString() ?? "-"} statuses={_statuses.Count}";
 }

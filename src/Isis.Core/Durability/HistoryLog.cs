@@ -61,17 +61,23 @@ internal sealed record HistoryViewRecord(HistoryViewKey Key, Lineage Lineage, No
 /// <summary>
 /// The records of a member's durable history log, one per <c>DurableRecordFile</c> record:
 /// Incarnation (written before the join request leaves, so every incarnation that is ever in a
-/// view can later be recognised as this log's), View, and Entry (a SafeSend; a SafeQuery has a kind
-/// of its own, so logs written before SafeQueries were logged read the same). Pure codec: never throws.
+/// view can later be recognised as this log's), View, Entry (a SafeSend; a SafeQuery has a kind
+/// of its own, so logs written before SafeQueries were logged read the same), and Trim ("the
+/// entries before this point are held in a persistent checkpoint": a log trimmed at a checkpoint
+/// is rewritten as its incarnations, a View record, a Trim record and the entries after it).
+/// Pure codec: never throws.
 /// </summary>
 internal static class HistoryLog
 {
-    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4;
+    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5;
 
     public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
 
     public static byte[] View(PacketWriter w, HistoryViewRecord v) =>
         w.BeginRecord().U8(ViewRecord).I64(v.Key.Epoch).I32(v.Key.ViewId).Node(v.Lineage.Founder).I32(v.Lineage.ViewId).Node(v.Me).Nodes(v.Members).FinishRecord();
+
+    /// <summary>Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in a checkpoint, not in this log.</summary>
+    public static byte[] Trim(PacketWriter w, long through) => w.BeginRecord().U8(TrimRecord).I64(through).FinishRecord();
 
     public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(e.Query ? QueryEntryRecord : EntryRecord), e).FinishRecord();
 
@@ -107,14 +113,16 @@ internal static class HistoryLog
 
     /// <summary>
     /// Reads a log's records in order. Reading stops at the first record that does not parse or
-    /// does not fit (an entry out of place, an entry before any view): what follows it is
-    /// counted in <see cref="HistoryLogImage.Unreadable"/>, never taken as history.
+    /// does not fit (an entry out of place, an entry before any view, a Trim record that does not
+    /// come right after a view and before every entry): what follows it is counted in
+    /// <see cref="HistoryLogImage.Unreadable"/>, never taken as history.
     /// </summary>
     public static HistoryLogImage Read(IReadOnlyList<byte[]> records)
     {
         var incarnations = new List<NodeId>();
         var entries = new List<HistoryEntry>();
         HistoryViewRecord? last = null;
+        long trimmed = 0;
         int i = 0;
         for (; i < records.Count; i++)
         {
@@ -143,15 +151,21 @@ internal static class HistoryLog
             {
                 long index = r.I64();
                 HistoryEntry? e = ReadEntryBody(ref r, index, kind == QueryEntryRecord);
-                if (e == null || !r.Complete || last == null || index != entries.Count + 1) break;
+                if (e == null || !r.Complete || last == null || index != trimmed + entries.Count + 1) break;
                 entries.Add(e);
+            }
+            else if (kind == TrimRecord)
+            {
+                long through = r.I64();
+                if (!r.Complete || through < 1 || last == null || trimmed != 0 || entries.Count != 0) break;
+                trimmed = through;
             }
             else
             {
                 break;
             }
         }
-        return new HistoryLogImage(incarnations, last, entries, records.Count - i);
+        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i);
     }
 }
 
@@ -168,9 +182,13 @@ internal sealed record CheckpointMark(Lineage Lineage, long Index, string Name);
 /// <summary>What a member's durable history log held when it joined.</summary>
 /// <param name="Incarnations">Every incarnation that joined with this log (the ones its View records can name).</param>
 /// <param name="LastView">The last view in which this log's member held the whole history, if it ever did.</param>
-/// <param name="Entries">The history it held then, in order, indices 1..n.</param>
+/// <param name="Trimmed">Entries 1..Trimmed are not in the log: they are held in a persistent checkpoint (0: none trimmed).</param>
+/// <param name="Entries">The history it held then after the trimmed ones, in order, indices Trimmed+1..n.</param>
 /// <param name="Unreadable">Records after the first damaged or misplaced one, ignored.</param>
-internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRecord? LastView, List<HistoryEntry> Entries, int Unreadable)
+internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRecord? LastView, long Trimmed, List<HistoryEntry> Entries, int Unreadable)
 {
-    public static HistoryLogImage Empty => new([], null, [], 0);
+    public static HistoryLogImage Empty => new([], null, 0, [], 0);
+
+    /// <summary>How long the history it held is (trimmed entries included).</summary>
+    public long Count => Trimmed + Entries.Count;
 }

@@ -419,7 +419,8 @@ internal sealed partial class GroupMember
                 else _node.Counters.DroppedWrongView++; // no flush of ours is running: a late or stray report
                 break;
             case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r); break;
-            case PacketKind.HistoryStatus or PacketKind.HistoryPlan or PacketKind.HistoryPull or PacketKind.HistoryChunk:
+            case PacketKind.HistoryStatus or PacketKind.HistoryPlan or PacketKind.HistoryPull or PacketKind.HistoryChunk
+                or PacketKind.HistoryCheckpointPull or PacketKind.HistoryCheckpointChunk or PacketKind.HistoryAllCurrent:
                 if (History != null) History.OnPacket(h, from, ref r, now);
                 else _node.Counters.DroppedNotForMe++; // a member with disk durability in a group whose other members keep SafeSends in memory
                 break;
@@ -758,7 +759,7 @@ internal sealed partial class GroupMember
     /// With a persistent <paramref name="checkpoint"/>, the application restores it instead of
     /// replaying the entries it holds, and only the entries after them are replayed.
     /// </remarks>
-    internal void OnHistoryCurrent(List<HistoryEntry> entries, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint)
+    internal void OnHistoryCurrent(List<HistoryEntry> entries, long count, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint)
     {
         int current = View!.Id;
         foreach (NodeEvent e in _held)
@@ -778,14 +779,18 @@ internal sealed partial class GroupMember
         });
         int firstView = _held.FindIndex(e => e is ViewInstalled);
         for (int i = 0; i <= firstView; i++) _node.Emit(_held[i]);
-        int replayFrom = 0;
+        long replayAfter = 0;
         if (checkpoint != null)
         {
             _node.Emit(new CheckpointRestored(Id, checkpoint));
-            replayFrom = (int)checkpoint.Index + ((Options.Mutations & ProtocolMutations.RestoreSkipsAnEntry) != 0 ? 1 : 0);
+            replayAfter = checkpoint.Index + ((Options.Mutations & ProtocolMutations.RestoreSkipsAnEntry) != 0 ? 1 : 0);
         }
-        for (int i = replayFrom; i < entries.Count; i++) _node.Emit(new HistoryReplayed(Id, entries[i]));
-        _node.Emit(new HistoryReady(Id, entries.Count, plan.Mode, lineage));
+        // The entries after the checkpoint (a trimmed history's entries start after the trim point, which the checkpoint covers).
+        foreach (HistoryEntry e in entries)
+        {
+            if (e.Index > replayAfter) _node.Emit(new HistoryReplayed(Id, e));
+        }
+        _node.Emit(new HistoryReady(Id, count, plan.Mode, lineage));
         for (int i = firstView + 1; i < _held.Count; i++) _node.Emit(_held[i]);
         _held.Clear();
         if (State == MemberState.Left) return;

@@ -20,6 +20,7 @@ internal sealed class NodeCounters
     public long NaksSent;
     public long Retransmissions;
     public long ViewsInstalled;
+    public long HistoryTrims;            // disk durability: times a group's log was trimmed behind its checkpoints
 
     public NodeCounters Snapshot() => (NodeCounters)MemberwiseClone();
 }

@@ -76,6 +76,26 @@ internal sealed record HistoryReady(GroupId Group, long Entries, Durability.Hist
 /// </summary>
 internal sealed record CheckpointRestored(GroupId Group, Durability.CheckpointMark Checkpoint) : NodeEvent;
 
+/// <summary>
+/// Disk durability, at a member that keeps checkpoint <paramref name="Mark"/>: another member copies
+/// the history from it and needs that checkpoint (the log no longer holds what it covers). The
+/// driver reads up to <paramref name="MaxBytes"/> bytes of the checkpoint's file from
+/// <paramref name="Offset"/> and answers with <see cref="ProcessNode.AnswerCheckpointRead"/>.
+/// </summary>
+internal sealed record CheckpointReadRequested(GroupId Group, NodeId Requester, Durability.CheckpointMark Mark, long Offset, int MaxBytes) : NodeEvent;
+
+/// <summary>
+/// Disk durability, at a member copying the history: the next bytes of a checkpoint of
+/// <paramref name="Lineage"/> holding its first <paramref name="Index"/> entries, which it copies
+/// from another member. A chunk at offset 0 starts a new file (any partial one is dropped); once
+/// <paramref name="Total"/> bytes arrived the driver checks the file, makes it this member's newest
+/// checkpoint, and says so with <see cref="ProcessNode.CheckpointDurable"/>.
+/// </summary>
+internal sealed record CheckpointChunkReceived(GroupId Group, Durability.Lineage Lineage, long Index, long Offset, long Total, byte[] Bytes) : NodeEvent;
+
+/// <summary>Disk durability: this member's log now starts after entry <paramref name="Through"/>, which its persistent checkpoints hold; <paramref name="Remaining"/> entries stay in the log.</summary>
+internal sealed record HistoryTrimmed(GroupId Group, long Through, long Remaining) : NodeEvent;
+
 /// <summary>What a <see cref="HistoryNotice"/> reports.</summary>
 internal enum HistoryNoticeKind
 {
@@ -90,6 +110,9 @@ internal enum HistoryNoticeKind
 
     /// <summary>This member's persistent checkpoints belong to another history, or run past it: none was loaded, the whole history is replayed.</summary>
     CheckpointNotUsed,
+
+    /// <summary>A member asked for one of this member's checkpoints to copy the history, and the driver could not read it.</summary>
+    CheckpointNotServed,
 }
 
 /// <summary>Disk durability: something the operator should know about the SafeSend history (the driver logs it).</summary>

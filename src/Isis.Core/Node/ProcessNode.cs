@@ -318,6 +318,33 @@ internal sealed class ProcessNode : IProtocolNode
         Drain();
     }
 
+    /// <summary>
+    /// Disk durability: the driver made persistent checkpoint <paramref name="mark"/> of the group
+    /// durable (the application saved it, or it was copied from another member after
+    /// <see cref="CheckpointChunkReceived"/> events): the group's log may be trimmed behind it, and
+    /// a copy of the history waiting for it goes on.
+    /// </summary>
+    public void CheckpointDurable(GroupId id, Durability.CheckpointMark mark, long now)
+    {
+        _now = Outbox.StepTime = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member) || member.History == null) return;
+        member.History.OnCheckpointDurable(mark, now);
+        Drain();
+    }
+
+    /// <summary>
+    /// Disk durability: the driver's answer to <see cref="CheckpointReadRequested"/>: up to the
+    /// asked number of bytes of the checkpoint from <paramref name="offset"/>, and the file's whole
+    /// length; or null bytes and the <paramref name="problem"/> when the file cannot be read.
+    /// </summary>
+    public void AnswerCheckpointRead(GroupId id, NodeId requester, Durability.CheckpointMark mark, long offset, byte[]? bytes, long total, string? problem, long now)
+    {
+        _now = Outbox.StepTime = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member) || member.History == null) return;
+        member.History.AnswerCheckpointRead(requester, mark, offset, bytes, total, problem);
+        Drain();
+    }
+
     /// <summary>Asks the membership service to expel <paramref name="node"/> (a query found it too slow).</summary>
     internal void Suspect(NodeId node) =>
         SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, 0)).Node(node).Finish());

@@ -263,4 +263,10 @@ internal enum ProtocolMutations
     /// SafeSends are): a recovery or a joiner's replay leaves them out of the order members delivered.
     /// </summary>
     SafeQueryNotLogged = 524288,
+
+    /// <summary>
+    /// With disk durability, a member trims its whole log whenever a checkpoint becomes durable,
+    /// whether or not a checkpoint covers what it drops.
+    /// </summary>
+    TrimPastCheckpoints = 1048576,
 }

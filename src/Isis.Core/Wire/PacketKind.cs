@@ -63,6 +63,11 @@ internal enum PacketKind : byte
 
     // Sealed traffic (see Security.PacketSealer): the packets of one step to one destination under one key, sealed together.
     Bundle = 42,            // Group = the group whose key sealed it (0: the system key); body, once opened: whole packets back to back
+
+    // Member <-> member, per view: the durable history's trimmed part travels as a checkpoint (see Durability.DurableHistory).
+    HistoryCheckpointPull = 43,  // member -> source or provider; Number = entries the checkpoint holds; body: lineage, offset wanted
+    HistoryCheckpointChunk = 44, // source or provider -> member; Number = entries the checkpoint holds; body: lineage, offset, file length, bytes
+    HistoryAllCurrent = 45,      // oldest member -> member: every member of this view holds the history (no copy needs the view's start any more)
 }
 
 /// <summary>What a packet kind is for, where the numbering alone does not say.</summary>
@@ -76,7 +81,8 @@ internal static class PacketKinds
     /// opens no bundles, must receive them one by one.
     /// </summary>
     public static bool IsMemberTraffic(PacketKind kind) =>
-        kind is >= PacketKind.Data and <= PacketKind.HistoryChunk or >= PacketKind.StabilityReport and <= PacketKind.StateAck;
+        kind is >= PacketKind.Data and <= PacketKind.HistoryChunk or >= PacketKind.StabilityReport and <= PacketKind.StateAck
+            or >= PacketKind.HistoryCheckpointPull and <= PacketKind.HistoryAllCurrent;
 
     /// <summary>Member traffic or a bundle of it: what a group's key seals, where the group has one (<see cref="PacketHeader.Group"/> names the group).</summary>
     public static bool IsGroupTraffic(PacketKind kind) => IsMemberTraffic(kind) || kind == PacketKind.Bundle;

@@ -37,7 +37,49 @@ internal static class CheckpointFile
     private static string FileNameOf(string group) => string.Concat(group.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_'));
 
     /// <summary>Where a group's SafeSend history stood when a checkpoint was made: its lineage and the entries applied.</summary>
-    internal readonly record struct HistoryPosition(Lineage Lineage, long Index);
+    internal readonly record struct HistoryPosition(Lineage Lineage, long Index)
+    {
+        /// <summary>
+        /// The name the core knows this checkpoint by: its history position, which stays the same
+        /// while the file moves from newest to previous (a path would not).
+        /// </summary>
+        public string MarkName => $"{Lineage}#{Index}";
+
+        public CheckpointMark Mark => new(Lineage, Index, MarkName);
+    }
+
+    /// <summary>Where a checkpoint copied from another member is written until it is whole and checked.</summary>
+    public static string CopyPath(string directory, string group) => NewestPath(directory, group) + ".copy";
+
+    /// <summary>
+    /// Makes the checkpoint at <paramref name="checkedPath"/> (written and synced) the newest: the
+    /// newest becomes the previous, then it is renamed into place, and the directory is synced.
+    /// </summary>
+    public static void Install(string directory, string group, string checkedPath)
+    {
+        string newest = NewestPath(directory, group);
+        if (File.Exists(newest)) File.Move(newest, PreviousPath(directory, group), overwrite: true);
+        File.Move(checkedPath, newest);
+        HistoryLogFile.SyncDirectoryOf(newest);
+    }
+
+    /// <summary>The history position a checkpoint's header names (null: none, or the header does not parse); the file is not checked whole.</summary>
+    public static HistoryPosition? ReadPosition(FileStream file, string group)
+    {
+        try
+        {
+            file.Position = 0;
+            var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
+            if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() != Version || reader.ReadString() != group) return null;
+            if (!reader.ReadBoolean()) return null;
+            var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
+            return new HistoryPosition(new Lineage(founder, reader.ReadInt32()), reader.ReadInt64());
+        }
+        catch (Exception e) when (e is IOException or EndOfStreamException)
+        {
+            return null;
+        }
+    }
 
     /// <summary>Starts writing a new checkpoint aside; <see cref="Writer.Commit"/> makes it the newest.</summary>
     public static Writer Create(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc)

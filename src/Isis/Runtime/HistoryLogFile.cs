@@ -95,14 +95,17 @@ internal sealed class HistoryLogFile : IDisposable
     }
 
     /// <summary>Makes the rename durable: on Linux a rename is durable once its directory is fsynced.</summary>
-    private void SyncDirectory()
+    private void SyncDirectory() => SyncDirectoryOf(Path);
+
+    /// <summary>Makes a rename into, or a new file in, the directory of <paramref name="path"/> durable (Linux: fsync of the directory).</summary>
+    internal static void SyncDirectoryOf(string path)
     {
         if (!OperatingSystem.IsLinux()) return;
-        string? directory = System.IO.Path.GetDirectoryName(System.IO.Path.GetFullPath(Path));
+        string? directory = System.IO.Path.GetDirectoryName(System.IO.Path.GetFullPath(path));
         if (directory == null) return;
         // .NET opens no directory handles, so this goes to libc: open(O_RDONLY | O_DIRECTORY), fsync, close.
         int fd = NativeFiles.open(directory, NativeFiles.O_RDONLY | NativeFiles.O_DIRECTORY);
-        if (fd < 0) throw new IOException($"cannot open directory {directory} to sync the rename of {Path} (errno {Marshal.GetLastPInvokeError()})");
+        if (fd < 0) throw new IOException($"cannot open directory {directory} to sync the rename of {path} (errno {Marshal.GetLastPInvokeError()})");
         try
         {
             if (NativeFiles.fsync(fd) != 0) throw new IOException($"fsync of directory {directory} failed (errno {Marshal.GetLastPInvokeError()})");

@@ -53,11 +53,12 @@ public class HistoryLogTests
         Assert.Equal(expected.Members, actual.Members);
     }
 
-    /// <summary>Entries must be 1..n in order, and exist only after a View record.</summary>
+    /// <summary>Entries must be Trimmed+1..n in order, and exist only after a View record.</summary>
     private static void AssertWellFormed(HistoryLogImage image, int records)
     {
         Assert.InRange(image.Unreadable, 0, records);
-        for (int i = 0; i < image.Entries.Count; i++) Assert.Equal(i + 1, image.Entries[i].Index);
+        Assert.True(image.Trimmed >= 0);
+        for (int i = 0; i < image.Entries.Count; i++) Assert.Equal(image.Trimmed + i + 1, image.Entries[i].Index);
         if (image.Entries.Count > 0) Assert.NotNull(image.LastView);
         Assert.All(image.Incarnations, n => Assert.False(n.IsNone));
         if (image.LastView != null) Assert.Contains(image.LastView.Me, image.LastView.Members);
@@ -113,6 +114,48 @@ public class HistoryLogTests
         HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(new HistoryEntry(1, A, 1, 1, 0, [1, 2, 3], Query: true))]);
         Assert.Empty(image.Entries);
         Assert.Equal(1, image.Unreadable);
+    }
+
+    private static byte[] Tr(long through) => HistoryLog.Trim(new PacketWriter(), through);
+
+    [Fact]
+    public void A_trimmed_log_reads_as_the_entries_after_its_trim_point()
+    {
+        HistoryViewRecord view = View(2, 7, A, A, B);
+        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), Tr(40), En(Entry(41)), En(Entry(42))]);
+        Assert.Equal(40, image.Trimmed);
+        Assert.Equal(42, image.Count);
+        Assert.Equal([41L, 42L], image.Entries.Select(e => e.Index));
+        AssertSameView(view, image.LastView);
+        Assert.Equal(0, image.Unreadable);
+
+        // Trimmed to its last entry: nothing left in the log, the count stays.
+        HistoryLogImage empty = HistoryLog.Read([Inc(A), Vw(view), Tr(42)]);
+        Assert.Equal(42, empty.Count);
+        Assert.Empty(empty.Entries);
+    }
+
+    [Theory]
+    [InlineData("before any view")]
+    [InlineData("after an entry")]
+    [InlineData("twice")]
+    [InlineData("at zero")]
+    [InlineData("entry not right after it")]
+    public void A_trim_record_out_of_place_ends_the_readable_log(string where)
+    {
+        HistoryViewRecord view = View(1, 1, A, A);
+        List<byte[]> records = where switch
+        {
+            "before any view" => [Inc(A), Tr(5), Vw(view), En(Entry(6))],
+            "after an entry" => [Inc(A), Vw(view), En(Entry(1)), Tr(5), En(Entry(6))],
+            "twice" => [Inc(A), Vw(view), Tr(5), Tr(6), En(Entry(7))],
+            "at zero" => [Inc(A), Vw(view), Tr(0), En(Entry(1))],
+            _ => [Inc(A), Vw(view), Tr(5), En(Entry(5))],
+        };
+        HistoryLogImage image = HistoryLog.Read(records);
+        int goodUpTo = where switch { "before any view" => 1, "after an entry" => 3, "twice" => 3, "at zero" => 2, _ => 3 };
+        Assert.Equal(records.Count - goodUpTo, image.Unreadable);
+        AssertWellFormed(image, records.Count);
     }
 
     [Fact]

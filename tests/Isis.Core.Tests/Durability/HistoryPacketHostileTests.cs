@@ -62,8 +62,9 @@ public class HistoryPacketHostileTests
         return w.FinishRecord();
     }
 
-    private static PacketWriter PlanBody(PacketWriter w, HistoryPlanMode mode, NodeId source, long target, long epoch, NodeId founder, int foundedIn = 1) =>
-        w.U8((byte)mode).Node(source).I64(target).I64(epoch).Node(founder).I32(foundedIn);
+    private static PacketWriter PlanBody(PacketWriter w, HistoryPlanMode mode, NodeId source, long target, long epoch, NodeId founder, int foundedIn = 1,
+        long trimmed = 0, NodeId provider = default, long providerCheckpoint = 0) =>
+        w.U8((byte)mode).Node(source).I64(target).I64(epoch).Node(founder).I32(foundedIn).I64(trimmed).Node(provider).I64(providerCheckpoint);
 
     private static PacketWriter ChunkBody(PacketWriter w, long first, params string[] payloads)
     {
@@ -163,6 +164,11 @@ public class HistoryPacketHostileTests
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Recover, p2, 3, -1, p0).Finish(), n => n.DroppedMalformed, "plan with a negative epoch");
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, outsider, 3, 1, p0).Finish(), n => n.DroppedMalformed, "plan naming a source outside the view");
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, NodeId.None, 3, 1, p0).Finish(), n => n.DroppedMalformed, "plan naming no source");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, 3, 1, p0, trimmed: 4, provider: p2, providerCheckpoint: 3).Finish(), n => n.DroppedMalformed, "plan trimmed past its target");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, 3, 1, p0, trimmed: -1).Finish(), n => n.DroppedMalformed, "plan with a negative trim point");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, 3, 1, p0, trimmed: 2, provider: p2, providerCheckpoint: 1).Finish(), n => n.DroppedMalformed, "plan whose checkpoint does not cover its trim point");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, 3, 1, p0, trimmed: 2, provider: p2, providerCheckpoint: 4).Finish(), n => n.DroppedMalformed, "plan whose checkpoint runs past its target");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, 3, 1, p0, trimmed: 2, provider: outsider, providerCheckpoint: 2).Finish(), n => n.DroppedMalformed, "plan naming a checkpoint provider outside the view");
         feed.Expect(1, W(PacketKind.HistoryPlan, p2, v).Tail(plan).Finish(), n => n.DroppedNotMember, "plan from a member that is not the oldest");
         feed.Expect(1, W(PacketKind.HistoryPlan, p1, v).Tail(plan).Finish(), n => n.DroppedNotMember, "plan 'from' the receiver itself");
         feed.Expect(2, W(PacketKind.HistoryPlan, p1, v).Tail(plan).Finish(), n => n.DroppedNotMember, "plan from rank 1 to rank 2");
@@ -204,7 +210,34 @@ public class HistoryPacketHostileTests
         feed.Expect(1, W(PacketKind.HistoryChunk, outsider, v, 1).Tail(chunk).Finish(), n => n.DroppedNotMember, "chunk from a process outside the view");
         feed.Expect(1, W(PacketKind.HistoryChunk, p0, v + 1, 1).Tail(chunk).Finish(), n => n.DroppedWrongView, "chunk for a later view");
 
-        Assert.True(feed.Fed > 150, $"only {feed.Fed} packets fed");
+        // ---- HistoryCheckpointPull, to process 0, which keeps no checkpoint.
+        byte[] checkpointPull = new PacketWriter().BeginRecord().Node(p0).I32(1).I64(0).FinishRecord();
+        feed.ExpectEveryTruncationMalformed(0, PacketKind.HistoryCheckpointPull, p1, v, 2, checkpointPull, "checkpoint pull");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, p1, v, 2).Tail(checkpointPull).U8(0).Finish(), n => n.DroppedMalformed, "checkpoint pull with a trailing byte");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, p1, v, 0).Tail(checkpointPull).Finish(), n => n.DroppedMalformed, "checkpoint pull of a checkpoint holding no entry");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, p1, v, 2).Node(p0).I32(1).I64(-1).Finish(), n => n.DroppedMalformed, "checkpoint pull from a negative offset");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, p1, v, 2).Tail(checkpointPull).Finish(), n => n.DroppedNotForMe, "checkpoint pull of a checkpoint it does not keep");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, outsider, v, 2).Tail(checkpointPull).Finish(), n => n.DroppedNotMember, "checkpoint pull from a process outside the view");
+        feed.Expect(0, W(PacketKind.HistoryCheckpointPull, p1, v + 1, 2).Tail(checkpointPull).Finish(), n => n.DroppedWrongView, "checkpoint pull for a later view");
+
+        // ---- HistoryCheckpointChunk, to process 1, which already holds the history.
+        byte[] checkpointChunk = new PacketWriter().BeginRecord().Node(p0).I32(1).I64(0).I64(3).Bytes("abc"u8).FinishRecord();
+        feed.ExpectEveryTruncationMalformed(1, PacketKind.HistoryCheckpointChunk, p0, v, 2, checkpointChunk, "checkpoint chunk");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 2).Tail(checkpointChunk).U8(0).Finish(), n => n.DroppedMalformed, "checkpoint chunk with a trailing byte");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 2).Node(p0).I32(1).I64(0).I64(0).Bytes([]).Finish(), n => n.DroppedMalformed, "checkpoint chunk of an empty file");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 2).Node(p0).I32(1).I64(2).I64(3).Bytes("abc"u8).Finish(), n => n.DroppedMalformed, "checkpoint chunk running past the file's end");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 2).Node(p0).I32(1).I64(-1).I64(3).Bytes("abc"u8).Finish(), n => n.DroppedMalformed, "checkpoint chunk at a negative offset");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 0).Tail(checkpointChunk).Finish(), n => n.DroppedMalformed, "checkpoint chunk of a checkpoint holding no entry");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, p0, v, 2).Tail(checkpointChunk).Finish(), n => n.Duplicates, "well-formed checkpoint chunk to a member that holds the history");
+        feed.Expect(1, W(PacketKind.HistoryCheckpointChunk, outsider, v, 2).Tail(checkpointChunk).Finish(), n => n.DroppedNotMember, "checkpoint chunk from a process outside the view");
+
+        // ---- HistoryAllCurrent: only the oldest member says so.
+        feed.Expect(1, W(PacketKind.HistoryAllCurrent, p0, v).U8(0).Finish(), n => n.DroppedMalformed, "all-current with a body");
+        feed.Expect(1, W(PacketKind.HistoryAllCurrent, p2, v).Finish(), n => n.DroppedNotMember, "all-current from a member that is not the oldest");
+        feed.Expect(1, W(PacketKind.HistoryAllCurrent, outsider, v).Finish(), n => n.DroppedNotMember, "all-current from a process outside the view");
+        feed.Expect(1, W(PacketKind.HistoryAllCurrent, p0, v + 1).Finish(), n => n.DroppedWrongView, "all-current for a later view");
+
+        Assert.True(feed.Fed > 180, $"only {feed.Fed} packets fed");
 
         // Nothing was replayed or logged from any of it, and the group still works: a SafeSend joins every member's history.
         Assert.All(Enumerable.Range(0, 3), i => Assert.DoesNotContain(Replayed(c, i), p => p.StartsWith("forged")));
@@ -268,7 +301,7 @@ public class HistoryPacketHostileTests
         Assert.False(copier.History!.Current);
         Assert.Equal(c.Id(0), copier.History.Plan!.Source);
         Assert.Equal(3, copier.History.Plan.Target);
-        Assert.Contains("pulled=0/3", copier.History.Describe());
+        Assert.Contains("pulled 0+0/3", copier.History.Describe());
 
         int v = copier.View!.Id;
         NodeId p0 = c.Id(0), p2 = c.Id(2), outsider = c.Id(3);

@@ -92,6 +92,58 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         Assert.True(caught >= withQueries * 3 / 4, $"the checker caught the mutation in only {caught} of {withQueries} seeds");
     }
 
+    [Fact]
+    public void Logs_are_trimmed_behind_checkpoints_and_a_member_that_lacks_the_trimmed_part_copies_a_checkpoint_then_the_tail()
+    {
+        // With persistent checkpoints each member trims its log to the older of its two newest
+        // checkpoints; a member that copies the history (a joiner, or a recovery after a total
+        // crash) and has no checkpoint covering the source's trim point copies one first. Every
+        // run must still pass every property, RecoveredHistory above all.
+        int trims = 0, copies = 0, restoredCopies = 0, runs = 0;
+        var failures = new List<string>();
+        foreach (string family in new[] { "whole-restart", "disk-chaos" })
+        {
+            for (ulong seed = 0; seed < 80; seed++)
+            {
+                if (!Scenario.ForFamily(family, seed).PersistentCheckpoints) continue;
+                runs++;
+                SimulationRun run = SimulationRun.Execute(seed, Scenario.ForFamily(family, seed), sim => sim.Observer = (_, e) =>
+                {
+                    if (e is HistoryTrimmed) trims++;
+                    if (e is CheckpointChunkReceived { Offset: 0 }) copies++;
+                    if (e is CheckpointRestored r && r.Checkpoint.Name.Contains("#copy", StringComparison.Ordinal)) restoredCopies++;
+                });
+                if (!run.Passed) failures.Add(run.Report);
+            }
+        }
+        output.WriteLine($"{runs} runs with persistent checkpoints: {trims} trims, {copies} checkpoint copies started, {restoredCopies} copied checkpoints restored");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.True(trims >= 20 * runs, $"only {trims} trims in {runs} runs");
+        Assert.True(copies >= runs, $"only {copies} checkpoint copies in {runs} runs");
+        Assert.True(restoredCopies >= runs / 2, $"only {restoredCopies} copied checkpoints were restored in {runs} runs");
+    }
+
+    [Fact]
+    public void Trimming_what_no_checkpoint_holds_is_caught()
+    {
+        // The mutation drops the whole log at each checkpoint: a member's log then starts past
+        // every checkpoint it has, so the history cannot be rebuilt (the recovery waits and says
+        // so, the group never delivers again) or a copy cannot be completed.
+        int withCheckpoints = 0, caught = 0;
+        foreach (string family in new[] { "whole-restart", "disk-chaos" })
+        {
+            for (ulong seed = 0; seed < 40; seed++)
+            {
+                if (!Scenario.ForFamily(family, seed).PersistentCheckpoints) continue;
+                withCheckpoints++;
+                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.TrimPastCheckpoints } });
+                if (!run.Passed) caught++;
+            }
+        }
+        output.WriteLine($"the mutation was caught in {caught} of {withCheckpoints} seeds with persistent checkpoints");
+        Assert.True(caught >= withCheckpoints * 3 / 4, $"the checker caught the mutation in only {caught} of {withCheckpoints} seeds");
+    }
+
     private static Scenario MoreSafeQueries(Scenario s) => s with { QueryChance = 0.3 };
 
     [Fact]

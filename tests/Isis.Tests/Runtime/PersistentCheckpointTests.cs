@@ -114,6 +114,82 @@ public sealed class PersistentCheckpointTests : IDisposable
         });
     }
 
+    /// <summary>The history position the log at <paramref name="directory"/> starts after (its trim point), read from the file.</summary>
+    private static long TrimPointOfLog(string directory, string group)
+    {
+        (List<byte[]> records, _) = DurableRecordFile.Read(Path.Combine(directory, "log", group + ".safelog"));
+        return Isis.Core.Durability.HistoryLog.Read(records).Trimmed;
+    }
+
+    [Fact]
+    public void With_disk_durability_the_log_is_trimmed_behind_two_checkpoints_a_new_member_copies_one_and_a_restart_of_all_loses_nothing()
+    {
+        using var runtimes = new TestRuntimes();
+        List<Replica> before = JoinAll(Enumerable.Range(0, 3).Select(i => new Replica(runtimes.Start(), "ledger", Dir(i), disk: true)));
+        for (int n = 1; n <= 30; n++) before[n % 3].Group.SafeSend(Put, n);
+        TestRuntimes.WaitUntil(() => before.All(r => r.State().Length == 30), "30 SafeSends everywhere");
+        foreach (Replica r in before) r.Group.SaveCheckpoint(); // each at 30 SafeSends
+        for (int n = 31; n <= 60; n++) before[n % 3].Group.SafeSend(Put, n);
+        TestRuntimes.WaitUntil(() => before.All(r => r.State().Length == 60), "60 SafeSends everywhere");
+        Assert.All(Enumerable.Range(0, 3), i => Assert.Equal(0, TrimPointOfLog(Dir(i), "ledger"))); // one checkpoint: nothing goes yet
+        foreach (Replica r in before) r.Group.SaveCheckpoint(); // each at 60: the log goes up to the older one, 30
+        TestRuntimes.WaitUntil(() => Enumerable.Range(0, 3).All(i => TrimPointOfLog(Dir(i), "ledger") == 30), "every log trimmed to entry 30");
+
+        // A new member, with nothing on disk: the source's log starts after 30, so it copies a checkpoint (60) and the entries after it (none).
+        var joiner = new Replica(runtimes.Start(), "ledger", Dir(3), disk: true);
+        // Join completes once it holds the history: the copied checkpoint loaded, the entries after it replayed.
+        Task joined = joiner.Group.JoinAsync();
+        TestRuntimes.WaitUntil(() => joined.IsCompleted, "the new member joined", 60);
+        Assert.True(joined.IsCompletedSuccessfully);
+        Assert.Equal(60, joiner.LoadedParts);
+        Assert.Equal(0, joiner.Applied);
+        before.Add(joiner);
+        for (int n = 61; n <= 70; n++) before[n % 4].Group.SafeSend(Put, n);
+        TestRuntimes.WaitUntil(() => before.All(r => r.State().Length == 70), "70 SafeSends everywhere");
+        int[] expected = before[0].State();
+        Assert.All(before, r => Assert.Equal(expected, r.State()));
+        Assert.True(File.Exists(Path.Combine(Dir(3), "ledger.checkpoint")), "the copied checkpoint is the new member's own");
+
+        // Every member crashes; the restarted group recovers from checkpoints plus the trimmed logs.
+        foreach (Replica r in before) r.Runtime.Crash();
+        List<Replica> after = JoinAll(Enumerable.Range(0, 4).Select(i => new Replica(runtimes.Start(), "ledger", Dir(i), disk: true)));
+        TestRuntimes.WaitUntil(() => after.All(r => r.State().Length == 70), "the restarted group holds all 70 SafeSends");
+        Assert.All(after, r =>
+        {
+            Assert.Equal(expected, r.State()); // once each, in the original order
+            Assert.Equal(70, r.LoadedParts + r.Applied);
+        });
+    }
+
+    [Fact]
+    public void With_disk_durability_a_checkpoint_is_saved_when_the_log_grows_by_a_sixteenth_of_its_bound_so_it_stays_far_below_it()
+    {
+        using var runtimes = new TestRuntimes();
+        const long Bound = 4 << 20; // a checkpoint every 256 KiB of log
+        var replicas = Enumerable.Range(0, 2).Select(i =>
+        {
+            var r = new Replica(runtimes.Start(), "blobs", Dir(i));
+            r.Group.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(Dir(i), "log"), Bound);
+            r.Group.Handlers[2] += (Action<int, byte[]>)((_, _) => { }); // blobs fill the log; the state is the numbers
+            return r;
+        }).ToList();
+        JoinAll(replicas);
+        var blob = new byte[4096];
+        long largest = 0;
+        string log = Path.Combine(Dir(0), "log", "blobs.safelog");
+        for (int n = 1; n <= 2500; n++)
+        {
+            // 10 MiB in all, two and a half times the bound: never refused.
+            if (n % 10 == 0) replicas[n % 2].Group.SafeSend(Put, n);
+            else replicas[n % 2].Group.SafeSend(2, n, blob);
+            if (n % 100 == 0) largest = Math.Max(largest, new FileInfo(log).Length);
+        }
+        TestRuntimes.WaitUntil(() => TrimPointOfLog(Dir(0), "blobs") > 0, "the log was trimmed");
+        Assert.True(File.Exists(Path.Combine(Dir(0), "blobs.checkpoint")), "a checkpoint was saved without being asked for");
+        Assert.True(largest < Bound / 2, $"the log reached {largest} bytes; its bound is {Bound}");
+        TestRuntimes.WaitUntil(() => replicas.All(r => r.State().Length == 250), "every number applied at both members");
+    }
+
     [Fact]
     public void A_damaged_newest_checkpoint_is_reported_and_the_previous_one_is_loaded_and_with_both_damaged_the_member_starts_empty()
     {

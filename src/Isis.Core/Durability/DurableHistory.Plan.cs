@@ -1,0 +1,265 @@
+using Isis.Core.Groups;
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Durability;
+
+// The durable history, part 2: every member's status to the view's oldest member, and the plan it
+// decides (who serves the history, and a checkpoint where the source's log is trimmed).
+internal sealed partial class DurableHistory
+{
+    private void SendStatus(long now)
+    {
+        _nextStatusAt = now + _node.Options.RetryInterval;
+        HistoryStatus status = Current
+            ? new HistoryStatus(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, Usable(_lineage, _trimmed, _viewStart)?.Index ?? -1)
+            : new HistoryStatus(false, _image.Count, _image.LastView, [.. _image.Incarnations, _node.Self], _image.Trimmed,
+                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1);
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
+        status.Write(w);
+        _node.SendTo(_view.Members[0].Endpoint, w.Finish());
+    }
+
+    /// <summary>The plan of a view whose oldest member is current: everyone copies from it (it holds a checkpoint at or past its trim point).</summary>
+    private HistoryPlan TransferFromMe() =>
+        new(HistoryPlanMode.Transfer, _node.Self, _viewStart, _epoch, _lineage, _trimmed, _node.Self, Usable(_lineage, _trimmed, _viewStart)?.Index ?? 0);
+
+    private void OnStatus(NodeId from, ref WireReader r, long now)
+    {
+        HistoryStatus? status = HistoryStatus.Read(ref r);
+        if (status == null) return;
+        if (_rank != 0) { _node.Counters.DroppedNotForMe++; return; }
+        _statuses[from] = status;
+        if (status.Current)
+        {
+            // A current member reports until it hears that every member is current.
+            if (_allCurrent) SendAllCurrent(from);
+            else CheckEveryoneCurrent();
+            if (_decided == null && !Current) Decide(now); // an oldest member that is not current learns of a holder
+            return;
+        }
+        if (_decided == null) Decide(now);
+        if (_decided != null) SendPlan(from, _decided);
+    }
+
+    /// <summary>At the oldest member, once current: its own status counts like the others'.</summary>
+    private void NoteOwnStatusCurrent()
+    {
+        _statuses[_node.Self] = new HistoryStatus(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, Usable(_lineage, _trimmed, _viewStart)?.Index ?? -1);
+        CheckEveryoneCurrent();
+    }
+
+    /// <summary>At the oldest member: when every member of the view is current, it says so to each (trimming may then pass the view's start).</summary>
+    private void CheckEveryoneCurrent()
+    {
+        if (_allCurrent || !Current || !EveryoneCurrent()) return;
+        _allCurrent = true;
+        foreach (NodeId m in _view!.Members)
+        {
+            if (m != _node.Self) SendAllCurrent(m);
+        }
+        TrimToCheckpoints();
+    }
+
+    /// <summary>The oldest member decides how the members that lack the history get it.</summary>
+    private void Decide(long now)
+    {
+        GroupView view = _view!;
+        if (!Current && !_statuses.ContainsKey(_node.Self)) return; // our own status is on its way (loopback)
+        foreach (NodeId m in view.Members)
+        {
+            if (_statuses.TryGetValue(m, out HistoryStatus? s) && s.Current)
+            {
+                _decided = new HistoryPlan(HistoryPlanMode.Transfer, m, s.Count, s.View!.Key.Epoch, s.View.Lineage, s.Trimmed, m, Math.Max(s.Checkpoint, 0));
+                break;
+            }
+        }
+        if (_decided == null && RecoverFromOldestOnly)
+        {
+            // Deliberately broken: the oldest restarted member recovers from its own log alone,
+            // without waiting for the other members of the last view.
+            HistoryStatus mine = _statuses[_node.Self];
+            _decided = mine.View == null
+                ? new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id))
+                : new HistoryPlan(HistoryPlanMode.Recover, _node.Self, mine.Count, mine.View.Key.Epoch + 1, mine.View.Lineage, mine.Trimmed, _node.Self, Math.Max(mine.Checkpoint, 0));
+        }
+        if (_decided == null)
+        {
+            // Nobody holds the history: a recovery needs every member's log first.
+            if (view.Members.Any(m => !_statuses.ContainsKey(m))) return;
+            _decided = DecideRecovery(view);
+            if (_decided == null) return;
+        }
+        foreach (NodeId m in view.Members)
+        {
+            if (_statuses.ContainsKey(m)) SendPlan(m, _decided);
+        }
+    }
+
+    /// <summary>
+    /// Recovery after every holder of the history is gone. The latest view any log was current in
+    /// (by epoch, then view id) is the last view that can have delivered anything: a later view
+    /// would have a member of it as a current survivor, whose log would name that later view. Every
+    /// member of it must be back: any of them may have carried the history on alone. Then the
+    /// longest of their logs holds everything any of them delivered (each is a prefix of it). If
+    /// that log is trimmed, some member must bring a checkpoint of its lineage that covers the
+    /// trimmed part (its owner's, normally: it trims only to the older of its two newest).
+    /// </summary>
+    private HistoryPlan? DecideRecovery(GroupView view)
+    {
+        HistoryStatus? latest = null;
+        NodeId latestReporter = default;
+        foreach (NodeId m in view.Members)
+        {
+            HistoryStatus s = _statuses[m];
+            if (s.View == null) continue;
+            if (latest == null || s.View.Key > latest.View!.Key || (s.View.Key == latest.View.Key && s.Count > latest.Count))
+            {
+                latest = s;
+                latestReporter = m;
+            }
+        }
+        if (latest == null)
+        {
+            // Past the group's first view a history was founded (by that view's oldest member), so
+            // some member not here holds it: never found a second one over it.
+            Wait($"the group waits to recover its SafeSend history: none of its members brought a log that held it; " +
+                "members of its last view must restart with their logs before the group delivers");
+            return null;
+        }
+        var present = new HashSet<NodeId>(_statuses.Values.SelectMany(s => s.Incarnations));
+        NodeId[] missing = latest.View!.Members.Where(m => !present.Contains(m)).ToArray();
+        if (missing.Length > 0)
+        {
+            Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
+                $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers");
+            return null;
+        }
+        NodeId provider = latestReporter;
+        long providerCheckpoint = Math.Max(latest.Checkpoint, 0);
+        if (latest.Trimmed > 0 && latest.Checkpoint < latest.Trimmed)
+        {
+            // Its owner's checkpoints are damaged: another member's of the same lineage will do if it covers the trimmed part.
+            (NodeId Member, HistoryStatus Status)? other = view.Members
+                .Select(m => (Member: m, Status: _statuses[m]))
+                .Where(x => x.Status.View?.Lineage == latest.View.Lineage && x.Status.Checkpoint >= latest.Trimmed && x.Status.Checkpoint <= latest.Count)
+                .OrderByDescending(x => x.Status.Checkpoint)
+                .Cast<(NodeId, HistoryStatus)?>()
+                .FirstOrDefault();
+            if (other is not { } found)
+            {
+                Wait($"the group waits to recover its SafeSend history: the longest log of its last view {latest.View.Key} ({latestReporter}) " +
+                    $"starts after entry {latest.Trimmed}, which only a persistent checkpoint holds, and no member brought a whole checkpoint " +
+                    "of that history at or past that entry; restart a member whose checkpoint is whole, or recover by force (docs/operations.md)");
+                return null;
+            }
+            provider = found.Item1;
+            providerCheckpoint = found.Item2.Checkpoint;
+        }
+        return new HistoryPlan(HistoryPlanMode.Recover, latestReporter, latest.Count, latest.View.Key.Epoch + 1, latest.View.Lineage,
+            latest.Trimmed, provider, providerCheckpoint);
+    }
+
+    private void Wait(string why)
+    {
+        if (why == _lastWaiting) return;
+        _lastWaiting = why;
+        _member.Publish(new HistoryNotice(_member.Id, HistoryNoticeKind.Waiting, why), immediately: true);
+    }
+
+    private void SendPlan(NodeId to, HistoryPlan plan)
+    {
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPlan, _node.Self, _member.Id, _view!.Id, 0))
+            .U8((byte)plan.Mode).Node(plan.Source).I64(plan.Target).I64(plan.Epoch).Node(plan.Lineage.Founder).I32(plan.Lineage.ViewId)
+            .I64(plan.Trimmed).Node(plan.Provider).I64(plan.ProviderCheckpoint);
+        _node.SendTo(to.Endpoint, w.Finish());
+    }
+
+    private void OnPlan(int fromRank, ref WireReader r, long now)
+    {
+        var mode = (HistoryPlanMode)r.U8();
+        NodeId source = r.Node();
+        long target = r.I64();
+        long epoch = r.I64();
+        NodeId founder = r.Node();
+        int foundedIn = r.I32();
+        long trimmed = r.I64();
+        NodeId provider = r.Node();
+        long providerCheckpoint = r.I64();
+        if (!r.Complete || !Enum.IsDefined(mode) || target < 0 || epoch < 1 || _view!.RankOf(source) < 0
+            || trimmed < 0 || trimmed > target || providerCheckpoint < 0 || providerCheckpoint > target
+            || (trimmed > 0 && (providerCheckpoint < trimmed || _view.RankOf(provider) < 0)))
+        {
+            r.Fail();
+            return;
+        }
+        if (fromRank != 0) { _node.Counters.DroppedNotMember++; return; }
+        if (Current) return; // an answer to the status we sent before we became current: HistoryAllCurrent ends our reports
+        _answered = true;
+        if (_plan != null) return; // a repeat
+        _plan = new HistoryPlan(mode, source, target, epoch, new Lineage(founder, foundedIn), trimmed, provider, providerCheckpoint);
+        switch (mode)
+        {
+            case HistoryPlanMode.Fresh:
+                BecomeCurrent(0, [], restore: null, rewrite: false);
+                break;
+            case HistoryPlanMode.Recover when source == _node.Self:
+                if (_image.Count < target || _image.Trimmed != trimmed) { _plan = null; r.Fail(); return; } // not what we reported: ask again
+                RecoverFromOwnLog(now);
+                break;
+            default:
+                StartPull(now);
+                break;
+        }
+    }
+}
+
+/// <summary>What a member tells its view's oldest member about the history it holds or brings.</summary>
+/// <param name="Current">It holds the whole history now.</param>
+/// <param name="Count">Current: entries at the start of this view. Otherwise: entries in its log (trimmed ones included).</param>
+/// <param name="View">Current: this view. Otherwise: the last view its log was current in, if any.</param>
+/// <param name="Incarnations">The incarnations its log was written by (so members of old views can be recognised).</param>
+/// <param name="Trimmed">Entries its log no longer holds (a checkpoint does).</param>
+/// <param name="Checkpoint">The newest whole persistent checkpoint it holds of that history, at or past <paramref name="Trimmed"/> (-1: none).</param>
+internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations, long Trimmed = 0, long Checkpoint = -1)
+{
+    public void Write(PacketWriter w)
+    {
+        w.U8(Current ? (byte)1 : (byte)0).I64(Count).U8(View != null ? (byte)1 : (byte)0);
+        if (View != null)
+        {
+            w.I64(View.Key.Epoch).I32(View.Key.ViewId).Node(View.Lineage.Founder).I32(View.Lineage.ViewId).Node(View.Me).Nodes(View.Members);
+        }
+        w.Nodes(Incarnations);
+        w.I64(Trimmed).I64(Checkpoint);
+    }
+
+    public static HistoryStatus? Read(ref WireReader r)
+    {
+        bool current = r.U8() == 1;
+        long count = r.I64();
+        HistoryViewRecord? view = null;
+        if (r.U8() == 1)
+        {
+            long epoch = r.I64();
+            int viewId = r.I32();
+            NodeId founder = r.Node();
+            int foundedIn = r.I32();
+            NodeId me = r.Node();
+            NodeId[] members = r.Nodes();
+            if (r.Ok && (epoch < 1 || viewId < 1)) r.Fail();
+            view = new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, foundedIn), me, members);
+        }
+        NodeId[] incarnations = r.Nodes();
+        long trimmed = r.I64();
+        long checkpoint = r.I64();
+        if (!r.Complete || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
+            || (trimmed > 0 && view == null) || (current && trimmed > 0 && checkpoint < trimmed))
+        {
+            r.Fail();
+            return null;
+        }
+        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint);
+    }
+}

@@ -1,0 +1,254 @@
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Durability;
+
+// The durable history, part 3: how a member that is not current comes to hold the history. It
+// starts from its own checkpoint if one covers the source's trim point, else from a checkpoint it
+// copies (the source's, or the plan's provider's), else from nothing; then it pulls the entries
+// after that from the source, one chunk in flight, restarted in a new view.
+internal sealed partial class DurableHistory
+{
+    /// <summary>A member's way to the history in one view: where it starts, what it restores, what it pulled or copies.</summary>
+    private sealed class PullState
+    {
+        public long Base;                  // entries 1..Base come from Restore
+        public CheckpointMark? Restore;    // the checkpoint that holds them (null: Base is 0)
+        public List<HistoryEntry> Pulled = []; // entries Base+1.. pulled so far
+        public CheckpointFetch? Fetch;     // a checkpoint being copied, before the entries
+        public long NextAt;                // when to ask again
+
+        public string Describe() => Fetch is { } f
+            ? $"fetching checkpoint {f.Index} from {f.From} {f.Offset}/{f.Total}{(f.Complete ? " awaiting disk" : "")}"
+            : $"pulled {Base}+{Pulled.Count}";
+    }
+
+    /// <summary>A checkpoint copied from another member, in chunks the driver writes to a file and then makes durable.</summary>
+    private sealed class CheckpointFetch(NodeId from, long index, long total)
+    {
+        public NodeId From { get; } = from;
+        public long Index { get; } = index;
+        public long Total { get; } = total;
+        public long Offset;
+        public bool Complete; // every byte handed to the driver: waiting for CheckpointDurable
+    }
+
+    private PullState? _pull;
+
+    /// <summary>Whether this member copies entries from the source (false: the source is this member, recovering from its own log).</summary>
+    private bool FromOwnLog => _plan!.Source == _node.Self;
+
+    /// <summary>
+    /// The plan says where the history is: start from this member's own checkpoint if one covers
+    /// the source's trim point (and not past the history the plan copies), else copy a checkpoint
+    /// if the source's log is trimmed, else start from nothing.
+    /// </summary>
+    private void StartPull(long now)
+    {
+        HistoryPlan plan = _plan!;
+        _pull = new PullState();
+        CheckpointMark? own = Usable(plan.Lineage, plan.Trimmed, plan.Target);
+        if (own != null)
+        {
+            _pull.Base = own.Index;
+            _pull.Restore = own;
+        }
+        else if (plan.Trimmed > 0)
+        {
+            // Nothing of ours covers what the source's log no longer holds: copy the provider's checkpoint first.
+            _pull.Fetch = new CheckpointFetch(plan.Provider, plan.ProviderCheckpoint, -1);
+            SendCheckpointPull(now);
+            return;
+        }
+        ContinueAfterBase(now);
+    }
+
+    /// <summary>The recovery's source is this member: its own log is the history, from its own checkpoint or a copied one if its log is trimmed.</summary>
+    private void RecoverFromOwnLog(long now)
+    {
+        HistoryPlan plan = _plan!;
+        CheckpointMark? own = Usable(plan.Lineage, _image.Trimmed, plan.Target);
+        if (_image.Trimmed > 0 && own == null)
+        {
+            _pull = new PullState { Fetch = new CheckpointFetch(plan.Provider, plan.ProviderCheckpoint, -1) };
+            SendCheckpointPull(now);
+            return;
+        }
+        List<HistoryEntry> entries = _image.Entries.GetRange(0, (int)(plan.Target - _image.Trimmed));
+        BecomeCurrent(_image.Trimmed, entries, own, rewrite: _image.Count != plan.Target);
+    }
+
+    /// <summary>The start is settled (own checkpoint, copied one, or nothing): the entries after it come from the source, or from this member's own log.</summary>
+    private void ContinueAfterBase(long now)
+    {
+        PullState pull = _pull!;
+        HistoryPlan plan = _plan!;
+        if (FromOwnLog)
+        {
+            // Our log holds entries after its trim point, which the copied checkpoint covers.
+            int skip = (int)(pull.Base - _image.Trimmed);
+            BecomeCurrent(pull.Base, _image.Entries.GetRange(skip, (int)(plan.Target - pull.Base)), pull.Restore, rewrite: true);
+            return;
+        }
+        if (pull.Base == plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true);
+        else SendPull(now);
+    }
+
+    private void RetryPull(long now)
+    {
+        PullState pull = _pull!;
+        if (pull.Fetch is { } f)
+        {
+            // A copy the driver never confirmed (it found it damaged) starts over.
+            if (f.Complete) pull.Fetch = new CheckpointFetch(f.From, f.Index, -1);
+            SendCheckpointPull(now);
+        }
+        else
+        {
+            SendPull(now);
+        }
+    }
+
+    private void SendPull(long now)
+    {
+        PullState pull = _pull!;
+        pull.NextAt = now + 2 * _node.Options.NakInterval;
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPull, _node.Self, _member.Id, _view!.Id, pull.Base + pull.Pulled.Count + 1)).I64(_plan!.Target);
+        _node.SendTo(_plan.Source.Endpoint, w.Finish());
+    }
+
+    private void OnPull(NodeId from, long first, ref WireReader r)
+    {
+        long target = r.I64();
+        if (!r.Complete || first < 1 || target < first) { r.Fail(); return; }
+        if (!Current || target > Count) { _node.Counters.DroppedNotForMe++; return; }
+        if (first <= _trimmed)
+        {
+            // Our log starts later: offer the puller the checkpoint that covers our trim point (within what it copies).
+            if (Usable(_lineage, _trimmed, target) is { } offer) RequestCheckpointRead(from, offer, 0);
+            else _node.Counters.DroppedNotForMe++;
+            return;
+        }
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryChunk, _node.Self, _member.Id, _view!.Id, first));
+        int count = 0;
+        long bytes = 0;
+        int at = (int)(first - _trimmed - 1);
+        for (long i = first; i <= target && (count == 0 || bytes + _entries[at + count].Payload.Length <= ChunkBytes); i++)
+        {
+            bytes += _entries[at + count].Payload.Length;
+            count++;
+        }
+        w.I32(count);
+        for (int k = 0; k < count; k++) HistoryLog.WriteTransferred(w, _entries[at + k]);
+        _node.SendTo(from.Endpoint, w.Finish());
+    }
+
+    private void OnChunk(NodeId from, long first, ref WireReader r, long now)
+    {
+        int count = r.Count(32);
+        var entries = new List<HistoryEntry>(count);
+        for (int k = 0; k < count && r.Ok; k++)
+        {
+            if (HistoryLog.ReadTransferred(ref r, first + k) is { } e) entries.Add(e);
+        }
+        if (!r.Complete || first < 1) { r.Fail(); return; }
+        if (Current || _pull is not { Fetch: null } pull || from != _plan!.Source || first != pull.Base + pull.Pulled.Count + 1) { _node.Counters.Duplicates++; return; }
+        foreach (HistoryEntry e in entries)
+        {
+            if (pull.Base + pull.Pulled.Count < _plan.Target) pull.Pulled.Add(e);
+        }
+        if (pull.Base + pull.Pulled.Count == _plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true);
+        else SendPull(now);
+    }
+
+    // ---------------------------------------------------------------- copying a checkpoint
+
+    private void SendCheckpointPull(long now)
+    {
+        PullState pull = _pull!;
+        CheckpointFetch f = pull.Fetch!;
+        pull.NextAt = now + 2 * _node.Options.NakInterval;
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryCheckpointPull, _node.Self, _member.Id, _view!.Id, f.Index))
+            .Node(_plan!.Lineage.Founder).I32(_plan.Lineage.ViewId).I64(f.Offset);
+        _node.SendTo(f.From.Endpoint, w.Finish());
+    }
+
+    /// <summary>A member asks for part of a checkpoint this member keeps (it need not be current: a recovery's provider is not yet).</summary>
+    private void OnCheckpointPull(NodeId from, long index, ref WireReader r)
+    {
+        NodeId founder = r.Node();
+        int foundedIn = r.I32();
+        long offset = r.I64();
+        if (!r.Complete || index < 1 || offset < 0) { r.Fail(); return; }
+        var lineage = new Lineage(founder, foundedIn);
+        CheckpointMark? mark = _kept.FirstOrDefault(k => k.Lineage == lineage && k.Index == index);
+        if (mark == null) { _node.Counters.DroppedNotForMe++; return; }
+        RequestCheckpointRead(from, mark, offset);
+    }
+
+    /// <summary>The driver reads the checkpoint's bytes from its disk and answers with <see cref="AnswerCheckpointRead"/>.</summary>
+    private void RequestCheckpointRead(NodeId requester, CheckpointMark mark, long offset) =>
+        _node.Emit(new CheckpointReadRequested(_member.Id, requester, mark, offset, ChunkBytes));
+
+    /// <summary>The driver read part of a checkpoint a member asked for (null: it could not, and says why).</summary>
+    public void AnswerCheckpointRead(NodeId requester, CheckpointMark mark, long offset, byte[]? bytes, long total, string? problem)
+    {
+        if (_view == null) return;
+        if (bytes == null)
+        {
+            _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotServed,
+                $"a member asked for this member's persistent checkpoint {mark.Name} ({mark.Lineage}, {mark.Index} entries) to copy the history, and it could not be read: {problem}"));
+            return;
+        }
+        PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryCheckpointChunk, _node.Self, _member.Id, _view.Id, mark.Index))
+            .Node(mark.Lineage.Founder).I32(mark.Lineage.ViewId).I64(offset).I64(total).Bytes(bytes);
+        _node.SendTo(requester.Endpoint, w.Finish());
+    }
+
+    private void OnCheckpointChunk(NodeId from, long index, ref WireReader r, long now)
+    {
+        NodeId founder = r.Node();
+        int foundedIn = r.I32();
+        long offset = r.I64();
+        long total = r.I64();
+        byte[] bytes = r.Bytes();
+        if (!r.Complete || index < 1 || offset < 0 || total < 1 || offset + bytes.Length > total || (bytes.Length == 0 && offset < total)) { r.Fail(); return; }
+        HistoryPlan? plan = _plan;
+        if (Current || _pull is not { } pull || plan == null || new Lineage(founder, foundedIn) != plan.Lineage
+            || (from != plan.Source && from != plan.Provider) || index > plan.Target || index < plan.Trimmed)
+        {
+            _node.Counters.Duplicates++;
+            return;
+        }
+        if (pull.Fetch is not { } f || f.Index != index || f.From != from || f.Total != total)
+        {
+            // A copy starts at its first byte: the source's offer after a pull of entries it trimmed, or the answer to our own first request.
+            if (offset != 0) { _node.Counters.Duplicates++; return; }
+            f = pull.Fetch = new CheckpointFetch(from, index, total);
+        }
+        if (offset != f.Offset || f.Complete) { _node.Counters.Duplicates++; return; }
+        _node.Emit(new CheckpointChunkReceived(_member.Id, plan.Lineage, index, offset, total, bytes));
+        f.Offset += bytes.Length;
+        if (f.Offset == total)
+        {
+            f.Complete = true;
+            pull.NextAt = now + _node.Options.RetryInterval;
+        }
+        else
+        {
+            SendCheckpointPull(now);
+        }
+    }
+
+    /// <summary>The copied checkpoint is durable as this member's own (the driver checked and wrote it): continue with the entries after it.</summary>
+    private void OnFetchedCheckpointDurable(CheckpointMark mark, long now)
+    {
+        PullState pull = _pull!;
+        pull.Base = mark.Index;
+        pull.Restore = mark;
+        pull.Fetch = null;
+        pull.Pulled = [];
+        ContinueAfterBase(now);
+    }
+}

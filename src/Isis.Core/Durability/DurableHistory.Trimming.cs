@@ -1,0 +1,113 @@
+using Isis.Core.Identity;
+using Isis.Core.Node;
+using Isis.Core.Wire;
+
+namespace Isis.Core.Durability;
+
+// The durable history, part 4: trimming the log at persistent checkpoints.
+//
+// A prefix goes only when this member holds durable checkpoints that cover it: the log is trimmed
+// to the older of the two newest checkpoints of its history (so one damaged checkpoint still
+// leaves a whole one at or past the trim point), and while some member of the view may still copy
+// the history as it stood when the view began, also to no later than the newest checkpoint at or
+// before that point (the one this member offers such a member). Every member holds the history
+// thus (log plus checkpoint), so a recovery needs no log longer than its owner's, and a member
+// that copies the history copies a checkpoint plus the entries after it. The view's oldest member
+// says when every member is current (HistoryAllCurrent): no copy is then possible in that view.
+internal sealed partial class DurableHistory
+{
+    // Persistent checkpoints this member keeps, newest first: named by the driver at join, then
+    // each one it makes durable (saved by the application, or copied from another member).
+    private readonly List<CheckpointMark> _kept = [];
+
+    // The view's oldest member said every member of this view is current: nobody copies from us in it.
+    private bool _allCurrent;
+
+    // The driver reports the checkpoints it makes durable (CheckpointDurable), and so also serves
+    // them to members that copy the history and copies them itself (CheckpointReadRequested,
+    // CheckpointChunkReceived): only then may the log be trimmed, since a member copying a trimmed
+    // history needs a checkpoint from a driver that can read it.
+    private bool _driverKeepsCheckpoints;
+
+    private const int KeptLimit = 8;
+
+    /// <summary>The newest kept checkpoint of <paramref name="lineage"/> holding at least <paramref name="from"/> and at most <paramref name="to"/> entries.</summary>
+    private CheckpointMark? Usable(Lineage lineage, long from, long to)
+    {
+        CheckpointMark? best = null;
+        foreach (CheckpointMark c in _kept)
+        {
+            if (c.Lineage == lineage && c.Index >= from && c.Index <= to && (best == null || c.Index > best.Index)) best = c;
+        }
+        return best;
+    }
+
+    /// <summary>
+    /// The driver made a checkpoint durable: one the application saved (its history position is
+    /// where the delivery thread stood), or one copied from another member to hold the history.
+    /// </summary>
+    public void OnCheckpointDurable(CheckpointMark mark, long now)
+    {
+        _driverKeepsCheckpoints = true;
+        _kept.RemoveAll(k => k.Name == mark.Name); // a file saved again under the same name holds the new one only
+        _kept.Insert(0, mark);
+        if (_kept.Count > KeptLimit) _kept.RemoveAt(_kept.Count - 1);
+        if (!Current && _pull?.Fetch is { Complete: true } f && f.Index == mark.Index && mark.Lineage == _plan!.Lineage)
+        {
+            OnFetchedCheckpointDurable(mark, now);
+            return;
+        }
+        if (Current) TrimToCheckpoints();
+    }
+
+    /// <summary>Trims the log (and the entries held in memory) to what the rules allow now.</summary>
+    private void TrimToCheckpoints()
+    {
+        if (!Current) return;
+        long point;
+        if ((_node.Options.Mutations & ProtocolMutations.TrimPastCheckpoints) != 0)
+        {
+            point = Count; // deliberately broken: every entry goes, checkpoint or not
+        }
+        else
+        {
+            if (!_driverKeepsCheckpoints) return;
+            List<CheckpointMark> mine = _kept.Where(k => k.Lineage == _lineage && k.Index <= Count).OrderByDescending(k => k.Index).ToList();
+            if (mine.Count < 2) return;
+            point = mine[1].Index;
+            if (!_allCurrent)
+            {
+                // A member of this view may still copy the history as of the view's start: keep what it needs.
+                CheckpointMark? offered = mine.FirstOrDefault(k => k.Index <= _viewStart);
+                if (offered == null) return;
+                point = Math.Min(point, offered.Index);
+            }
+        }
+        if (point <= _trimmed) return;
+        _entries.RemoveRange(0, (int)(point - _trimmed));
+        _trimmed = point;
+        _node.Counters.HistoryTrims++;
+        RewriteLog(keepOldAside: false);
+        _node.Emit(new HistoryTrimmed(_member.Id, _trimmed, _entries.Count));
+    }
+
+    // ---------------------------------------------------------------- every member current
+
+    /// <summary>At the oldest member: every member of the view says it is current (its own status included).</summary>
+    private bool EveryoneCurrent() =>
+        _view!.Members.All(m => _statuses.TryGetValue(m, out HistoryStatus? s) && s.Current);
+
+    private void SendAllCurrent(NodeId to) =>
+        _node.SendTo(to.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.HistoryAllCurrent, _node.Self, _member.Id, _view!.Id, 0)).Finish());
+
+    private void OnAllCurrent(int fromRank, ref WireReader r)
+    {
+        if (!r.Complete) { r.Fail(); return; }
+        if (fromRank != 0) { _node.Counters.DroppedNotMember++; return; }
+        if (!Current) { _node.Counters.DroppedNotForMe++; return; } // stale: our own status said otherwise
+        _answered = true;
+        if (_allCurrent) return;
+        _allCurrent = true;
+        TrimToCheckpoints();
+    }
+}
