@@ -195,6 +195,9 @@ public sealed class IsisOptions
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
+    /// <summary>The file layer under the SafeSend history logs and the membership replica's log (tests: a simulated disk; the real file system when null).</summary>
+    internal Runtime.IDurableFiles? StoreFiles { get; set; }
+
     /// <summary>Where the runtime writes its warnings and errors when no <see cref="LoggerFactory"/> is set (tests; standard error when null).</summary>
     internal TextWriter? StandardError { get; set; }
 

@@ -94,7 +94,7 @@ internal sealed class ServiceHost : IDisposable
                 List<byte[]> restored;
                 try
                 {
-                    (log, restored) = OpenReplicaLog(options.ReplicaLogPath(replicas[i]));
+                    (log, restored) = OpenReplicaLog(options.ReplicaLogPath(replicas[i]), options.StoreFiles);
                 }
                 catch
                 {

@@ -49,16 +49,30 @@ internal sealed class SimulatedDisk : IDurableFiles
     }
 
     /// <summary>Every operation so far, one line each ("write /d/f +24", "fsync-dir /d", ...).</summary>
-    public IReadOnlyList<string> Operations => _operations;
+    public IReadOnlyList<string> Operations
+    {
+        get
+        {
+            lock (_operations) return [.. _operations];
+        }
+    }
 
     /// <summary>Operations so far: a crash can happen after any of 0..this many.</summary>
-    public int OperationCount => _operations.Count;
+    public int OperationCount
+    {
+        get
+        {
+            lock (_operations) return _operations.Count;
+        }
+    }
 
     /// <summary>Bytes a write may still add before the disk is full (writes past it fail with what fits written); unlimited by default.</summary>
     public long FreeBytes { get; set; } = long.MaxValue;
 
     /// <summary>When set, every fsync of a file fails (as after an I/O error on the device).</summary>
-    public bool FsyncFails { get; set; }
+    public bool FsyncFails { get => Volatile.Read(ref _fsyncFails); set => Volatile.Write(ref _fsyncFails, value); }
+
+    private bool _fsyncFails;
 
     /// <summary>Makes everything written and every name durable and forgets the operations: the disk a test starts from.</summary>
     public void Settle()
@@ -158,8 +172,12 @@ internal sealed class SimulatedDisk : IDurableFiles
 
     private void Record(string operation)
     {
-        _operations.Add(operation);
-        _afterOperation.Add(Snapshot());
+        // A runtime's event loop may drive the disk while the test thread reads the operations.
+        lock (_operations)
+        {
+            _operations.Add(operation);
+            _afterOperation.Add(Snapshot());
+        }
     }
 
     private void ChangeNames(string operation, params (string Name, int Inode)[] bindings)
@@ -259,7 +277,11 @@ internal sealed class SimulatedDisk : IDurableFiles
         public void Sync()
         {
             ObjectDisposedException.ThrowIf(_disposed, this);
-            if (disk.FsyncFails) throw new IOException($"simulated: fsync of {path} failed (EIO)");
+            if (disk.FsyncFails)
+            {
+                disk.Record($"fsync {path} FAILED");
+                throw new IOException($"simulated: fsync of {path} failed (EIO)");
+            }
             inode.Synced = inode.Written;
             disk.Record($"fsync {path}");
         }

@@ -37,13 +37,23 @@ internal sealed class TestRuntimes : IDisposable
     /// A port for a membership service (or anything else a process binds later), below the
     /// ephemeral range (<see cref="Isis.Tools.LoopbackPorts"/>). A replica file an earlier run left
     /// for that port is removed: its replicas are gone, and a stranger's socket on one of their old
-    /// ports would make a founder wait for a service that is not there.
+    /// ports would make a founder wait for a service that is not there. So is the log a single
+    /// fixed replica at that port kept (in the default folder): a new service must not restore
+    /// an earlier run's groups.
     /// </summary>
     public static int FreeUdpPort()
     {
         int port = Isis.Tools.LoopbackPorts.Next();
-        File.Delete(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
+        var options = new IsisOptions { MembershipServicePort = port };
+        DeleteIfPresent(options.EmbeddedDirectoryPath);
+        DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
         return port;
+    }
+
+    /// <summary>Deletes a file if it (and its folder) exist.</summary>
+    private static void DeleteIfPresent(string path)
+    {
+        if (File.Exists(path)) File.Delete(path);
     }
 
     /// <summary>Waits until <paramref name="condition"/> holds; a generous liveness bound, never a timing assertion.</summary>
@@ -61,5 +71,15 @@ internal sealed class TestRuntimes : IDisposable
     {
         // Stop the service host last, so the others can leave cleanly.
         foreach (IsisRuntime r in _runtimes.OrderBy(r => r.HostsMembershipService)) r.Dispose();
+        // A single fixed replica's log in the default folder: not left behind in the account's data.
+        var options = Options();
+        try
+        {
+            DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
+        }
+        catch (IOException)
+        {
+            // Best effort: FreeUdpPort removes it before the port is used again.
+        }
     }
 }
