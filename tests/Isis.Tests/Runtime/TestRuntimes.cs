@@ -44,10 +44,26 @@ internal sealed class TestRuntimes : IDisposable
     public static int FreeUdpPort()
     {
         int port = Isis.Tools.LoopbackPorts.Next();
-        var options = new IsisOptions { MembershipServicePort = port };
-        DeleteIfPresent(options.EmbeddedDirectoryPath);
-        DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
+        DeleteIfPresent(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
+        ForgetSingleReplicaLog(port);
         return port;
+    }
+
+    /// <summary>
+    /// Deletes the log a single fixed replica at <paramref name="port"/> keeps in the default
+    /// folder (the account's data, not a temporary folder): after a test, so none is left behind.
+    /// </summary>
+    public static void ForgetSingleReplicaLog(int port)
+    {
+        var options = new IsisOptions { MembershipServicePort = port };
+        try
+        {
+            DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
+        }
+        catch (IOException)
+        {
+            // Best effort: FreeUdpPort removes it before the port is used again.
+        }
     }
 
     /// <summary>Deletes a file if it (and its folder) exist.</summary>
@@ -71,15 +87,6 @@ internal sealed class TestRuntimes : IDisposable
     {
         // Stop the service host last, so the others can leave cleanly.
         foreach (IsisRuntime r in _runtimes.OrderBy(r => r.HostsMembershipService)) r.Dispose();
-        // A single fixed replica's log in the default folder: not left behind in the account's data.
-        var options = Options();
-        try
-        {
-            DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
-        }
-        catch (IOException)
-        {
-            // Best effort: FreeUdpPort removes it before the port is used again.
-        }
+        ForgetSingleReplicaLog(ServicePort);
     }
 }
