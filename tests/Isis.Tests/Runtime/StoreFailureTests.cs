@@ -97,6 +97,37 @@ public sealed class StoreFailureTests
     }
 
     /// <summary>
+    /// A member's SafeSend log fails to sync: the member's process stops with a reason that names
+    /// the log, the SafeSend it was logging is never acknowledged, and nothing more is written to
+    /// the log; no exception escapes the event loop or the caller's SafeSend.
+    /// </summary>
+    [Fact]
+    public async Task A_member_whose_safesend_log_cannot_be_synced_stops_naming_the_log()
+    {
+        using var runtimes = new TestRuntimes();
+        var disk = new SimulatedDisk();
+        IsisRuntime runtime = runtimes.Start(o => o.StoreFiles = disk);
+        var group = new Group(runtime, "ledger");
+        group.Handlers[1] += (Action<int>)(_ => { });
+        group.SetSafeSendDurability(SafeSendDurability.Disk, "/sim/member");
+        group.Join();
+        await group.SafeSendAsync(1, 1);
+        const string log = "/sim/member/ledger.safelog";
+        Assert.Contains($"fsync {log}", disk.Operations);
+
+        disk.FsyncFails = true;
+        Task send = group.SafeSendAsync(1, 2);
+        TestRuntimes.WaitUntil(() => runtime.ShutdownReason != null, "the member stops");
+        Assert.Contains("the SafeSend history log could not be written", runtime.ShutdownReason);
+        Assert.Contains($"{log} could not be synced", runtime.ShutdownReason);
+        await Assert.ThrowsAnyAsync<Exception>(() => send.WaitAsync(TimeSpan.FromSeconds(20))); // never acknowledged
+        List<string> operations = [.. disk.Operations];
+        int failedAt = operations.IndexOf($"fsync {log} FAILED");
+        Assert.True(failedAt >= 0);
+        Assert.DoesNotContain(operations.Skip(failedAt + 1), o => o.Contains(log, StringComparison.Ordinal));
+    }
+
+    /// <summary>
     /// A single fixed replica is the whole service: restarted from its log, it keeps its term
     /// (it never goes back to one it voted in) and the groups and views it decided.
     /// </summary>
