@@ -31,9 +31,7 @@ internal sealed class SimulatedDisk : IDurableFiles
     private sealed record NameChange(string Directory, (string Name, int Inode)[] Bindings);
 
     /// <summary>What a crash right after an operation sees: immutable, shared between snapshots.</summary>
-    private sealed record State(
-        Dictionary<string, int> Names, Dictionary<string, int> SyncedNames, List<NameChange> PendingNames,
-        Dictionary<int, (byte[] Written, byte[] Synced)> Inodes);
+    private sealed record State(Dictionary<string, int> SyncedNames, List<NameChange> PendingNames, Dictionary<int, (byte[] Written, byte[] Synced)> Inodes);
 
     private readonly Dictionary<int, Inode> _inodes = new();
     private Dictionary<string, int> _names = new();
@@ -167,8 +165,7 @@ internal sealed class SimulatedDisk : IDurableFiles
         .Select(n => $"{n.Key}={n.Value}:{Convert.ToHexString(SHA256.HashData(_inodes[n.Value].Written))}"));
 
     private State Snapshot() => new(
-        new Dictionary<string, int>(_names), new Dictionary<string, int>(_syncedNames), [.. _pendingNames],
-        _inodes.Values.ToDictionary(i => i.Id, i => (i.Written, i.Synced)));
+        new Dictionary<string, int>(_syncedNames), [.. _pendingNames], _inodes.Values.ToDictionary(i => i.Id, i => (i.Written, i.Synced)));
 
     private void Record(string operation)
     {
