@@ -99,8 +99,9 @@ public sealed partial class Group
     /// <summary>Before joining with disk durability: opens the log and returns what it holds, for the core.</summary>
     private List<byte[]> OpenHistoryLog()
     {
-        Directory.CreateDirectory(_logDirectory!);
-        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"));
+        IDurableFiles files = _runtime.Options.StoreFiles ?? DurableFiles.System;
+        files.CreateDirectory(_logDirectory!);
+        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files);
         HistoryLog = log;
         if (log.Damage != null) _runtime.ReportHistoryProblem(Name, log.Damage, error: true);
         return records;

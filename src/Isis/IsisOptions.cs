@@ -81,12 +81,16 @@ public sealed class IsisOptions
     public IList<IPEndPoint> MembershipReplicas { get; set; } = new List<IPEndPoint>();
 
     /// <summary>
-    /// Where a membership replica hosted by this process keeps its log, which it writes and fsyncs
-    /// before answering, so that after a restart it never contradicts what it agreed to (used when
-    /// <see cref="MembershipReplicas"/> lists more than one replica); with the embedded service,
-    /// where the processes of this machine record its current replicas for newcomers. Defaults to
-    /// the folder <c>isis-membership</c> under the system's temporary folder; use a folder that
-    /// survives reboots in production.
+    /// Where a membership replica of a fixed service (<see cref="MembershipReplicas"/>, or the
+    /// single fixed replica) hosted by this process keeps its term, vote and log, which it writes
+    /// and fsyncs before answering, so that after a restart it never contradicts what it agreed to
+    /// and still knows the groups it decided; with the embedded service, where the processes of
+    /// this machine record its current replicas for newcomers (a hint only). Defaults to
+    /// <c>isis/membership</c> in the account's local application data folder
+    /// (<see cref="Environment.SpecialFolder.LocalApplicationData"/>: <c>~/.local/share</c> on Linux,
+    /// <c>%LOCALAPPDATA%</c> on Windows) for replica logs, and to the folder <c>isis-membership</c>
+    /// under the system's temporary folder for the embedded service's replica file. Set a folder
+    /// of the service's own that survives reboots in production (docs/operations.md).
     /// </summary>
     public string? MembershipDataDirectory { get; set; }
 
@@ -191,6 +195,9 @@ public sealed class IsisOptions
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
+    /// <summary>The file layer under the SafeSend history logs and the membership replica's log (tests: a simulated disk; the real file system when null).</summary>
+    internal Runtime.IDurableFiles? StoreFiles { get; set; }
+
     /// <summary>Where the runtime writes its warnings and errors when no <see cref="LoggerFactory"/> is set (tests; standard error when null).</summary>
     internal TextWriter? StandardError { get; set; }
 
@@ -213,9 +220,24 @@ public sealed class IsisOptions
     internal IPEndPoint[] ServiceReplicaEndPoints =>
         MembershipReplicas.Count > 0 ? [.. MembershipReplicas] : [new IPEndPoint(MembershipServiceAddress, MembershipServicePort)];
 
+    /// <summary>
+    /// Where a fixed replica keeps its log: in <see cref="MembershipDataDirectory"/>, or by default
+    /// in the account's local application data folder, never the temporary folder, which the
+    /// system may empty at a reboot and so make a replica forget its votes.
+    /// </summary>
     internal string ReplicaLogPath(IPEndPoint replica) =>
-        System.IO.Path.Combine(MembershipDataDirectory ?? System.IO.Path.Combine(System.IO.Path.GetTempPath(), "isis-membership"),
-            $"replica-{replica.Address}-{replica.Port}.log");
+        System.IO.Path.Combine(MembershipDataDirectory ?? DefaultReplicaDataDirectory(), $"replica-{replica.Address}-{replica.Port}.log");
+
+    private static string DefaultReplicaDataDirectory()
+    {
+        string appData = Environment.GetFolderPath(Environment.SpecialFolder.LocalApplicationData, Environment.SpecialFolderOption.DoNotVerify);
+        if (string.IsNullOrEmpty(appData))
+        {
+            throw new InvalidOperationException("This process hosts a membership replica, which keeps its log in IsisOptions.MembershipDataDirectory, and the account " +
+                "has no local application data folder to default to (no HOME?): set MembershipDataDirectory to a folder that survives reboots.");
+        }
+        return System.IO.Path.Combine(appData, "isis", "membership");
+    }
 
     internal void Validate()
     {

@@ -98,6 +98,7 @@ internal static class Coordinator
                           (o.ResponseDelayBursts.Length > 0 ? $"; response delay: {o.ResponseWarmup} + {o.Rounds} + {o.ResponseCooldown} rounds" : "") +
                           $"; failure detection {o.HeartbeatMs} ms x {o.Suspicion}; time limit {o.TimeoutSeconds} s" + (o.Keys ? "; system and group keys (AES-256-GCM on every packet)" : ""));
 
+        FreshServiceData(servicePort);
         using var service = new IsisRuntime(Options(MembershipServiceMode.Host, servicePort, o));
         service.Start();
 
@@ -195,7 +196,20 @@ internal static class Coordinator
         Multicast = o.Multicast ? new MulticastOptions { Port = o.MulticastPort, AddressRange = "239.192.88.0/28" } : null,
         LargeGroupFromMembers = o.LargeGroupFrom,
         SystemKey = o.Keys ? BenchOptions.BenchSystemKey : null,
+        // The benchmark's one service replica keeps its log where the run can wipe it (FreshServiceData),
+        // never where a later run on the same port would restore this run's groups.
+        MembershipDataDirectory = ServiceDataDirectory(servicePort),
     };
+
+    /// <summary>The folder of the benchmark service's replica log for a service on <paramref name="servicePort"/>.</summary>
+    public static string ServiceDataDirectory(int servicePort) => Path.Combine(Path.GetTempPath(), "isis-bench", $"service-{servicePort}");
+
+    /// <summary>Before a service starts: whatever an earlier run on the same port left is gone.</summary>
+    public static void FreshServiceData(int servicePort)
+    {
+        string directory = ServiceDataDirectory(servicePort);
+        if (Directory.Exists(directory)) Directory.Delete(directory, recursive: true);
+    }
 
     private static Process StartMember(BenchOptions o, int index, int servicePort, string resultPath, string?[] lastError, GroupRun group)
     {

@@ -41,6 +41,7 @@ internal sealed class ScaleGroup : IDisposable
     public int Run()
     {
         int servicePort = LoopbackPorts.Next();
+        Coordinator.FreshServiceData(servicePort);
         _service = new IsisRuntime(Coordinator.Options(MembershipServiceMode.Host, servicePort, _o));
         _service.Start();
         Console.WriteLine($"  membership service on 127.0.0.1:{servicePort}, hosted by this process (pid {Environment.ProcessId})");

@@ -18,13 +18,14 @@ using Isis;
 // Every replica and every application process must be given the same --replicas list, in the same
 // order (applications: IsisOptions.MembershipReplicas). This process hosts the first replica in the
 // list whose address it can bind: an address of this machine that no other process holds. Its log
-// lives in --data and must survive restarts: a replica that lost its log must not rejoin under the
-// same address.
+// lives in --data (required, exit code 2 without it) and must survive restarts: a replica that lost
+// its log must not rejoin under the same address.
 //
 // It writes one JSON object per line on stdout:
 //   {"event":"ready","replica":"10.0.0.1:7345","address":"...","port":7345,"pid":123}
 //   {"event":"status","leader":true,"term":4,"committed":57,"firewallDrops":0}   every --status-ms and on "status"
-//   {"event":"processShutdown","reason":"..."}   this host's own process membership ended (the replica goes on)
+//   {"event":"processShutdown","reason":"..."}   this host's own process membership ended (the replica goes on,
+//                                                unless its log could not be written: then it exits with code 1)
 // and reads commands on stdin: "status", "quit". It exits on "quit", when stdin closes (unless
 // --detached), and on SIGTERM or Ctrl-C.
 return OracleCommand.Run(args);
@@ -64,7 +65,14 @@ internal static class OracleCommand
             Console.Error.WriteLine(e.Message);
             return 2;
         }
-        string data = Option("--data") ?? Path.Combine(Path.GetTempPath(), "isis-membership");
+        // The replica's term, vote and log: a replica that lost them must not rejoin under its
+        // address, so no default (a temporary folder may be emptied at a reboot).
+        if (Option("--data") is not { } data)
+        {
+            Console.Error.WriteLine("--data is required: a directory of this replica's own that survives restarts and reboots (for example /var/lib/isis), " +
+                "where it keeps its term, vote and log; not a temporary folder. See docs/operations.md.");
+            return 2;
+        }
         int heartbeatMs = int.Parse(Option("--heartbeat-ms") ?? "100", CultureInfo.InvariantCulture);
         int suspicion = int.Parse(Option("--suspicion") ?? "5", CultureInfo.InvariantCulture);
         int statusMs = int.Parse(Option("--status-ms") ?? "1000", CultureInfo.InvariantCulture);
@@ -89,7 +97,18 @@ internal static class OracleCommand
         }
         using var stop = new ManualResetEventSlim(false);
         // The replica outlives its host's own membership (which the protocol may end if this machine is cut off).
-        runtime.ShutDown += (_, e) => Write(new JsonObject { ["event"] = "processShutdown", ["reason"] = e.Reason });
+        // A replica whose log cannot be written stops with the process (the reason names the file):
+        // then this program exits (code 1), for its supervisor to see, instead of idling without a replica.
+        bool replicaStopped = false;
+        runtime.ShutDown += (_, e) =>
+        {
+            Write(new JsonObject { ["event"] = "processShutdown", ["reason"] = e.Reason });
+            if (!stop.IsSet && runtime.HostedMembershipReplica is null)
+            {
+                replicaStopped = true;
+                stop.Set();
+            }
+        };
         try
         {
             runtime.Start();
@@ -132,10 +151,16 @@ internal static class OracleCommand
         reader.Start();
         while (!stop.Wait(statusMs > 0 ? statusMs : Timeout.Infinite))
         {
+            if (runtime.HostedMembershipReplica is null)
+            {
+                replicaStopped = true;
+                break;
+            }
             Status();
         }
         runtime.Shutdown();
-        return 0;
+        if (replicaStopped) Console.Error.WriteLine("the membership replica stopped (see the processShutdown line or the log for why)");
+        return replicaStopped ? 1 : 0;
     }
 
     /// <summary>A key file: the base64 of 32 bytes (surrounding whitespace ignored), as the setting Isis:SystemKey takes it.</summary>

@@ -17,9 +17,10 @@ namespace Isis.Runtime;
 /// as its length and bytes, then an end marker (length -1), the number of parts, and the SHA-256 of
 /// everything before the hash.</para>
 /// <para>Written aside (<c>.tmp</c>, created readable by this account only, since it holds the key),
-/// fsynced, then renamed over the newest after the newest was renamed to the previous: a crash at
-/// any point leaves the newest or the previous checkpoint whole, and a file that was cut short or
-/// changed fails its hash, so it is reported and never loaded.</para>
+/// fsynced, then renamed over the newest after the newest was renamed to the previous, the
+/// directory fsynced after each rename: a crash at any point leaves the newest or the previous
+/// checkpoint whole, once <see cref="Writer.Commit"/> returned the new one is the newest, and a file
+/// that was cut short or changed fails its hash, so it is reported and never loaded.</para>
 /// </remarks>
 internal static class CheckpointFile
 {
@@ -55,12 +56,23 @@ internal static class CheckpointFile
     /// Makes the checkpoint at <paramref name="checkedPath"/> (written and synced) the newest: the
     /// newest becomes the previous, then it is renamed into place, and the directory is synced.
     /// </summary>
-    public static void Install(string directory, string group, string checkedPath)
+    public static void Install(string directory, string group, string checkedPath, IDurableFiles? files = null) =>
+        MakeNewest(files ?? DurableFiles.System, directory, group, checkedPath);
+
+    /// <summary>Renames a whole, synced checkpoint file into place as the newest; the newest becomes the previous.</summary>
+    private static void MakeNewest(IDurableFiles files, string directory, string group, string from)
     {
         string newest = NewestPath(directory, group);
-        if (File.Exists(newest)) File.Move(newest, PreviousPath(directory, group), overwrite: true);
-        File.Move(checkedPath, newest);
-        HistoryLogFile.SyncDirectoryOf(newest);
+        string folder = DurableFiles.DirectoryOf(newest);
+        // Each rename made durable before the next: a crash between them must not undo the
+        // first while keeping the second (the previous overwritten, no newest yet on disk).
+        if (files.Exists(newest))
+        {
+            files.Rename(newest, PreviousPath(directory, group));
+            files.SyncDirectory(folder);
+        }
+        files.Rename(from, newest);
+        files.SyncDirectory(folder);
     }
 
     /// <summary>The history position a checkpoint's header names (null: none, or the header does not parse); the file is not checked whole.</summary>
@@ -82,10 +94,11 @@ internal static class CheckpointFile
     }
 
     /// <summary>Starts writing a new checkpoint aside; <see cref="Writer.Commit"/> makes it the newest.</summary>
-    public static Writer Create(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc)
+    public static Writer Create(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc, IDurableFiles? files = null)
     {
-        Directory.CreateDirectory(directory);
-        return new Writer(directory, group, position, key, writtenUtc);
+        files ??= DurableFiles.System;
+        files.CreateDirectory(directory);
+        return new Writer(directory, group, position, key, writtenUtc, files);
     }
 
     /// <summary>A checkpoint being written: parts are appended, then <see cref="Commit"/> renames it into place (or Dispose discards it).</summary>
@@ -94,18 +107,18 @@ internal static class CheckpointFile
         private readonly string _directory;
         private readonly string _group;
         private readonly string _temporary;
-        private readonly FileStream _file;
+        private readonly IDurableFiles _files;
+        private readonly IDurableFile _file;
         private readonly IncrementalHash _hash = IncrementalHash.CreateHash(HashAlgorithmName.SHA256);
         private bool _committed;
 
-        internal Writer(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc)
+        internal Writer(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc, IDurableFiles files)
         {
             _directory = directory;
             _group = group;
+            _files = files;
             _temporary = NewestPath(directory, group) + ".tmp";
-            var options = new FileStreamOptions { Mode = FileMode.Create, Access = FileAccess.Write, Share = FileShare.None, BufferSize = 1 << 16 };
-            if (!OperatingSystem.IsWindows()) options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
-            _file = new FileStream(_temporary, options);
+            _file = files.OpenAppend(_temporary, truncate: true, ownerOnly: true);
             var header = new MemoryStream();
             using (var w = new BinaryWriter(header, Encoding.UTF8, leaveOpen: true)) // little-endian, as the reader expects
             {
@@ -158,11 +171,9 @@ internal static class CheckpointFile
             Write(end);
             _file.Write(_hash.GetHashAndReset());
             Bytes += HashBytes;
-            _file.Flush(flushToDisk: true);
+            _file.Sync(); // before its rename: a name that survives a crash must name whole contents
             _file.Dispose();
-            string newest = NewestPath(_directory, _group);
-            if (File.Exists(newest)) File.Move(newest, PreviousPath(_directory, _group), overwrite: true);
-            File.Move(_temporary, newest);
+            MakeNewest(_files, _directory, _group, _temporary);
             _committed = true;
         }
 
@@ -170,9 +181,15 @@ internal static class CheckpointFile
         {
             _hash.Dispose();
             if (_committed) return;
-            _file.Dispose();
-            try { File.Delete(_temporary); }
-            catch (IOException) { /* best effort: the next checkpoint overwrites it */ }
+            try
+            {
+                _file.Dispose();
+                _files.Delete(_temporary);
+            }
+            catch (IOException)
+            {
+                // Best effort: the next checkpoint overwrites it.
+            }
         }
     }
 
@@ -183,10 +200,10 @@ internal static class CheckpointFile
     /// </summary>
     internal sealed class Checked : IDisposable
     {
-        private readonly FileStream _file;
+        private readonly Stream _file;
         private readonly long _partsAt;
 
-        internal Checked(string path, FileStream file, long partsAt, HistoryPosition? position, byte[]? key, DateTime writtenUtc, long parts, long length)
+        internal Checked(string path, Stream file, long partsAt, HistoryPosition? position, byte[]? key, DateTime writtenUtc, long parts, long length)
         {
             Path = path;
             _file = file;
@@ -234,14 +251,15 @@ internal static class CheckpointFile
     /// Opens and checks a checkpoint: null and no problem if there is none; null and the problem
     /// if it is damaged (cut short, changed, or of another group), never a partial load.
     /// </summary>
-    public static Checked? Open(string path, string group, out string? problem)
+    public static Checked? Open(string path, string group, out string? problem, IDurableFiles? files = null)
     {
+        files ??= DurableFiles.System;
         problem = null;
-        if (!File.Exists(path)) return null;
-        FileStream file;
+        if (!files.Exists(path)) return null;
+        Stream file;
         try
         {
-            file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read | FileShare.Delete, 1 << 16);
+            file = files.OpenRead(path);
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
@@ -262,7 +280,7 @@ internal static class CheckpointFile
         }
     }
 
-    private static Checked? Check(string path, FileStream file, string group, out string? problem)
+    private static Checked? Check(string path, Stream file, string group, out string? problem)
     {
         long length = file.Length;
         if (length < Magic.Length + 1 + HashBytes)

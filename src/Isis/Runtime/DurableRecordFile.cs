@@ -9,35 +9,69 @@ namespace Isis.Runtime;
 /// <see cref="Read"/> stops at the first damaged record. The SafeSend acceptor logs and the
 /// membership replicas' logs are both kept this way.
 /// </summary>
+/// <remarks>
+/// A write or fsync that fails poisons the file: every later <see cref="Append"/> and
+/// <see cref="Sync"/> throws, so records the caller still holds are never appended a second time
+/// behind the ones the failed write may have left (a reader stops at such a duplicate). The
+/// process stops instead (the event loop's store failures).
+/// </remarks>
 internal sealed class DurableRecordFile : IDisposable
 {
     private const int FrameHeader = 8; // length, CRC-32C
-    private readonly FileStream _file;
+    private readonly IDurableFile _file;
     private bool _dirty;
+    private IOException? _failure;
+    private long _length;
 
-    /// <summary>Opens <paramref name="path"/> for appending; with <paramref name="truncateTo"/>, first cuts a damaged tail off.</summary>
-    public DurableRecordFile(string path, long? truncateTo = null)
+    /// <summary>
+    /// Opens <paramref name="path"/> for appending, creating it (and syncing its directory) if
+    /// missing; with <paramref name="truncateTo"/>, first cuts a damaged tail off (durable at once).
+    /// </summary>
+    public DurableRecordFile(string path, long? truncateTo = null, IDurableFiles? files = null)
     {
+        files ??= DurableFiles.System;
         Path = path;
-        _file = new FileStream(path, FileMode.OpenOrCreate, FileAccess.Write, FileShare.Read, 4096, FileOptions.None);
-        if (truncateTo is { } length && length < _file.Length) _file.SetLength(length);
-        _length = _file.Seek(0, SeekOrigin.End);
+        try
+        {
+            bool created = !files.Exists(path);
+            _file = files.OpenAppend(path);
+            if (created) files.SyncDirectory(DurableFiles.DirectoryOf(path));
+            if (truncateTo is { } length && length < _file.Length)
+            {
+                _file.Truncate(length);
+                _file.Sync(); // appends must follow the intact records, not a tail a crash could bring back
+            }
+            _length = _file.Length;
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw Failed(path, "opened", e);
+        }
     }
 
     public string Path { get; }
 
-    private long _length;
-
     /// <summary>The file's length with every appended record (read from any thread).</summary>
     public long Length => Volatile.Read(ref _length);
 
+    /// <summary>True once a write or fsync failed: nothing more is appended.</summary>
+    public bool Poisoned => _failure != null;
+
     public void Append(ReadOnlySpan<byte> record)
     {
+        if (_failure != null) throw _failure;
         Span<byte> header = stackalloc byte[FrameHeader];
         BinaryPrimitives.WriteInt32LittleEndian(header, record.Length);
         BinaryPrimitives.WriteUInt32LittleEndian(header[4..], Crc32C.Compute(record));
-        _file.Write(header);
-        _file.Write(record);
+        try
+        {
+            _file.Write(header);
+            _file.Write(record);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw _failure = Failed(Path, "written", e);
+        }
         _dirty = true;
         Volatile.Write(ref _length, _length + FrameHeader + record.Length);
     }
@@ -45,35 +79,86 @@ internal sealed class DurableRecordFile : IDisposable
     /// <summary>Makes every appended record durable (fsync).</summary>
     public void Sync()
     {
+        if (_failure != null) throw _failure;
         if (!_dirty) return;
-        _file.Flush(flushToDisk: true);
+        try
+        {
+            _file.Sync();
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            // After a failed fsync the kernel may have dropped the dirty pages: what is on disk is unknown.
+            throw _failure = Failed(Path, "synced", e);
+        }
         _dirty = false;
     }
 
-    /// <summary>Reads the records of a file up to the first torn or corrupt one, and the length of that intact prefix.</summary>
-    public static (List<byte[]> Records, long IntactLength) Read(string path)
+    /// <summary>Why a store stops: names the file and what failed, for the reason the process gives.</summary>
+    internal static IOException Failed(string path, string what, Exception e) =>
+        new($"{path} could not be {what} ({e.GetType().Name}: {e.Message})", e);
+
+    /// <summary>The intact records of a record file, with where each starts (<see cref="Read"/>).</summary>
+    /// <param name="Records">The records up to the first torn or corrupt one.</param>
+    /// <param name="IntactLength">The length of the file's intact prefix: the end of the last intact record.</param>
+    internal sealed record Contents(List<byte[]> Records, long IntactLength)
     {
+        /// <summary>The byte offset at which each record's frame starts.</summary>
+        public List<long> Starts { get; init; } = [];
+
+        /// <summary>The file's length (more than <see cref="IntactLength"/> if its tail is damaged).</summary>
+        public long FileLength { get; init; }
+
+        /// <summary>The length of the file up to record <paramref name="count"/> (exclusive).</summary>
+        public long LengthOf(int count) => count < Records.Count ? Starts[count] : IntactLength;
+    }
+
+    /// <summary>
+    /// Reads the records of a file, streaming (any size; one record in memory beyond those
+    /// returned), up to the first torn or corrupt one. A missing file reads as empty.
+    /// </summary>
+    public static Contents Read(string path, IDurableFiles? files = null)
+    {
+        files ??= DurableFiles.System;
         var records = new List<byte[]>();
-        if (!File.Exists(path)) return (records, 0);
-        ReadOnlySpan<byte> data = File.ReadAllBytes(path);
+        var starts = new List<long>();
+        if (!files.Exists(path)) return new Contents(records, 0);
+        using Stream file = files.OpenRead(path);
+        long fileLength = file.Length;
         long intact = 0;
-        while (data.Length >= FrameHeader)
+        Span<byte> header = stackalloc byte[FrameHeader];
+        while (fileLength - intact >= FrameHeader)
         {
-            int length = BinaryPrimitives.ReadInt32LittleEndian(data);
-            uint crc = BinaryPrimitives.ReadUInt32LittleEndian(data[4..]);
-            if (length < 0 || length > data.Length - FrameHeader) break;
-            ReadOnlySpan<byte> record = data.Slice(FrameHeader, length);
+            file.ReadExactly(header);
+            int length = BinaryPrimitives.ReadInt32LittleEndian(header);
+            uint crc = BinaryPrimitives.ReadUInt32LittleEndian(header[4..]);
+            // A length past the end is a torn (or corrupt) frame: never allocate for it.
+            if (length < 0 || length > fileLength - intact - FrameHeader) break;
+            byte[] record = new byte[length];
+            file.ReadExactly(record);
             if (Crc32C.Compute(record) != crc) break;
-            records.Add(record.ToArray());
-            data = data[(FrameHeader + length)..];
+            records.Add(record);
+            starts.Add(intact);
             intact += FrameHeader + length;
         }
-        return (records, intact);
+        return new Contents(records, intact) { Starts = starts, FileLength = fileLength };
     }
 
     public void Dispose()
     {
-        Sync();
-        _file.Dispose();
+        try
+        {
+            if (_failure == null) Sync();
+        }
+        finally
+        {
+            try
+            {
+                _file.Dispose();
+            }
+            catch (IOException) when (_failure != null)
+            {
+                // Poisoned: what its buffer held is lost; the reader stops at the torn record.
+            }
+        }
     }
 }

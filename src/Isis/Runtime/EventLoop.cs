@@ -344,7 +344,11 @@ internal sealed class EventLoop : IDisposable
     /// <summary>Sends what the nodes produced and hands their events on, then clears their outboxes.</summary>
     public void Drain()
     {
-        _service.SendPackets();
+        if (_service.SendPackets() is { } replicaLogFailure)
+        {
+            StopBecauseStoreFailed(replicaLogFailure);
+            return;
+        }
         // The contract's order: durable first, then packets, then the application.
         if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
         Node.SealPendingPackets(); // with a key: the batch's packets to each destination in as few sealed bundles as fit
@@ -406,12 +410,26 @@ internal sealed class EventLoop : IDisposable
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            Node.Outbox.Clear();
-            Node.ShutDown($"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk");
-            DeliverEvents();
-            Node.Outbox.Clear();
+            StopBecauseStoreFailed($"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk");
             return false;
         }
+    }
+
+    /// <summary>
+    /// A store (the SafeSend history log, the membership replica's log) could not be written:
+    /// nothing of the step leaves, and the process stops with <paramref name="reason"/> (which
+    /// names the file), like a process cut off from the membership service, instead of throwing
+    /// out of the event loop or out of the API call that drove the step.
+    /// </summary>
+    private void StopBecauseStoreFailed(string reason)
+    {
+        // A process the protocol already stopped (a dedicated replica's host, whose replica went
+        // on alone) raises no second shutdown: the reason goes to the operator directly.
+        if (Node.IsShutDown) _sink.ReportProblem(reason);
+        Node.Outbox.Clear();
+        Node.ShutDown(reason);
+        DeliverEvents();
+        Node.Outbox.Clear();
     }
 
     public void Dispose()

@@ -1,4 +1,4 @@
-using System.Runtime.InteropServices;
+using Isis.Core.Durability;
 
 namespace Isis.Runtime;
 
@@ -6,17 +6,20 @@ namespace Isis.Runtime;
 /// A group's SafeSend history log on disk (disk durability): the records the core writes through
 /// <c>Outbox.HistoryWrites</c>, each framed with its length and CRC-32C by <see cref="DurableRecordFile"/>.
 /// Appends are made durable by <see cref="Sync"/> before the event loop sends the step's packets;
-/// a rewrite goes to a file aside, is synced, and is renamed over the log, so at every moment the
-/// old log or the complete new one is on disk.
+/// a rewrite goes to a file aside, is synced, and is renamed over the log (the directory synced),
+/// so at every moment the old log or the complete new one is on disk under the log's name.
 /// </summary>
 internal sealed class HistoryLogFile : IDisposable
 {
+    private readonly IDurableFiles _files;
     private DurableRecordFile _file;
+    private IOException? _failure;
 
-    private HistoryLogFile(string path, long intactLength)
+    private HistoryLogFile(string path, long intactLength, IDurableFiles files)
     {
         Path = path;
-        _file = new DurableRecordFile(path, truncateTo: intactLength);
+        _files = files;
+        _file = new DurableRecordFile(path, truncateTo: intactLength, files);
     }
 
     public string Path { get; }
@@ -29,110 +32,124 @@ internal sealed class HistoryLogFile : IDisposable
 
     /// <summary>
     /// Opens the log at <paramref name="path"/> (creating it) and returns the records it holds. A
-    /// record that fails its checksum, or is torn, ends the readable part: the bytes from it on are
-    /// copied to a file beside the log (nothing is thrown away) and cut off the log, so that new
-    /// records follow the intact ones.
+    /// record that fails its checksum, or is torn, ends the readable part, and so does a record
+    /// that passes its checksum but is out of place in the history (where <see cref="HistoryLog.Read"/>
+    /// stops): the bytes from it on are copied to a file beside the log (nothing is thrown away)
+    /// and cut off the log, so that new records follow the readable ones and a restart reads them.
     /// </summary>
-    public static (HistoryLogFile Log, List<byte[]> Records) Open(string path)
+    public static (HistoryLogFile Log, List<byte[]> Records) Open(string path, IDurableFiles? files = null)
     {
-        (List<byte[]> records, long intact) = DurableRecordFile.Read(path);
+        files ??= DurableFiles.System;
+        DurableRecordFile.Contents contents = DurableRecordFile.Read(path, files);
+        List<byte[]> records = contents.Records;
+        int misplaced = HistoryLog.Read(records).Unreadable;
+        int usable = records.Count - misplaced;
+        long keep = contents.LengthOf(usable);
         string? damage = null;
-        if (File.Exists(path) && new FileInfo(path).Length > intact)
+        if (contents.FileLength > keep)
         {
-            long length = new FileInfo(path).Length;
-            string aside = AsidePath(path, "damaged");
-            using (var source = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite))
-            using (var copy = new FileStream(aside, FileMode.CreateNew, FileAccess.Write))
-            {
-                source.Seek(intact, SeekOrigin.Begin);
-                source.CopyTo(copy);
-                copy.Flush(flushToDisk: true);
-            }
-            damage = $"the SafeSend log {path} is damaged after byte {intact} of {length} (a record fails its checksum or is torn): " +
-                $"{records.Count} intact records are used, the {length - intact} bytes after them were moved to {aside}";
+            string aside = AsidePath(files, path, "damaged");
+            CopyTail(files, path, keep, aside);
+            string what = misplaced == 0 ? "a record fails its checksum or is torn"
+                : $"{misplaced} record(s) there pass their checksum but are out of place in the history" +
+                  (contents.FileLength > contents.IntactLength ? ", and a later one fails its checksum or is torn" : "");
+            damage = $"the SafeSend log {path} is damaged after byte {keep} of {contents.FileLength} ({what}): " +
+                $"{usable} intact records are used, the {contents.FileLength - keep} bytes after them were moved to {aside}";
+            records = records.GetRange(0, usable);
         }
-        return (new HistoryLogFile(path, intact) { Damage = damage }, records);
+        return (new HistoryLogFile(path, keep, files) { Damage = damage }, records);
+    }
+
+    /// <summary>Copies the bytes of <paramref name="path"/> from <paramref name="from"/> on to a new file, durably (its name too), before the log is cut.</summary>
+    private static void CopyTail(IDurableFiles files, string path, long from, string aside)
+    {
+        try
+        {
+            using (Stream source = files.OpenRead(path))
+            using (IDurableFile copy = files.OpenAppend(aside, truncate: true))
+            {
+                source.Seek(from, SeekOrigin.Begin);
+                byte[] buffer = new byte[1 << 16];
+                for (int n; (n = source.Read(buffer)) > 0;) copy.Write(buffer.AsSpan(0, n));
+                copy.Sync();
+            }
+            files.SyncDirectory(DurableFiles.DirectoryOf(aside));
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw DurableRecordFile.Failed(aside, "written (the damaged part of the SafeSend log is copied there before the log is cut)", e);
+        }
     }
 
     /// <summary>A name beside <paramref name="path"/> that is not taken yet.</summary>
-    private static string AsidePath(string path, string what)
+    private static string AsidePath(IDurableFiles files, string path, string what)
     {
         string stamp = DateTime.UtcNow.ToString("yyyyMMdd'T'HHmmss", System.Globalization.CultureInfo.InvariantCulture);
         string candidate = $"{path}.{what}-{stamp}";
-        for (int n = 2; File.Exists(candidate); n++) candidate = $"{path}.{what}-{stamp}-{n}";
+        for (int n = 2; files.Exists(candidate); n++) candidate = $"{path}.{what}-{stamp}-{n}";
         return candidate;
     }
 
     public void Append(IReadOnlyList<byte[]> records)
     {
+        if (_failure != null) throw _failure;
         foreach (byte[] r in records) _file.Append(r);
     }
 
     /// <summary>
     /// Replaces the log by <paramref name="records"/>: written and synced aside, then renamed over
-    /// it (with <paramref name="keepOldAside"/>, the old log is first renamed to a name beside it).
+    /// it. With <paramref name="keepOldAside"/>, the old log first gets a second name beside it (a
+    /// hard link), so that no moment passes without a whole log under the log's name.
     /// </summary>
     /// <returns>Where the old log was kept, with <paramref name="keepOldAside"/>.</returns>
     public string? Rewrite(IReadOnlyList<byte[]> records, bool keepOldAside)
     {
+        if (_failure != null) throw _failure;
         string next = Path + ".next";
-        using (var file = new DurableRecordFile(next, truncateTo: 0))
-        {
-            foreach (byte[] r in records) file.Append(r);
-            file.Sync();
-        }
-        _file.Dispose();
-        string? kept = null;
-        if (keepOldAside)
-        {
-            kept = AsidePath(Path, "orphan");
-            File.Move(Path, kept);
-        }
-        File.Move(next, Path, overwrite: true);
-        SyncDirectory();
-        Volatile.Write(ref _file, new DurableRecordFile(Path));
-        return kept;
-    }
-
-    /// <summary>Makes the rename durable: on Linux a rename is durable once its directory is fsynced.</summary>
-    private void SyncDirectory() => SyncDirectoryOf(Path);
-
-    /// <summary>Makes a rename into, or a new file in, the directory of <paramref name="path"/> durable (Linux: fsync of the directory).</summary>
-    internal static void SyncDirectoryOf(string path)
-    {
-        if (!OperatingSystem.IsLinux()) return;
-        string? directory = System.IO.Path.GetDirectoryName(System.IO.Path.GetFullPath(path));
-        if (directory == null) return;
-        // .NET opens no directory handles, so this goes to libc: open(O_RDONLY | O_DIRECTORY), fsync, close.
-        int fd = NativeFiles.open(directory, NativeFiles.O_RDONLY | NativeFiles.O_DIRECTORY);
-        if (fd < 0) throw new IOException($"cannot open directory {directory} to sync the rename of {path} (errno {Marshal.GetLastPInvokeError()})");
+        string directory = DurableFiles.DirectoryOf(Path);
         try
         {
-            if (NativeFiles.fsync(fd) != 0) throw new IOException($"fsync of directory {directory} failed (errno {Marshal.GetLastPInvokeError()})");
+            using (var file = new DurableRecordFile(next, truncateTo: 0, _files))
+            {
+                foreach (byte[] r in records) file.Append(r);
+                file.Sync();
+            }
+            _file.Dispose();
+            string? kept = null;
+            if (keepOldAside)
+            {
+                kept = AsidePath(_files, Path, "orphan");
+                _files.LinkOrCopy(Path, kept);
+                _files.SyncDirectory(directory);
+            }
+            _files.Rename(next, Path);
+            _files.SyncDirectory(directory);
+            Volatile.Write(ref _file, new DurableRecordFile(Path, files: _files));
+            return kept;
         }
-        finally
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            _ = NativeFiles.close(fd);
+            // Which of the two logs is under the name after a failure is unknown: nothing more is written.
+            throw _failure = DurableRecordFile.Failed(Path, "rewritten", e);
         }
     }
 
     /// <summary>Makes every appended record durable (fsync).</summary>
-    public void Sync() => _file.Sync();
+    public void Sync()
+    {
+        if (_failure != null) throw _failure;
+        _file.Sync();
+    }
 
-    public void Dispose() => _file.Dispose();
-}
-
-/// <summary>The three libc calls that sync a directory (Linux).</summary>
-internal static partial class NativeFiles
-{
-    public const int O_RDONLY = 0, O_DIRECTORY = 0x10000;
-
-    [LibraryImport("libc", SetLastError = true, StringMarshalling = StringMarshalling.Utf8)]
-    public static partial int open(string path, int flags);
-
-    [LibraryImport("libc", SetLastError = true)]
-    public static partial int fsync(int fd);
-
-    [LibraryImport("libc", SetLastError = true)]
-    public static partial int close(int fd);
+    public void Dispose()
+    {
+        try
+        {
+            _file.Dispose();
+        }
+        catch (IOException) when (_failure != null)
+        {
+            // Already failed and reported: the process is stopping.
+        }
+    }
 }

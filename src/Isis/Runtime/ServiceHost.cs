@@ -70,7 +70,7 @@ internal sealed class ServiceHost : IDisposable
     /// <summary>
     /// A fixed service at the configured addresses (or the single one at the well-known port):
     /// this process runs the replica of the first listed address it can bind, unless it is a
-    /// client, and restores that replica's log if the service has several replicas. The process's
+    /// client, and restores that replica's log (a single replica's too). The process's
     /// data socket (bindProcess, which returns the process's identity) is bound after the replica
     /// addresses, so a socket on a free port can never take one of them.
     /// </summary>
@@ -88,16 +88,18 @@ internal sealed class ServiceHost : IDisposable
             {
                 transport = TryBind(options, replicas[i], toReplica, transportOptions);
                 if (transport == null) continue;
-                IEnumerable<byte[]>? restored = null;
-                if (replicas.Length > 1)
+                // The replica needs its log back after a restart: it must never contradict a vote
+                // or an entry it acknowledged before it stopped, and a single replica, which is
+                // the whole service, must not forget the groups and views it decided.
+                List<byte[]> restored;
+                try
                 {
-                    // A replicated service needs its log back after a restart: the replica must
-                    // never contradict a vote or an entry it acknowledged before it stopped.
-                    string path = options.ReplicaLogPath(replicas[i]);
-                    Directory.CreateDirectory(Path.GetDirectoryName(path)!);
-                    (List<byte[]> records, long intact) = DurableRecordFile.Read(path);
-                    log = new DurableRecordFile(path, truncateTo: intact);
-                    restored = records;
+                    (log, restored) = OpenReplicaLog(options.ReplicaLogPath(replicas[i]), options.StoreFiles);
+                }
+                catch
+                {
+                    transport.Dispose();
+                    throw;
                 }
                 replica = new MembershipReplica(new NodeId(transport.LocalEndpoint, 1), founding, protocol, now, restored);
             }
@@ -186,6 +188,26 @@ internal sealed class ServiceHost : IDisposable
         }
     }
 
+    /// <summary>
+    /// Opens a replica's log (creating it and its directory) and returns the intact records it
+    /// holds, for the replica to restart from; a tail torn by a crash is cut off first, so new
+    /// records follow the intact ones.
+    /// </summary>
+    internal static (DurableRecordFile Log, List<byte[]> Records) OpenReplicaLog(string path, IDurableFiles? files = null)
+    {
+        files ??= DurableFiles.System;
+        try
+        {
+            files.CreateDirectory(Path.GetDirectoryName(Path.GetFullPath(path))!);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw DurableRecordFile.Failed(path, "created (its directory cannot be made)", e);
+        }
+        DurableRecordFile.Contents contents = DurableRecordFile.Read(path, files);
+        return (new DurableRecordFile(path, truncateTo: contents.IntactLength, files), contents.Records);
+    }
+
     private static bool IsLocal(IPAddress address, IsisOptions options) =>
         IPAddress.IsLoopback(address) || address.Equals(options.BindAddress) || address.Equals(options.MembershipServiceAddress);
 
@@ -241,18 +263,38 @@ internal sealed class ServiceHost : IDisposable
     /// packets. Its events wait in <see cref="Outbox"/>: the event loop hands them over together
     /// with the process's, in the order of their step times, and then clears it.
     /// </summary>
-    public void SendPackets()
+    /// <returns>
+    /// Null; or, if the replica's log could not be written, why: the replica is then stopped, and
+    /// nothing of its step left (the event loop stops the process with that reason).
+    /// </returns>
+    public string? SendPackets()
     {
-        if (Replica is not { } replica || _replicaTransport == null) return;
+        if (Replica is not { } replica || _replicaTransport == null) return null;
         if (replica.Outbox.ReplicaRecords.Count > 0 && _replicaLog != null)
         {
-            foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
-            _replicaLog.Sync(); // before any vote or acknowledgement leaves
-            replica.Outbox.ReplicaRecords.Clear();
+            try
+            {
+                foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
+                _replicaLog.Sync(); // before any vote or acknowledgement leaves
+            }
+            catch (IOException e)
+            {
+                // Its votes and acknowledgements would promise what is not on disk, and the log
+                // (poisoned now) cannot take these records again without writing them twice: the
+                // replica stops, and the service goes on with the others (or waits for this one's restart).
+                replica.Outbox.Clear();
+                StopReplica();
+                return $"the membership replica's log could not be written: {e.Message}; the replica stops rather than vote or acknowledge what is not on disk";
+            }
+            finally
+            {
+                replica.Outbox.ReplicaRecords.Clear();
+            }
         }
         foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
         _replicaTransport.Flush();
         replica.Outbox.Packets.Clear();
+        return null;
     }
 
     /// <summary>The replica's outbox (its events of the batch, once <see cref="SendPackets"/> sent its packets); null without a replica.</summary>

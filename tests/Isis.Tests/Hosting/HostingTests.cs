@@ -202,9 +202,11 @@ public sealed class HostingTests
     [Fact]
     public async Task A_protocol_shutdown_stops_the_application_unless_told_to_keep_running_and_the_health_check_says_why()
     {
+        int servicePort = TestRuntimes.FreeUdpPort();
+        using var forgetReplicaLog = new Disposer(() => TestRuntimes.ForgetSingleReplicaLog(servicePort)); // disposed after the service
         using var service = new IsisRuntime(new IsisOptions
         {
-            MembershipServicePort = TestRuntimes.FreeUdpPort(), MembershipService = MembershipServiceMode.Host,
+            MembershipServicePort = servicePort, MembershipService = MembershipServiceMode.Host,
             HeartbeatInterval = TimeSpan.FromMilliseconds(50), SuspicionCount = 4,
         });
         service.Start();
@@ -229,5 +231,11 @@ public sealed class HostingTests
         HealthReport unhealthy = await stays.Host.Services.GetRequiredService<HealthCheckService>().CheckHealthAsync();
         Assert.Equal(HealthStatus.Unhealthy, unhealthy.Status);
         Assert.Contains("isolated", unhealthy.Entries["isis"].Description);
+    }
+
+    /// <summary>Runs an action when disposed (cleanup that must follow a <c>using</c> declared after it).</summary>
+    private sealed class Disposer(Action action) : IDisposable
+    {
+        public void Dispose() => action();
     }
 }

@@ -177,6 +177,7 @@ internal sealed class MultiProcessCluster : IDisposable
             foreach (MemberProcess m in _members) m.Dispose();
         }
         _service?.Dispose();
+        TestRuntimes.ForgetSingleReplicaLog(ServicePort);
         Log("cluster disposed");
     }
 }

@@ -21,6 +21,15 @@ public sealed class ReplicatedMembershipTests(ITestOutputHelper output)
     private static string OraclePath =>
         typeof(ReplicatedMembershipTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisOracleDll").Value!;
 
+    /// <summary>A replica's term, vote and log must survive reboots: a dedicated replica has no default folder for them (a temporary one would not).</summary>
+    [Fact]
+    public async Task A_dedicated_replica_refuses_to_start_without_a_data_directory()
+    {
+        (int code, string log) = await Tools.DotnetTool.RunToExit([OraclePath, "--replicas", $"127.0.0.1:{TestRuntimes.FreeUdpPort()}"], Deadline);
+        Assert.Equal(2, code);
+        Assert.Contains("--data is required", log);
+    }
+
     [Fact]
     public async Task A_dedicated_replica_given_the_system_key_in_a_file_serves_processes_with_the_key_and_no_others()
     {

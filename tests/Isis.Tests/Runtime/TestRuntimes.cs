@@ -37,14 +37,39 @@ internal sealed class TestRuntimes : IDisposable
     /// A port for a membership service (or anything else a process binds later), below the
     /// ephemeral range (<see cref="Isis.Tools.LoopbackPorts"/>). A replica file an earlier run left
     /// for that port is removed: its replicas are gone, and a stranger's socket on one of their old
-    /// ports would make a founder wait for a service that is not there.
+    /// ports would make a founder wait for a service that is not there. So is the log a single
+    /// fixed replica at that port kept (in the default folder): a new service must not restore
+    /// an earlier run's groups.
     /// </summary>
     public static int FreeUdpPort()
     {
         int port = Isis.Tools.LoopbackPorts.Next();
-        string file = new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath;
-        if (File.Exists(file)) File.Delete(file); // File.Delete throws where the directory is missing (a fresh machine)
+        DeleteIfPresent(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
+        ForgetSingleReplicaLog(port);
         return port;
+    }
+
+    /// <summary>
+    /// Deletes the log a single fixed replica at <paramref name="port"/> keeps in the default
+    /// folder (the account's data, not a temporary folder): after a test, so none is left behind.
+    /// </summary>
+    public static void ForgetSingleReplicaLog(int port)
+    {
+        var options = new IsisOptions { MembershipServicePort = port };
+        try
+        {
+            DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
+        }
+        catch (IOException)
+        {
+            // Best effort: FreeUdpPort removes it before the port is used again.
+        }
+    }
+
+    /// <summary>Deletes a file if it (and its folder) exist.</summary>
+    private static void DeleteIfPresent(string path)
+    {
+        if (File.Exists(path)) File.Delete(path);
     }
 
     /// <summary>Waits until <paramref name="condition"/> holds; a generous liveness bound, never a timing assertion.</summary>
@@ -62,5 +87,6 @@ internal sealed class TestRuntimes : IDisposable
     {
         // Stop the service host last, so the others can leave cleanly.
         foreach (IsisRuntime r in _runtimes.OrderBy(r => r.HostsMembershipService)) r.Dispose();
+        ForgetSingleReplicaLog(ServicePort);
     }
 }

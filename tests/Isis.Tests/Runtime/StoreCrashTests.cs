@@ -1,0 +1,322 @@
+using System.Buffers.Binary;
+using Isis.Core.Durability;
+using Isis.Core.Identity;
+using Isis.Core.Wire;
+using Isis.Runtime;
+using Xunit.Abstractions;
+
+namespace Isis.Tests.Runtime;
+
+/// <summary>
+/// Crash consistency of every on-disk store (the SafeSend history log, persistent checkpoints, the
+/// membership replica log): a realistic workload runs through the real store code on a
+/// <see cref="SimulatedDisk"/>, and for every crash point (after each file operation) every disk
+/// the crash can leave is reopened with the real reading code, which must never throw and never
+/// lose what the store acknowledged (a completed Sync, Commit or Rewrite).
+/// </summary>
+public sealed class StoreCrashTests(ITestOutputHelper output)
+{
+    private const string Directory = "/sim/data";
+
+    /// <summary>
+    /// One store call of a workload, with the operations it made on the disk: a crash inside it
+    /// may leave the state before it or after it; a crash after it, only the state after it.
+    /// </summary>
+    private sealed record Step<TModel>(int FirstOperation, int EndOperation, TModel Before, TModel After);
+
+    /// <summary>Runs <paramref name="check"/> on every disk a crash after every operation can leave; returns (crash points, disks).</summary>
+    private static (int Points, int Disks) CheckEveryCrash<TModel>(SimulatedDisk disk, List<Step<TModel>> steps, TModel initial, Action<SimulatedDisk, IReadOnlyList<TModel>> check)
+    {
+        int disks = 0;
+        for (int k = 0; k <= disk.OperationCount; k++)
+        {
+            // The states a crash after k operations may recover: the one after the last step that
+            // ended by then, or (a step under way) the one after that step.
+            var allowed = new List<TModel>();
+            Step<TModel>? inside = steps.FirstOrDefault(s => s.FirstOperation < k && k < s.EndOperation);
+            Step<TModel>? lastDone = steps.LastOrDefault(s => s.EndOperation <= k);
+            if (inside != null) allowed.AddRange([inside.Before, inside.After]);
+            else allowed.Add(lastDone is null ? initial : lastDone.After);
+            foreach (SimulatedDisk crashed in disk.CrashesAfter(k))
+            {
+                disks++;
+                try
+                {
+                    check(crashed, allowed);
+                }
+                catch (Exception e)
+                {
+                    throw new Xunit.Sdk.XunitException(
+                        $"crash after operation {k} of {disk.OperationCount} ({(k == 0 ? "none" : disk.Operations[k - 1])}); files on the crashed disk: " +
+                        $"{string.Join(", ", crashed.Files.Select(f => $"{f} ({crashed.Contents(f)!.Length} bytes)"))}\n{e}\n" +
+                        $"operations:\n  {string.Join("\n  ", disk.Operations.Select((o, i) => $"{i + 1}: {o}"))}");
+                }
+            }
+        }
+        return (disk.OperationCount + 1, disks);
+    }
+
+    // ---------------------------------------------------------------- the SafeSend history log
+
+    private static readonly NodeId Member = new(0x7F00_0001_1F90UL, 1);
+    private static readonly NodeId Other = new(0x7F00_0001_1F91UL, 1);
+
+    private static byte[] Incarnation(uint n) => HistoryLog.Incarnation(new PacketWriter(), Member with { Incarnation = n });
+
+    private static byte[] View(long epoch, int viewId, NodeId founder) =>
+        HistoryLog.View(new PacketWriter(), new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, 1), Member, [Member, Other]));
+
+    private static byte[] Entry(long index, int size = 40) =>
+        HistoryLog.Entry(new PacketWriter(), new HistoryEntry(index, Other, 1, index, 2, Enumerable.Range(0, size).Select(i => (byte)(index + i)).ToArray()));
+
+    /// <summary>One version of the log: its records (synced or not) and how many a restart must find (Acked).</summary>
+    /// <param name="OrphanOf">For a rewrite that kept the old log aside: the old log, which must be found whole in an <c>*.orphan-*</c> file.</param>
+    private sealed record LogVersion(byte[][] Records, int Acked, LogVersion? OrphanOf = null);
+
+    /// <summary>
+    /// The history log: an old log with a record that passes its CRC but is out of place and a
+    /// torn tail is opened (both cut aside), then appends with and without syncs, a rewrite (a
+    /// recovery's new history), more appends, a rewrite that keeps the old log aside (another
+    /// lineage), and a last append and sync. A restart must read a whole version: at least what
+    /// was synced, only what was written, in order; never an empty or missing log instead of a
+    /// complete old one; and a rewrite that kept the old log has it aside, whole.
+    /// </summary>
+    [Fact]
+    public void History_log_recovers_every_acknowledged_record_after_a_crash_at_any_point()
+    {
+        string path = Directory + "/ledger.safelog";
+        var disk = new SimulatedDisk();
+        byte[][] good = [Incarnation(1), View(1, 1, Member), Entry(1), Entry(2)];
+        using (var setup = new DurableRecordFile(path, files: disk))
+        {
+            foreach (byte[] r in good) setup.Append(r);
+            setup.Append(Entry(4)); // passes its CRC, out of place: the history has no entry 3
+            setup.Append(Entry(5));
+        }
+        byte[] torn = Frame(Entry(6));
+        byte[] withTornTail = [.. disk.Contents(path)!, .. torn[..(torn.Length / 2)]];
+        disk.Delete(path);
+        using (IDurableFile f = disk.OpenAppend(path)) f.Write(withTornTail);
+        disk.Settle();
+
+        var initial = new LogVersion(good, good.Length);
+        var steps = new List<Step<LogVersion>>();
+        LogVersion model = initial;
+        HistoryLogFile? log = null;
+        void Do(Func<LogVersion, LogVersion> change, Action act)
+        {
+            int first = disk.OperationCount;
+            act();
+            LogVersion after = change(model);
+            steps.Add(new Step<LogVersion>(first, disk.OperationCount, model, after));
+            model = after;
+        }
+        void Append(params byte[][] records) => Do(m => m with { Records = [.. m.Records, .. records] }, () => log!.Append(records));
+        void Sync() => Do(m => m with { Acked = m.Records.Length }, () => log!.Sync());
+        void Rewrite(byte[][] records, bool keepOldAside) =>
+            Do(m => new LogVersion(records, records.Length, keepOldAside ? m : null), () => log!.Rewrite(records, keepOldAside));
+
+        Do(m => m, () =>
+        {
+            (log, List<byte[]> records) = HistoryLogFile.Open(path, disk);
+            Assert.Equal(good, records); // the misplaced entry 4 and everything after it are cut aside
+            Assert.Contains("out of place", log.Damage);
+        });
+        Append(Entry(3));
+        Sync();
+        Append(Entry(4), Entry(5));
+        Append(Entry(6, size: 3000));
+        Sync();
+        Append(Entry(7)); // never synced: may be lost
+        Rewrite([Incarnation(1), Incarnation(2), View(2, 1, Member), .. Enumerable.Range(1, 7).Select(i => Entry(i))], keepOldAside: false);
+        Append(Entry(8));
+        Sync();
+        Rewrite([Incarnation(3), View(1, 3, Other), Entry(1), Entry(2)], keepOldAside: true);
+        Append(Entry(3), Entry(4));
+        Sync();
+        log!.Dispose();
+
+        (int points, int disks) = CheckEveryCrash(disk, steps, initial, (crashed, allowed) =>
+        {
+            (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(path, crashed);
+            using (reopened)
+            {
+                Assert.True(allowed.Any(v => IsWholeVersion(crashed, path, v, records)),
+                    $"the log holds {records.Count} records, which are no allowed version's ({string.Join(" or ", allowed.Select(v => $"{v.Acked}..{v.Records.Length} of a version of {v.Records.Length}"))})");
+                // What the member writes next follows them, and the restart after reads it.
+                reopened.Append([Incarnation(9)]);
+                reopened.Sync();
+            }
+            (HistoryLogFile again, List<byte[]> next) = HistoryLogFile.Open(path, crashed);
+            again.Dispose();
+            Assert.Equal([.. records, Incarnation(9)], next);
+        });
+        output.WriteLine($"SafeSend history log: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations");
+    }
+
+    private static bool IsWholeVersion(SimulatedDisk crashed, string path, LogVersion v, List<byte[]> records)
+    {
+        if (records.Count < v.Acked || records.Count > v.Records.Length) return false;
+        for (int i = 0; i < records.Count; i++)
+        {
+            if (!records[i].AsSpan().SequenceEqual(v.Records[i])) return false;
+        }
+        if (v.OrphanOf is not { } old) return true;
+        // The old log of another lineage must be kept aside, whole.
+        return crashed.Files.Where(f => f.StartsWith(path + ".orphan-", StringComparison.Ordinal)).Any(f =>
+        {
+            List<byte[]> kept = DurableRecordFile.Read(f, crashed).Records;
+            return kept.Count >= old.Acked && kept.Count <= old.Records.Length && kept.Select((r, i) => r.AsSpan().SequenceEqual(old.Records[i])).All(x => x);
+        });
+    }
+
+    private static byte[] Frame(byte[] record)
+    {
+        byte[] frame = new byte[8 + record.Length];
+        BinaryPrimitives.WriteInt32LittleEndian(frame, record.Length);
+        BinaryPrimitives.WriteUInt32LittleEndian(frame.AsSpan(4), Crc32C.Compute(record));
+        record.CopyTo(frame, 8);
+        return frame;
+    }
+
+    // ---------------------------------------------------------------- persistent checkpoints
+
+    private static byte[][] PartsOf(int checkpoint) =>
+        [.. Enumerable.Range(0, 1 + checkpoint % 3).Select(p => Enumerable.Range(0, 50 + 700 * p).Select(i => (byte)(checkpoint * 31 + p * 7 + i)).ToArray())];
+
+    /// <summary>
+    /// Checkpoints: five are committed one after the other (the second one's writer is abandoned
+    /// once before it, as after a handler that threw). After a crash at any point, the newest
+    /// whole checkpoint among the newest and the previous file (what a join loads) is the last
+    /// committed one, or the one being committed, and it loads whole with its own parts.
+    /// </summary>
+    [Fact]
+    public void Checkpoints_keep_the_last_committed_one_whole_after_a_crash_at_any_point()
+    {
+        const string group = "ledger";
+        var disk = new SimulatedDisk();
+        var steps = new List<Step<int>>();
+        int committed = 0;
+        for (int n = 1; n <= 5; n++)
+        {
+            if (n == 2)
+            {
+                int start = disk.OperationCount;
+                using (CheckpointFile.Writer abandoned = CheckpointFile.Create(Directory, group, null, null, new DateTime(2026, 1, 1, 0, 0, 0, DateTimeKind.Utc), disk))
+                {
+                    abandoned.Add(new byte[100]);
+                }
+                steps.Add(new Step<int>(start, disk.OperationCount, committed, committed));
+            }
+            int first = disk.OperationCount;
+            using (CheckpointFile.Writer writer = CheckpointFile.Create(Directory, group, null, n == 3 ? new byte[32] : null, new DateTime(2026, 1, 1, 0, n, 0, DateTimeKind.Utc), disk))
+            {
+                foreach (byte[] part in PartsOf(n)) writer.Add(part);
+                writer.Commit();
+            }
+            steps.Add(new Step<int>(first, disk.OperationCount, committed, n));
+            committed = n;
+        }
+
+        (int points, int disks) = CheckEveryCrash(disk, steps, 0, (crashed, allowed) =>
+        {
+            CheckpointFile.Checked? loaded = null;
+            foreach (string path in new[] { CheckpointFile.NewestPath(Directory, group), CheckpointFile.PreviousPath(Directory, group) })
+            {
+                CheckpointFile.Checked? c = CheckpointFile.Open(path, group, out _, crashed);
+                if (loaded == null) loaded = c;
+                else c?.Dispose();
+            }
+            using (loaded)
+            {
+                int expected = allowed.Max(); // the newest a crash may keep; at least the earliest allowed must load
+                if (allowed.Min() == 0 && loaded == null) return;
+                Assert.NotNull(loaded);
+                int n = loaded.WrittenUtc.Minute;
+                Assert.InRange(n, allowed.Min(), expected);
+                Assert.Equal(PartsOf(n), loaded.ReadParts().ToArray());
+            }
+        });
+        output.WriteLine($"persistent checkpoints: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations");
+    }
+
+    // ---------------------------------------------------------------- the membership replica log
+
+    private static byte[] ReplicaRecord(int n) => Enumerable.Range(0, 10 + n * 13 % 200).Select(i => (byte)(n ^ i)).ToArray();
+
+    /// <summary>
+    /// A replica's log: batches of records, each synced before the step's packets would leave (as
+    /// ServiceHost.SendPackets does), a restart that finds a torn tail and cuts it, and more
+    /// batches. After a crash at any point a restart finds every synced record, in order, nothing
+    /// that was not written, and the records it appends next are read by the restart after.
+    /// </summary>
+    [Fact]
+    public void Replica_log_recovers_every_synced_record_after_a_crash_at_any_point()
+    {
+        string path = Directory + "/replica-127.0.0.1-7345.log";
+        var disk = new SimulatedDisk();
+        var steps = new List<Step<(int Written, int Acked)>>();
+        (int Written, int Acked) model = (0, 0);
+        int next = 1;
+        DurableRecordFile log = null!;
+        void Do((int, int) after, Action act)
+        {
+            int first = disk.OperationCount;
+            act();
+            steps.Add(new Step<(int, int)>(first, disk.OperationCount, model, after));
+            model = after;
+        }
+        void Batch(int records) => Do((model.Written + records, model.Written + records), () =>
+        {
+            for (int i = 0; i < records; i++) log.Append(ReplicaRecord(next++));
+            log.Sync();
+        });
+
+        void CheckEveryCrashOfReplicaLog((int Written, int Acked) initial, ref int points, ref int disks)
+        {
+            (int p, int d) = CheckEveryCrash(disk, steps, initial, (crashed, allowed) =>
+            {
+                (DurableRecordFile reopened, List<byte[]> records) = ServiceHost.OpenReplicaLog(path, crashed);
+                using (reopened)
+                {
+                    Assert.InRange(records.Count, allowed.Min(a => a.Acked), allowed.Max(a => a.Written));
+                    Assert.Equal(Enumerable.Range(1, records.Count).Select(ReplicaRecord), records);
+                    reopened.Append(ReplicaRecord(1000));
+                    reopened.Sync();
+                }
+                (DurableRecordFile again, List<byte[]> after) = ServiceHost.OpenReplicaLog(path, crashed);
+                again.Dispose();
+                Assert.Equal([.. records, ReplicaRecord(1000)], after);
+            });
+            points += p;
+            disks += d;
+        }
+
+        // A new replica: its log is created, then batches.
+        int points = 0, disks = 0;
+        Do(model, () => log = ServiceHost.OpenReplicaLog(path, disk).Log);
+        Batch(1);
+        Batch(3);
+        Batch(2);
+        log.Dispose();
+        CheckEveryCrashOfReplicaLog((0, 0), ref points, ref disks);
+        int operations = disk.OperationCount;
+
+        // A crash tore the last write: the restart cuts it off and goes on after the intact records.
+        using (IDurableFile f = disk.OpenAppend(path)) f.Write(Frame(ReplicaRecord(99))[..7]);
+        disk.Settle();
+        steps.Clear();
+        (int, int) restarted = model;
+        Do(model, () =>
+        {
+            (log, List<byte[]> restored) = ServiceHost.OpenReplicaLog(path, disk);
+            Assert.Equal(Enumerable.Range(1, 6).Select(ReplicaRecord), restored);
+        });
+        Batch(1);
+        Batch(4);
+        log.Dispose();
+        CheckEveryCrashOfReplicaLog(restarted, ref points, ref disks);
+        operations += disk.OperationCount;
+        output.WriteLine($"membership replica log: {points} crash points, {disks} crashed disks checked, {operations} file operations (a new log, then a restart that cut a torn tail)");
+    }
+}
