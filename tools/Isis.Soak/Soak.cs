@@ -341,6 +341,7 @@ internal sealed class Soak
             histories.Add((s, ReadHistory(path)));
         }
 
+        if (k == 1) InjectViolation(acked, histories);
         if (histories.Count > 0)
         {
             List<(int Member, long Seq)> reference = histories.MaxBy(h => h.History.Count).History;
@@ -389,7 +390,25 @@ internal sealed class Soak
         check.Passed = check.Problems.Count == 0;
         lock (_resultsLock) _results.Checks.Add(check);
         foreach (string problem in check.Problems) Violation($"check after {after}: {problem}");
-        Fault("check", $"after {after}: {(check.Passed ? "passed" : $"{check.Problems.Count} problems")}: {check.MembersCompared} members agree on {check.HistoryLength} operations, {check.AcknowledgedChecked} acknowledged ones all in it once", Now - at);
+        Fault("check", check.Passed
+            ? $"after {after}: passed: {check.MembersCompared} members hold one history of {check.HistoryLength} operations, with each of the {check.AcknowledgedChecked} acknowledged ones in it once"
+            : $"after {after}: FAILED, {check.Problems.Count} problems (above); {check.MembersCompared} members, longest history {check.HistoryLength} operations, {check.AcknowledgedChecked} acknowledged", Now - at);
+    }
+
+    /// <summary>--inject-violation: plants what the checker must find, in its input only (the members and their files are untouched).</summary>
+    private void InjectViolation(List<(int Member, long Seq, string Where)> acked, List<(MemberSlot Slot, List<(int Member, long Seq)> History)> histories)
+    {
+        switch (_o.InjectViolation)
+        {
+            case "missing-ack":
+                acked.Add((0, Protocol.SeqBase + Protocol.SeqBase - 1, "planted by --inject-violation missing-ack"));
+                Say("--inject-violation: an acknowledgement of an operation never sent is planted in this check");
+                break;
+            case "duplicate" when histories.Count > 0 && histories[^1].History.Count > 0:
+                histories[^1].History.Add(histories[^1].History[0]);
+                Say($"--inject-violation: {histories[^1].Slot.Name}'s history as read repeats its first operation at its end");
+                break;
+        }
     }
 
     private static string Op((int Member, long Seq) op) => $"(member {op.Member}, seq {op.Seq} = incarnation {op.Seq / Protocol.SeqBase} #{op.Seq % Protocol.SeqBase})";

@@ -29,6 +29,9 @@ internal sealed record SoakOptions
           --extra-stays T       how long the extra member stays (default 10s)
           --step-timeout T      bound on each recovery step and check; past it the run stops with a violation (default 120s)
           --seed N              seed of the fault schedule, the victims and the load mix (default 1)
+          --inject-violation K  a self-test of the checker: at the first check, "missing-ack" adds an acknowledgement of an
+                                operation never sent, "duplicate" repeats an operation in one member's history as read; the
+                                run must then report the violation and exit 1
           --out DIR             results.json, report.html, the members' data directories and logs (default artifacts/soak;
                                 its data/ is deleted first: a soak starts from empty disks)
 
@@ -48,6 +51,9 @@ internal sealed record SoakOptions
     public TimeSpan ExtraStays { get; init; } = TimeSpan.FromSeconds(10);
     public TimeSpan StepTimeout { get; init; } = TimeSpan.FromSeconds(120);
     public int Seed { get; init; } = 1;
+
+    /// <summary>A falsehood planted in the first check's input (missing-ack, duplicate), to show the checker finds it; null normally.</summary>
+    public string? InjectViolation { get; init; }
     public string Out { get; init; } = Path.Combine("artifacts", "soak");
 
     /// <summary>The rate each member sends at: the total over the base members (the extra member sends at the same rate while it is in).</summary>
@@ -74,6 +80,7 @@ internal sealed record SoakOptions
                 "--extra-stays" => o with { ExtraStays = Time(Value()) },
                 "--step-timeout" => o with { StepTimeout = Time(Value()) },
                 "--seed" => o with { Seed = Int() },
+                "--inject-violation" => o with { InjectViolation = Value() is var k && k is "missing-ack" or "duplicate" ? k : throw new ArgumentException("--inject-violation is missing-ack or duplicate") },
                 "--out" => o with { Out = Value() },
                 _ => throw new ArgumentException("unknown argument " + args[i]),
             };
