@@ -21,6 +21,7 @@ internal static class HtmlReport
         ["join"] = "#2ca02c",
         ["leave"] = "#17becf",
         ["unplanned-exit"] = "#ff7f0e",
+        ["check"] = "#aaaaaa", // the load pauses during a check: the dips in throughput
     };
 
     public static string Render(SoakResults r)

@@ -301,9 +301,25 @@ internal sealed class HistoryState(int payloadBytes, JsonLines output)
 }
 
 /// <summary>DIR/acked.txt: one "member seq" line per operation whose completion this member awaited, flushed to the OS at once.</summary>
-internal sealed class AckFile(string path) : IDisposable
+internal sealed class AckFile : IDisposable
 {
-    private readonly FileStream _file = new(path, FileMode.Append, FileAccess.Write, FileShare.Read);
+    private readonly FileStream _file;
+
+    public AckFile(string path)
+    {
+        _file = new FileStream(path, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.Read);
+        // A line that an earlier incarnation's SIGKILL cut short was never an acknowledgement; it goes,
+        // so that this incarnation's first line is not glued to it (a cut "0 1000000042" would read as another operation).
+        long keep = _file.Length;
+        while (keep > 0)
+        {
+            _file.Position = keep - 1;
+            if (_file.ReadByte() == '\n') break;
+            keep--;
+        }
+        _file.SetLength(keep);
+        _file.Position = keep;
+    }
 
     public void Record(int member, long seq)
     {
