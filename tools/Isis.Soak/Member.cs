@@ -53,10 +53,11 @@ internal static class Member
             MembershipService = MembershipServiceMode.Auto,
             LoggerFactory = logging,
         });
-        int exiting = 0;
+        int exiting = 0, leaving = 0;
         void Exit(int code, string why)
         {
-            if (Interlocked.Exchange(ref exiting, 1) != 0) return;
+            // Another thread is ending the process already: this one goes no further.
+            if (Interlocked.Exchange(ref exiting, 1) != 0) Thread.Sleep(Timeout.Infinite);
             output.Write(new JsonObject { ["event"] = "exit", ["code"] = code, ["why"] = why });
             Environment.Exit(code);
         }
@@ -65,7 +66,8 @@ internal static class Member
             // Expelled (a false suspicion on a busy machine) or stopped by the protocol: the parent
             // restarts this member on its directory, as it would a killed one.
             output.Write(new JsonObject { ["event"] = "shutdown", ["reason"] = e.Reason });
-            if (Volatile.Read(ref exiting) == 0) _ = Task.Run(() => Exit(3, "shutdown: " + e.Reason));
+            // A shutdown that races with a graceful leave asked by the parent is part of that leave (exit 0).
+            if (Volatile.Read(ref leaving) == 0) _ = Task.Run(() => Exit(3, "shutdown: " + e.Reason));
         };
         runtime.Start();
 
@@ -83,7 +85,17 @@ internal static class Member
         output.Write(new JsonObject { ["event"] = "started", ["pid"] = Environment.ProcessId, ["incarnation"] = incarnation, ["address"] = runtime.Address?.ToString(), ["hostsService"] = runtime.HostsMembershipService });
 
         var joinClock = Stopwatch.StartNew();
-        group.Join();
+        try
+        {
+            group.Join();
+        }
+        catch (IsisShutdownException e)
+        {
+            // Expelled while joining (missed heartbeats while this machine was busy starting the
+            // others): like any protocol shutdown, code 3, and the parent restarts this member.
+            output.Write(new JsonObject { ["event"] = "shutdown", ["reason"] = e.Message });
+            Exit(3, "shutdown while joining: " + e.Message);
+        }
         output.Write(new JsonObject { ["event"] = "joined", ["ms"] = Math.Round(joinClock.Elapsed.TotalMilliseconds), ["history"] = state.Count });
 
         var load = new LoadLoop(group, o, incarnation, acks);
@@ -122,6 +134,7 @@ internal static class Member
                     output.Write(new JsonObject { ["event"] = "dumped", ["count"] = count, ["sha256"] = sha });
                     break;
                 case "leave":
+                    Volatile.Write(ref leaving, 1);
                     Leave(group, runtime, load, output);
                     Exit(0, "left");
                     break;
@@ -130,6 +143,7 @@ internal static class Member
                     break;
             }
         }
+        Volatile.Write(ref leaving, 1);
         Leave(group, runtime, load, output);
         Exit(0, "stdin closed");
         return 0;

@@ -252,6 +252,7 @@ internal sealed class Soak
         {
             if (s.Current is not { HasExited: true, Stopping: false } p) continue;
             string why = p.ShutdownReason != null ? $"shut down by the protocol: {p.ShutdownReason}" : $"exit code {p.ExitCode}";
+            p.Stopping = true; // seen: handled once
             Fault("unplanned-exit", $"{s.Name} (pid {p.Pid}) exited unasked: {why}");
             if (p.ExitCode != 3) Violation($"{s.Name} (pid {p.Pid}) exited with code {p.ExitCode}, unasked (its log: logs/{Path.GetFileName(s.DataDirectory)}.log)");
             if (s == _extra && p.ExitCode != 3) continue;
