@@ -274,7 +274,8 @@ internal sealed class Soak
         {
             if (clock.Elapsed > _o.StepTimeout)
             {
-                Hang($"not within {_o.StepTimeout.TotalSeconds:F0} s: {what}; " + string.Join("; ", _slots.Where(s => s.Current != null).Select(Describe)));
+                Hang($"not within {_o.StepTimeout.TotalSeconds:F0} s: {what}; " + string.Join("; ", _slots.Where(s => s.Current != null).Select(Describe)) +
+                     $" (the members' output: {Path.Combine(_o.Out, "logs")})");
                 return false;
             }
             HandleUnplannedExits();
@@ -458,7 +459,10 @@ internal sealed class Soak
             : null;
     }
 
-    /// <summary>At the end: every member leaves gracefully (bounded), then whatever is left is killed.</summary>
+    /// <summary>
+    /// At the end: every member leaves gracefully, within 30 s for all of them, then whatever is left
+    /// is killed (after a hang, members still inside Join do not read their commands).
+    /// </summary>
     private void Stop()
     {
         List<MemberSlot> live = Live;
@@ -467,10 +471,11 @@ internal sealed class Soak
             s.Current!.Stopping = true;
             s.Current.Tell("leave");
         }
+        var deadline = Stopwatch.StartNew();
         foreach (MemberSlot s in live)
         {
-            s.Current!.WaitForExit(TimeSpan.FromSeconds(30));
-            if (!s.Current.HasExited) Say($"{s.Name} (pid {s.Current.Pid}) did not leave within 30 s at the end; killed");
+            s.Current!.WaitForExit(TimeSpan.FromSeconds(Math.Max(0, 30 - deadline.Elapsed.TotalSeconds)));
+            if (!s.Current.HasExited) Say($"{s.Name} (pid {s.Current.Pid}) had not left 30 s after the end; killed");
             s.Current.Kill();
         }
     }
