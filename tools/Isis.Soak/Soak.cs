@@ -121,6 +121,8 @@ internal sealed class Soak
                 Thread.Sleep(TimeSpan.FromSeconds(Math.Min(0.2, Math.Max(0.01, Math.Min(due, loadEnd) - now))));
                 continue;
             }
+            // Each fault starts from a settled group (a member an expulsion took out is back and joined).
+            if (!WaitSettled("the group settles before the next fault")) break;
             if (due == extraLeaves)
             {
                 ExtraLeaves();
@@ -260,28 +262,32 @@ internal sealed class Soak
         }
     }
 
-    /// <summary>Every running member joined, and each one's latest view holds exactly the running members.</summary>
+    /// <summary>
+    /// Every member that should run (started and not told to stop: one that exited unasked is
+    /// restarted first) is running and joined, and each one's latest view holds exactly them.
+    /// </summary>
     private bool WaitSettled(string what) => WaitUntil(what, () =>
     {
-        List<MemberSlot> live = Live;
-        return live.All(s => s.Current!.Joined && s.Current.ViewSize == live.Count);
+        List<MemberSlot> wanted = _slots.Where(s => s.Current is { Stopping: false }).ToList();
+        return wanted.All(s => !s.Current!.HasExited && s.Current.Joined && s.Current.ViewSize == wanted.Count);
     });
 
     private bool WaitUntil(string what, Func<bool> done)
     {
         var clock = Stopwatch.StartNew();
-        while (!done())
+        while (true)
         {
+            // First: a member that died meanwhile is restarted, never silently left out of "done".
+            HandleUnplannedExits();
+            if (done()) return true;
             if (clock.Elapsed > _o.StepTimeout)
             {
                 Hang($"not within {_o.StepTimeout.TotalSeconds:F0} s: {what}; " + string.Join("; ", _slots.Where(s => s.Current != null).Select(Describe)) +
                      $" (the members' output: {Path.Combine(_o.Out, "logs")})");
                 return false;
             }
-            HandleUnplannedExits();
             Thread.Sleep(50);
         }
-        return true;
     }
 
     private static string Describe(MemberSlot s)
@@ -300,6 +306,8 @@ internal sealed class Soak
     /// </summary>
     private void Check(string after, bool resume = true)
     {
+        // Every member is compared: one that an expulsion took out meanwhile is back first.
+        if (!WaitSettled($"every member runs and is joined before the check after {after}")) return;
         double at = Now;
         var check = new CheckResult { T = at, After = after };
         List<MemberSlot> live = Live;
