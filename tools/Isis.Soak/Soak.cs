@@ -275,6 +275,7 @@ internal sealed class Soak
     private bool WaitUntil(string what, Func<bool> done)
     {
         var clock = Stopwatch.StartNew();
+        int exitsBefore = _results.Faults.Count(f => f.Kind == "unplanned-exit");
         while (true)
         {
             // First: a member that died meanwhile is restarted, never silently left out of "done".
@@ -282,7 +283,9 @@ internal sealed class Soak
             if (done()) return true;
             if (clock.Elapsed > _o.StepTimeout)
             {
+                List<FaultEvent> exits = _results.Faults.Where(f => f.Kind == "unplanned-exit").Skip(exitsBefore).ToList();
                 Hang($"not within {_o.StepTimeout.TotalSeconds:F0} s: {what}; " + string.Join("; ", _slots.Where(s => s.Current != null).Select(Describe)) +
+                     (exits.Count > 0 ? $"; {exits.Count} unplanned exits meanwhile, the first: {exits[0].Detail}; the last: {exits[^1].Detail}" : "") +
                      $" (the members' output: {Path.Combine(_o.Out, "logs")})");
                 return false;
             }
