@@ -1,0 +1,50 @@
+using System.Globalization;
+
+namespace Isis.Soak;
+
+/// <summary>What the sampler reads from the machine: a process's resident memory (/proc) and the bytes of a directory's files.</summary>
+internal static class ProcFs
+{
+    /// <summary>VmRSS of <paramref name="pid"/> in bytes, or null if the process is gone (or there is no /proc).</summary>
+    public static long? RssBytes(int pid)
+    {
+        try
+        {
+            foreach (string line in File.ReadLines($"/proc/{pid}/status"))
+            {
+                if (!line.StartsWith("VmRSS:", StringComparison.Ordinal)) continue;
+                string[] f = line.Split(' ', StringSplitOptions.RemoveEmptyEntries); // "VmRSS:", "123456", "kB"
+                return f.Length >= 2 && long.TryParse(f[1], NumberStyles.Integer, CultureInfo.InvariantCulture, out long kb) ? kb * 1024 : null;
+            }
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+        }
+        return null;
+    }
+
+    /// <summary>The sizes of the files under <paramref name="directory"/> whose names pass <paramref name="include"/>; files that vanish meanwhile count 0.</summary>
+    public static long DirectoryBytes(string directory, Func<string, bool> include)
+    {
+        long total = 0;
+        try
+        {
+            foreach (FileInfo f in new DirectoryInfo(directory).EnumerateFiles("*", SearchOption.AllDirectories))
+            {
+                if (!include(f.Name)) continue;
+                try
+                {
+                    total += f.Length;
+                }
+                catch (FileNotFoundException)
+                {
+                    // renamed or deleted between the listing and the read (a checkpoint put in place)
+                }
+            }
+        }
+        catch (DirectoryNotFoundException)
+        {
+        }
+        return total;
+    }
+}

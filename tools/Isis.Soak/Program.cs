@@ -1,0 +1,23 @@
+using Isis.Soak;
+
+// The soak harness (issue 25, item 7; docs/operations.md, "Soak: a durable group under faults"):
+//   dotnet run -c Release --project tools/Isis.Soak -- --duration 120s --members 3 --out artifacts/soak
+// The parent starts each member by re-launching itself, one process per member:
+//   dotnet Isis.Soak.dll member --index I --port P --data DIR --rate R --payload B --checkpoint-ms C --inflight N --seed S
+try
+{
+    if (args.Length > 0 && args[0] == "member") return Member.Run(args[1..]);
+    if (args.Contains("-h") || args.Contains("--help"))
+    {
+        Console.WriteLine(SoakOptions.Usage);
+        return 0;
+    }
+    SoakOptions options = SoakOptions.Parse(args) with { Command = "Isis.Soak " + string.Join(' ', args) };
+    return Soak.Run(options);
+}
+catch (ArgumentException e)
+{
+    Console.Error.WriteLine("Isis.Soak: " + e.Message);
+    Console.Error.WriteLine(SoakOptions.Usage);
+    return 2;
+}

@@ -1,0 +1,108 @@
+namespace Isis.Soak;
+
+/// <summary>What a soak run produced: written as results.json and drawn by <see cref="HtmlReport"/>.</summary>
+internal sealed class SoakResults
+{
+    public string Command { get; set; } = "";
+    public string Commit { get; set; } = "";
+    public DateTime StartedUtc { get; set; }
+    public string Machine { get; set; } = "";
+    public string Runtime { get; set; } = "";
+    public int Members { get; set; }
+    public double Rate { get; set; }
+    public int PayloadBytes { get; set; }
+    public int InFlight { get; set; }
+    public double CheckpointIntervalSeconds { get; set; }
+    public double KillEverySeconds { get; set; }
+    public double CrashEverySeconds { get; set; }
+    public double JoinEverySeconds { get; set; }
+    public double ExtraStaysSeconds { get; set; }
+    public int Seed { get; set; }
+    public double DurationSeconds { get; set; }
+
+    /// <summary>Seconds from the start of the load to its end (the last check and the shutdown come after).</summary>
+    public double LoadSeconds { get; set; }
+    public double WallSeconds { get; set; }
+    public List<string> Processes { get; set; } = new();
+    public List<ProcessSample> Samples { get; set; } = new();
+    public List<ThroughputSample> Throughput { get; set; } = new();
+    public List<FaultEvent> Faults { get; set; } = new();
+    public List<CheckResult> Checks { get; set; } = new();
+    public List<string> Violations { get; set; } = new();
+    public SoakSummary Summary { get; set; } = new();
+}
+
+/// <summary>One second of one member's process (RSS is null while no incarnation runs; its directory is measured anyway).</summary>
+internal sealed class ProcessSample
+{
+    public double T { get; set; }
+    public string Process { get; set; } = "";
+    public int? Pid { get; set; }
+    public long? RssBytes { get; set; }
+    public long DiskBytes { get; set; }
+    public long LogBytes { get; set; }
+}
+
+/// <summary>The group's acknowledged operations per second (SafeSend and SafeQuery, awaited) and all completed operations per second.</summary>
+internal sealed class ThroughputSample
+{
+    public double T { get; set; }
+    public double AckedPerSecond { get; set; }
+    public double CompletedPerSecond { get; set; }
+    public long AckedTotal { get; set; }
+}
+
+/// <summary>A fault or step of the run: kill, restart, crash, crash-restart, join, leave, unplanned-exit, check.</summary>
+internal sealed class FaultEvent
+{
+    public double T { get; set; }
+    public string Kind { get; set; } = "";
+    public string Detail { get; set; } = "";
+
+    /// <summary>For a restart, join, leave or check: how long it took to complete, in seconds.</summary>
+    public double? Seconds { get; set; }
+}
+
+/// <summary>One durability check.</summary>
+internal sealed class CheckResult
+{
+    public double T { get; set; }
+    public string After { get; set; } = "";
+    public int MembersCompared { get; set; }
+    public int HistoryLength { get; set; }
+    public int AcknowledgedChecked { get; set; }
+    public int PreviousHistoryLength { get; set; }
+    public bool Passed { get; set; }
+    public List<string> Problems { get; set; } = new();
+}
+
+internal sealed class SoakSummary
+{
+    public long AcknowledgedOperations { get; set; }
+    public long CompletedOperations { get; set; }
+    public long FailedOperations { get; set; }
+    public int Kills { get; set; }
+    public int WholeGroupCrashes { get; set; }
+    public int Joins { get; set; }
+    public int Leaves { get; set; }
+    public int UnplannedExits { get; set; }
+    public int ChecksPassed { get; set; }
+    public int Checks { get; set; }
+    public int Violations { get; set; }
+
+    /// <summary>From this second on, the last quarter of the load: where the per-process figures below come from.</summary>
+    public double TailFromSeconds { get; set; }
+    public List<ProcessTail> Processes { get; set; } = new();
+}
+
+/// <summary>One member's figures over the last quarter of the load (bytes).</summary>
+internal sealed class ProcessTail
+{
+    public string Process { get; set; } = "";
+    public int Samples { get; set; }
+    public long RssMedian { get; set; }
+    public long RssMax { get; set; }
+    public long DiskMedian { get; set; }
+    public long DiskMax { get; set; }
+    public long LogMax { get; set; }
+}
