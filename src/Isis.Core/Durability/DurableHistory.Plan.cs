@@ -227,10 +227,7 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
     public void Write(PacketWriter w)
     {
         w.U8(Current ? (byte)1 : (byte)0).I64(Count).U8(View != null ? (byte)1 : (byte)0);
-        if (View != null)
-        {
-            w.I64(View.Key.Epoch).I32(View.Key.ViewId).Node(View.Lineage.Founder).I32(View.Lineage.ViewId).Node(View.Me).Nodes(View.Members);
-        }
+        if (View != null) HistoryLog.WriteViewBody(w, View);
         w.Nodes(Incarnations);
         w.I64(Trimmed).I64(Checkpoint);
     }
@@ -239,18 +236,7 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
     {
         bool current = r.U8() == 1;
         long count = r.I64();
-        HistoryViewRecord? view = null;
-        if (r.U8() == 1)
-        {
-            long epoch = r.I64();
-            int viewId = r.I32();
-            NodeId founder = r.Node();
-            int foundedIn = r.I32();
-            NodeId me = r.Node();
-            NodeId[] members = r.Nodes();
-            if (r.Ok && (epoch < 1 || viewId < 1)) r.Fail();
-            view = new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, foundedIn), me, members);
-        }
+        HistoryViewRecord? view = r.U8() == 1 ? HistoryLog.ReadViewBody(ref r) : null;
         NodeId[] incarnations = r.Nodes();
         long trimmed = r.I64();
         long checkpoint = r.I64();

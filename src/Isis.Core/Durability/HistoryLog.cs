@@ -73,8 +73,24 @@ internal static class HistoryLog
 
     public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
 
-    public static byte[] View(PacketWriter w, HistoryViewRecord v) =>
-        w.BeginRecord().U8(ViewRecord).I64(v.Key.Epoch).I32(v.Key.ViewId).Node(v.Lineage.Founder).I32(v.Lineage.ViewId).Node(v.Me).Nodes(v.Members).FinishRecord();
+    public static byte[] View(PacketWriter w, HistoryViewRecord v) => WriteViewBody(w.BeginRecord().U8(ViewRecord), v).FinishRecord();
+
+    /// <summary>A view's fields, as a View record and a member's status carry them.</summary>
+    internal static PacketWriter WriteViewBody(PacketWriter w, HistoryViewRecord v) =>
+        w.I64(v.Key.Epoch).I32(v.Key.ViewId).Node(v.Lineage.Founder).I32(v.Lineage.ViewId).Node(v.Me).Nodes(v.Members);
+
+    /// <summary>Reads the fields <see cref="WriteViewBody"/> wrote; an epoch or view id below 1 fails the reader.</summary>
+    internal static HistoryViewRecord ReadViewBody(ref WireReader r)
+    {
+        long epoch = r.I64();
+        int viewId = r.I32();
+        NodeId founder = r.Node();
+        int foundedIn = r.I32();
+        NodeId me = r.Node();
+        NodeId[] members = r.Nodes();
+        if (r.Ok && (epoch < 1 || viewId < 1)) r.Fail();
+        return new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, foundedIn), me, members);
+    }
 
     /// <summary>Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in a checkpoint, not in this log.</summary>
     public static byte[] Trim(PacketWriter w, long through) => w.BeginRecord().U8(TrimRecord).I64(through).FinishRecord();
@@ -136,16 +152,10 @@ internal static class HistoryLog
             }
             else if (kind == ViewRecord)
             {
-                long epoch = r.I64();
-                int viewId = r.I32();
-                NodeId founder = r.Node();
-                int foundedIn = r.I32();
-                NodeId me = r.Node();
-                NodeId[] members = r.Nodes();
-                if (!r.Complete || epoch < 1 || viewId < 1 || Array.IndexOf(members, me) < 0) break;
-                var key = new HistoryViewKey(epoch, viewId);
-                if (last != null && key <= last.Key) break;
-                last = new HistoryViewRecord(key, new Lineage(founder, foundedIn), me, members);
+                HistoryViewRecord view = ReadViewBody(ref r);
+                if (!r.Complete || Array.IndexOf(view.Members, view.Me) < 0) break;
+                if (last != null && view.Key <= last.Key) break;
+                last = view;
             }
             else if (kind is EntryRecord or QueryEntryRecord)
             {
