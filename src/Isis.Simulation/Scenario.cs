@@ -92,6 +92,14 @@ internal sealed record Scenario
     /// <summary>With <see cref="DiskDurability"/>: crash every member (once or twice) and restart them in random orders and subsets, with crashes during the recovery.</summary>
     public bool WholeGroupRestarts { get; init; }
 
+    /// <summary>
+    /// With <see cref="WholeGroupRestarts"/>: at each whole-group crash one process loses its disk
+    /// (it restarts with no log and no checkpoint) or stays away with it until the heal, and after a
+    /// while the operator forces the recovery at a member that waits (see Simulator.cs,
+    /// ForceRecoveryWhereWaiting); the given-up process that comes back must not bring its history in.
+    /// </summary>
+    public bool LostDisks { get; init; }
+
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
@@ -228,6 +236,13 @@ internal sealed record Scenario
     /// </summary>
     public static readonly string[] CollectionFamilies = ["collections", "collections-chaos"];
 
+    /// <summary>
+    /// Forced recovery of the durable history: whole-group crashes in which a member's disk is lost
+    /// or stays away, and the operator forces the recovery. Kept out of <see cref="Families"/> so
+    /// every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] ForcedRecoveryFamilies = ["lost-disk"];
+
     /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
     internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
 
@@ -302,6 +317,11 @@ internal sealed record Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, SafeFraction = 0.6, OrderedFraction = 0.2,
                 Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5),
+            },
+            "lost-disk" => new Scenario
+            {
+                Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, LostDisks = true, SafeFraction = 0.6, OrderedFraction = 0.2,
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.75),
             },
             "disk-chaos" => new Scenario
             {

@@ -440,6 +440,18 @@ internal sealed partial class Simulator
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
     private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
 
+    /// <summary>The payload of the process's next message: unique (its endpoint, incarnation and count).</summary>
+    private byte[] NextPayload(SimProcess p)
+    {
+        // A collection's update also names the collection instance that issues it (Simulator.Collections.cs).
+        var payload = new byte[Scenario.Collections ? 24 : 16];
+        BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
+        BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
+        BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
+        if (Scenario.Collections) BinaryPrimitives.WriteInt64LittleEndian(payload.AsSpan(16), CollectionInstanceOf(p));
+        return payload;
+    }
+
     private void RunWorkload(SimProcess p)
     {
         if (!p.Alive) return; // it may have shut itself down in this very tick
@@ -451,12 +463,7 @@ internal sealed partial class Simulator
         if (g.UnstableOwnMessages > 2_000) return; // flow control, as the runtime applies it
         if (!MayIssueUpdate(p)) return;
         p.NextSendAt = _now + _random.NextInRange(1_000, 30_000);
-        // A collection's update also names the collection instance that issues it (Simulator.Collections.cs).
-        var payload = new byte[Scenario.Collections ? 24 : 16];
-        BinaryPrimitives.WriteUInt64LittleEndian(payload, p.Endpoint);
-        BinaryPrimitives.WriteUInt32LittleEndian(payload.AsSpan(8), p.Incarnation);
-        BinaryPrimitives.WriteInt32LittleEndian(payload.AsSpan(12), ++p.Sent);
-        if (Scenario.Collections) BinaryPrimitives.WriteInt64LittleEndian(payload.AsSpan(16), CollectionInstanceOf(p));
+        byte[] payload = NextPayload(p);
         // A mix of the primitives, so total order and queries are exercised alongside FIFO.
         double pick = _random.NextDouble();
         bool safe = pick < Scenario.SafeFraction;
@@ -650,7 +657,8 @@ internal sealed partial class Simulator
         if (s.FlappingLinks) PlanFlapping(healAt);
         if (s.WholeGroupRestarts)
         {
-            for (int i = 0, n = 1 + _random.Next(2); i < n; i++)
+            // With lost disks, one: its lost or absent member and the operator's force take the rest of the fault phase.
+            for (int i = 0, n = s.LostDisks ? 1 : 1 + _random.Next(2); i < n; i++)
             {
                 At(_random.NextInRange(600_000 + i * 1_200_000, 1_400_000 + i * 1_200_000), () => CrashWholeGroup(healAt));
             }
@@ -700,15 +708,67 @@ internal sealed partial class Simulator
             return;
         }
         long spread = _random.Chance(0.5) ? 0 : _random.NextInRange(1_000, 20_000);
+        // One disk is lost for good (that process comes back without a log), or stays away with its
+        // process until the operator forced the recovery. The absent one is the oldest member's, the
+        // first acceptor, which may alone hold the newest SafeSends, and its application checkpoints
+        // as it goes down, so what it brings back runs past the history the group goes on with.
+        SimProcess? lost = null;
+        bool wiped = false;
+        if (Scenario.LostDisks)
+        {
+            wiped = _random.Chance(0.4);
+            lost = wiped ? _processes[_random.Next(_processes.Length)] : OldestMember() ?? _processes[_random.Next(_processes.Length)];
+        }
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
+            if (p == lost)
+            {
+                // It goes down last: as the oldest member (the first acceptor) it delivers a few
+                // SafeSends of phi 1 alone after the others went (a burst: the group's history must be well past the forced recovery before it holds them), then checkpoints on its way out.
+                long last = _now + spread + 5_000;
+                for (int k = 0; k < 30; k++)
+                {
+                    At(_now + spread + 150 * (k + 1), () =>
+                    {
+                        if (!p.Alive || p.Node!.FindGroup(_group) is not { State: MemberState.Active, View: { } v } || v.Members[0] != p.Node.Self) return;
+                        p.Node.Send(_group, NextPayload(p), _now, MessageKind.Safe, 1);
+                        Flush(p);
+                    });
+                }
+                At(last, () =>
+                {
+                    if (Scenario.PersistentCheckpoints && p.Alive && p.App.HistoryLineage is { } lineage)
+                    {
+                        KeepCheckpoint(p, new Checkpoint($"{p.Node!.Self}#{p.App.SafeApplied.Count}", lineage, [.. p.App.SafeApplied]));
+                    }
+                    CrashOnly(p);
+                });
+                continue;
+            }
             At(_now + (spread == 0 ? 0 : _random.NextInRange(0, spread)), () => CrashOnly(p));
         }
         long restartFrom = _now + spread + _random.NextInRange(50_000, 400_000);
+        if (lost != null)
+        {
+            At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
+            if (wiped)
+            {
+                At(_now + spread + 1, () =>
+                {
+                    if (lost.Alive) return;
+                    lost.Disk.Clear();
+                    lost.Checkpoints.Clear();
+                    lost.CheckpointFiles.Clear();
+                    lost.EverCurrent = false;
+                });
+            }
+        }
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
             // Most come back within a second; some only at the heal.
-            long at = _random.Chance(0.2) ? healAt : restartFrom + _random.NextInRange(0, 800_000);
+            // (With a lost disk the others all come back soon, and the absent one at the heal, after the operator forced the recovery.)
+            long at = p == lost && !wiped ? healAt
+                : lost == null && _random.Chance(0.2) ? healAt : restartFrom + _random.NextInRange(0, 800_000);
             At(at, () =>
             {
                 if (p.Alive) return;
@@ -717,6 +777,37 @@ internal sealed partial class Simulator
                 if (_random.Chance(0.25)) At(_now + _random.NextInRange(1_000, 150_000), () => { if (!_healed) Crash(p); });
             });
         }
+    }
+
+    /// <summary>The live process that is the oldest member of the group's view, if any.</summary>
+    private SimProcess? OldestMember() =>
+        _processes.Where(p => p.Alive && p.Node!.FindGroup(_group)?.View is { } v && v.Members[0] == p.Node.Self).FirstOrDefault();
+
+    /// <summary>
+    /// The operator's forced recovery (Scenario.LostDisks): once every process but the lost one is
+    /// back, at one live member that does not hold the history (the group waits), allow the
+    /// recovery without the members that are not back.
+    /// </summary>
+    private void ForceRecoveryWhereWaiting(SimProcess lost)
+    {
+        // As an operator would: only once every process that can come back is back.
+        if (_processes.Any(p => p != lost && !p.Alive))
+        {
+            At(_now + 250_000, () => ForceRecoveryWhereWaiting(lost));
+            return;
+        }
+        SimProcess[] waiting = _processes.Where(p => p.Alive && p.Node!.FindGroup(_group)?.History is { Current: false }).ToArray();
+        if (waiting.Length == 0)
+        {
+            // Nobody back yet waits: look again, until every process holds the history.
+            if (_processes.Any(p => !p.Alive || p.Node!.FindGroup(_group)?.History is not { Current: true })) At(_now + 250_000, () => ForceRecoveryWhereWaiting(lost));
+            return;
+        }
+        SimProcess chosen = waiting[_random.Next(waiting.Length)];
+        // The absent member comes back soon after, while what it holds still overlaps the history the group goes on with.
+        if (!lost.Alive) At(_now + _random.NextInRange(5_000, 60_000), () => { if (!lost.Alive) Start(lost); });
+        chosen.Node!.AllowForcedRecovery(_group, _now);
+        Flush(chosen);
     }
 
     /// <summary>Crashes a process without planning its restart.</summary>

@@ -13,17 +13,24 @@ internal sealed partial class DurableHistory
     {
         _nextStatusAt = now + _node.Options.RetryInterval;
         HistoryStatus status = Current
-            ? new HistoryStatus(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, Usable(_lineage, _trimmed, _viewStart)?.Index ?? -1)
+            ? CurrentStatus()
             : new HistoryStatus(false, _image.Count, _image.LastView, [.. _image.Incarnations, _node.Self], _image.Trimmed,
-                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1);
+                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1, _forced, [.. _gaveUp]);
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
         status.Write(w);
         _node.SendTo(_view.Members[0].Endpoint, w.Finish());
     }
 
+    /// <summary>A current member's status: where the view began, and the checkpoint it offers members that copy the history in this view.</summary>
+    private HistoryStatus CurrentStatus() =>
+        new(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, _offered?.Index ?? -1, GaveUp: [.. _gaveUp]);
+
     /// <summary>The plan of a view whose oldest member is current: everyone copies from it (it holds a checkpoint at or past its trim point).</summary>
     private HistoryPlan TransferFromMe() =>
-        new(HistoryPlanMode.Transfer, _node.Self, _viewStart, _epoch, _lineage, _trimmed, _node.Self, Usable(_lineage, _trimmed, _viewStart)?.Index ?? 0);
+        new(HistoryPlanMode.Transfer, _node.Self, _viewStart, _epoch, _lineage, _trimmed, _node.Self, _offered?.Index ?? 0)
+        {
+            GaveUp = [.. _gaveUp],
+        };
 
     private void OnStatus(NodeId from, ref WireReader r, long now)
     {
@@ -46,7 +53,7 @@ internal sealed partial class DurableHistory
     /// <summary>At the oldest member, once current: its own status counts like the others'.</summary>
     private void NoteOwnStatusCurrent()
     {
-        _statuses[_node.Self] = new HistoryStatus(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, Usable(_lineage, _trimmed, _viewStart)?.Index ?? -1);
+        _statuses[_node.Self] = CurrentStatus();
         CheckEveryoneCurrent();
     }
 
@@ -71,7 +78,10 @@ internal sealed partial class DurableHistory
         {
             if (_statuses.TryGetValue(m, out HistoryStatus? s) && s.Current)
             {
-                _decided = new HistoryPlan(HistoryPlanMode.Transfer, m, s.Count, s.View!.Key.Epoch, s.View.Lineage, s.Trimmed, m, Math.Max(s.Checkpoint, 0));
+                _decided = new HistoryPlan(HistoryPlanMode.Transfer, m, s.Count, s.View!.Key.Epoch, s.View.Lineage, s.Trimmed, m, Math.Max(s.Checkpoint, 0))
+                {
+                    GaveUp = s.GaveUp ?? [],
+                };
                 break;
             }
         }
@@ -108,12 +118,18 @@ internal sealed partial class DurableHistory
     /// </summary>
     private HistoryPlan? DecideRecovery(GroupView view)
     {
+        // Incarnations an earlier forced recovery gave up: their logs and checkpoints are not the history's.
+        var gaveUp = new HashSet<NodeId>(_gaveUp);
+        foreach (HistoryStatus s in _statuses.Values) gaveUp.UnionWith(s.GaveUp ?? []);
+        bool Suspect(HistoryStatus s) => !GivenUpHistoryUsed && s.Incarnations.Any(gaveUp.Contains);
+        bool forced = view.Members.Any(m => _statuses[m].Forced);
+
         HistoryStatus? latest = null;
         NodeId latestReporter = default;
         foreach (NodeId m in view.Members)
         {
             HistoryStatus s = _statuses[m];
-            if (s.View == null) continue;
+            if (s.View == null || Suspect(s)) continue;
             if (latest == null || s.View.Key > latest.View!.Key || (s.View.Key == latest.View.Key && s.Count > latest.Count))
             {
                 latest = s;
@@ -122,19 +138,37 @@ internal sealed partial class DurableHistory
         }
         if (latest == null)
         {
+            if (forced)
+            {
+                // The operator says no log of the history will come back: found a new one (a log of
+                // the old one that comes back later is of another lineage, so it is kept aside).
+                return new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id))
+                {
+                    Reason = HistoryRecovery.Forced,
+                    GaveUp = [.. gaveUp],
+                };
+            }
             // Past the group's first view a history was founded (by that view's oldest member), so
             // some member not here holds it: never found a second one over it.
             Wait($"the group waits to recover its SafeSend history: none of its members brought a log that held it; " +
-                "members of its last view must restart with their logs before the group delivers");
+                "members of its last view must restart with their logs before the group delivers, " +
+                "or, if no such log will ever come back, start a new empty history by force (docs/operations.md, \"Forced recovery\")");
             return null;
         }
         var present = new HashSet<NodeId>(_statuses.Values.SelectMany(s => s.Incarnations));
         NodeId[] missing = latest.View!.Members.Where(m => !present.Contains(m)).ToArray();
+        HistoryRecovery reason = HistoryRecovery.None;
         if (missing.Length > 0)
         {
-            Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
-                $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers");
-            return null;
+            if (!forced)
+            {
+                Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
+                    $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers, " +
+                    "or, if one will never come back (its disk is lost), recover without it by force, which loses the SafeSends only it held " +
+                    "(docs/operations.md, \"Forced recovery\")");
+                return null;
+            }
+            reason = HistoryRecovery.Forced;
         }
         NodeId provider = latestReporter;
         long providerCheckpoint = Math.Max(latest.Checkpoint, 0);
@@ -143,7 +177,7 @@ internal sealed partial class DurableHistory
             // Its owner's checkpoints are damaged: another member's of the same lineage will do if it covers the trimmed part.
             (NodeId Member, HistoryStatus Status)? other = view.Members
                 .Select(m => (Member: m, Status: _statuses[m]))
-                .Where(x => x.Status.View?.Lineage == latest.View.Lineage && x.Status.Checkpoint >= latest.Trimmed && x.Status.Checkpoint <= latest.Count)
+                .Where(x => !Suspect(x.Status) && x.Status.View?.Lineage == latest.View.Lineage && x.Status.Checkpoint >= latest.Trimmed && x.Status.Checkpoint <= latest.Count)
                 .OrderByDescending(x => x.Status.Checkpoint)
                 .Cast<(NodeId, HistoryStatus)?>()
                 .FirstOrDefault();
@@ -151,14 +185,21 @@ internal sealed partial class DurableHistory
             {
                 Wait($"the group waits to recover its SafeSend history: the longest log of its last view {latest.View.Key} ({latestReporter}) " +
                     $"starts after entry {latest.Trimmed}, which only a persistent checkpoint holds, and no member brought a whole checkpoint " +
-                    "of that history at or past that entry; restart a member whose checkpoint is whole, or recover by force (docs/operations.md)");
+                    "of that history at or past that entry; restart a member whose checkpoint is whole (a forced recovery cannot help: " +
+                    "the entries before that point are in no log)");
                 return null;
             }
             provider = found.Item1;
             providerCheckpoint = found.Item2.Checkpoint;
         }
         return new HistoryPlan(HistoryPlanMode.Recover, latestReporter, latest.Count, latest.View.Key.Epoch + 1, latest.View.Lineage,
-            latest.Trimmed, provider, providerCheckpoint);
+            latest.Trimmed, provider, providerCheckpoint)
+        {
+            Reason = reason,
+            Missing = missing,
+            LastView = latest.View.Key,
+            GaveUp = [.. gaveUp, .. missing],
+        };
     }
 
     private void Wait(string why)
@@ -172,7 +213,8 @@ internal sealed partial class DurableHistory
     {
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPlan, _node.Self, _member.Id, _view!.Id, 0))
             .U8((byte)plan.Mode).Node(plan.Source).I64(plan.Target).I64(plan.Epoch).Node(plan.Lineage.Founder).I32(plan.Lineage.ViewId)
-            .I64(plan.Trimmed).Node(plan.Provider).I64(plan.ProviderCheckpoint);
+            .I64(plan.Trimmed).Node(plan.Provider).I64(plan.ProviderCheckpoint)
+            .U8((byte)plan.Reason).Nodes(plan.Missing).I64(plan.LastView.Epoch).I32(plan.LastView.ViewId).Nodes(plan.GaveUp);
         _node.SendTo(to.Endpoint, w.Finish());
     }
 
@@ -187,7 +229,11 @@ internal sealed partial class DurableHistory
         long trimmed = r.I64();
         NodeId provider = r.Node();
         long providerCheckpoint = r.I64();
-        if (!r.Complete || !Enum.IsDefined(mode) || target < 0 || epoch < 1 || _view!.RankOf(source) < 0
+        var reason = (HistoryRecovery)r.U8();
+        NodeId[] missing = r.Nodes();
+        var lastView = new HistoryViewKey(r.I64(), r.I32());
+        NodeId[] gaveUp = r.Nodes();
+        if (!r.Complete || !Enum.IsDefined(mode) || !Enum.IsDefined(reason) || gaveUp.Any(n => n.IsNone) || missing.Any(n => n.IsNone) || target < 0 || epoch < 1 || _view!.RankOf(source) < 0
             || trimmed < 0 || trimmed > target || providerCheckpoint < 0 || providerCheckpoint > target
             || (trimmed > 0 && (providerCheckpoint < trimmed || _view.RankOf(provider) < 0)))
         {
@@ -198,7 +244,14 @@ internal sealed partial class DurableHistory
         if (Current) return; // an answer to the status we sent before we became current: HistoryAllCurrent ends our reports
         _answered = true;
         if (_plan != null) return; // a repeat
-        _plan = new HistoryPlan(mode, source, target, epoch, new Lineage(founder, foundedIn), trimmed, provider, providerCheckpoint);
+        _plan = new HistoryPlan(mode, source, target, epoch, new Lineage(founder, foundedIn), trimmed, provider, providerCheckpoint)
+        {
+            Reason = reason,
+            Missing = missing,
+            LastView = lastView,
+            GaveUp = gaveUp,
+        };
+        AdoptGaveUp(gaveUp);
         switch (mode)
         {
             case HistoryPlanMode.Fresh:
@@ -222,7 +275,10 @@ internal sealed partial class DurableHistory
 /// <param name="Incarnations">The incarnations its log was written by (so members of old views can be recognised).</param>
 /// <param name="Trimmed">Entries its log no longer holds (a checkpoint does).</param>
 /// <param name="Checkpoint">The newest whole persistent checkpoint it holds of that history, at or past <paramref name="Trimmed"/> (-1: none).</param>
-internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations, long Trimmed = 0, long Checkpoint = -1)
+/// <param name="Forced">Not current: the operator allowed a recovery without the members of the last view that have not come back.</param>
+/// <param name="GaveUp">Incarnations earlier forced recoveries of the history it holds (or its log holds) gave up.</param>
+internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations, long Trimmed = 0, long Checkpoint = -1,
+    bool Forced = false, NodeId[]? GaveUp = null)
 {
     public void Write(PacketWriter w)
     {
@@ -230,6 +286,7 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
         if (View != null) HistoryLog.WriteViewBody(w, View);
         w.Nodes(Incarnations);
         w.I64(Trimmed).I64(Checkpoint);
+        w.U8(Forced ? (byte)1 : (byte)0).Nodes(GaveUp ?? []);
     }
 
     public static HistoryStatus? Read(ref WireReader r)
@@ -240,12 +297,14 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
         NodeId[] incarnations = r.Nodes();
         long trimmed = r.I64();
         long checkpoint = r.I64();
-        if (!r.Complete || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
+        byte forced = r.U8();
+        NodeId[] gaveUp = r.Nodes();
+        if (!r.Complete || forced > 1 || (forced == 1 && current) || gaveUp.Any(n => n.IsNone) || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
             || (trimmed > 0 && view == null) || (current && trimmed > 0 && checkpoint < trimmed))
         {
             r.Fail();
             return null;
         }
-        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint);
+        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint, forced == 1, gaveUp);
     }
 }

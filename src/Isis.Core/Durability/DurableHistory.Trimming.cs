@@ -51,7 +51,18 @@ internal sealed partial class DurableHistory
         _driverKeepsCheckpoints = true;
         _kept.RemoveAll(k => k.Name == mark.Name); // a file saved again under the same name holds the new one only
         _kept.Insert(0, mark);
-        if (_kept.Count > KeptLimit) _kept.RemoveAt(_kept.Count - 1);
+        if (_kept.Count > KeptLimit)
+        {
+            // Marks can be reported out of their order (a checkpoint saved during a replay, or a copy
+            // finishing after a newer save), so the least useful goes, not the one reported first:
+            // another history's, then the shortest, but never the two newest of this history (the
+            // trim point rests on them) nor the one offered to members that copy the history as of
+            // this view's start (a plan names it).
+            var keep = new HashSet<CheckpointMark>(_kept.Where(k => k.Lineage == _lineage).OrderByDescending(k => k.Index).Take(2));
+            if (Current && !_allCurrent && _offered != null) keep.Add(_offered);
+            CheckpointMark least = _kept.Where(k => !keep.Contains(k)).OrderBy(k => k.Lineage == _lineage && Current ? 1 : 0).ThenBy(k => k.Index).First();
+            _kept.Remove(least);
+        }
         if (!Current && _pull?.Fetch is { Complete: true } f && f.Index == mark.Index && mark.Lineage == _plan!.Lineage)
         {
             OnFetchedCheckpointDurable(mark, now);
@@ -77,10 +88,10 @@ internal sealed partial class DurableHistory
             point = mine[1].Index;
             if (!_allCurrent)
             {
-                // A member of this view may still copy the history as of the view's start: keep what it needs.
-                CheckpointMark? offered = mine.FirstOrDefault(k => k.Index <= _viewStart);
-                if (offered == null) return;
-                point = Math.Min(point, offered.Index);
+                // A member of this view may still copy the history as of the view's start: keep what it needs
+                // (the checkpoint offered when the view began, even if a later one at or before that point arrived since).
+                if (_offered == null) return;
+                point = Math.Min(point, _offered.Index);
             }
         }
         if (point <= _trimmed) return;

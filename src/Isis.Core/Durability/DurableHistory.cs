@@ -24,7 +24,30 @@ internal enum HistoryPlanMode : byte
 /// lineage, and (when the source's log is trimmed) who serves a checkpoint that covers the trimmed
 /// part, and up to which entry that checkpoint holds.
 /// </summary>
-internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Target, long Epoch, Lineage Lineage, long Trimmed = 0, NodeId Provider = default, long ProviderCheckpoint = 0);
+internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Target, long Epoch, Lineage Lineage, long Trimmed = 0, NodeId Provider = default, long ProviderCheckpoint = 0)
+{
+    /// <summary>Why a recovery went ahead without every member of the last view (None: it did not).</summary>
+    public HistoryRecovery Reason { get; init; }
+
+    /// <summary>The members of the last view a recovery went ahead without.</summary>
+    public NodeId[] Missing { get; init; } = [];
+
+    /// <summary>The last view a recovery rebuilt the history from (its key), for the report.</summary>
+    public HistoryViewKey LastView { get; init; }
+
+    /// <summary>Every incarnation a forced recovery of this history gave up, this one's included: never taken as part of the history.</summary>
+    public NodeId[] GaveUp { get; init; } = [];
+}
+
+/// <summary>Why a recovery of the history went ahead without every member of its last view.</summary>
+internal enum HistoryRecovery : byte
+{
+    /// <summary>It did not: every member of the last view came back (or nobody needed to).</summary>
+    None = 0,
+
+    /// <summary>The operator forced it (some member allowed it): SafeSends only the missing members held are lost.</summary>
+    Forced = 1,
+}
 
 /// <summary>
 /// The SafeSend history of one group with disk durability, at one member: the sequence of every
@@ -73,6 +96,9 @@ internal sealed partial class DurableHistory
     private long _epoch;
     private Lineage _lineage;
     private long _viewStart; // entries at the start of the current view, while current
+    // While current: the checkpoint offered, for this view, to members that copy the history as of its start
+    // (fixed when the view begins: plans name it, so trimming and eviction keep it until every member is current).
+    private CheckpointMark? _offered;
 
     // While not current, per view: the plan to follow.
     private GroupView? _view;
@@ -83,6 +109,11 @@ internal sealed partial class DurableHistory
 
     // The oldest member of a view collects every member's status and decides the plan.
     private readonly Dictionary<NodeId, HistoryStatus> _statuses = new();
+
+    // Forced recovery: allowed by the operator here (until this member holds the history), and the
+    // incarnations forced recoveries of this history gave up (their logs and checkpoints are suspect).
+    private bool _forced;
+    private readonly HashSet<NodeId> _gaveUp = new();
     private HistoryPlan? _decided;
     private string? _lastWaiting;
 
@@ -92,6 +123,8 @@ internal sealed partial class DurableHistory
         _member = member;
         _image = image;
         _kept.AddRange(checkpoints);
+        _forced = image.Forced;
+        _gaveUp.UnionWith(image.GaveUp);
         // Before the join request leaves (the driver makes it durable before the step's packets):
         // any view that will ever name this incarnation can then be matched to this log.
         Append(HistoryLog.Incarnation(node.Writer, node.Self));
@@ -148,6 +181,7 @@ internal sealed partial class DurableHistory
         if (Current)
         {
             _viewStart = Count;
+            _offered = Usable(_lineage, _trimmed, _viewStart);
             if (_plan == null) Append(HistoryLog.View(_node.Writer, CurrentViewRecord()));
             // The oldest member, current, decides at once: the others copy from it. (Current
             // members still report to it, so it learns when every member is current, and an oldest
@@ -202,25 +236,41 @@ internal sealed partial class DurableHistory
         _lineage = plan.Lineage;
         _viewStart = Count;
         Current = true;
+        _offered = Usable(_lineage, _trimmed, _viewStart);
         _pull = null;
         restore ??= trimmed == 0 ? ChooseCheckpoint(Count) : null;
         Invariant.Check(trimmed == 0 || (restore != null && restore.Index >= trimmed && restore.Lineage == _lineage),
             "a member holds a trimmed history only with a checkpoint of its lineage at or past the trim point");
+        _forced = false;
         if (rewrite)
         {
-            // A log of another lineage holds a history this group does not descend from: keep it.
+            // A log of another lineage holds a history this group does not descend from, and a log
+            // a forced recovery gave up may hold SafeSends the group lost: keep either.
             bool foreign = _image.LastView != null && _image.LastView.Lineage != _lineage && _image.Entries.Count > 0;
+            bool givenUp = !foreign && IsGivenUp && _image.Entries.Count > 0;
             if (foreign)
             {
                 _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.ForeignLog,
                     $"this member's SafeSend log belongs to another history (lineage {_image.LastView!.Lineage}, {_image.Count} entries, last view {_image.LastView.Key}) " +
                     $"than the running group's ({_lineage}): it is kept aside, not merged. It was founded while the members holding it were away"));
             }
-            RewriteLog(keepOldAside: foreign);
+            if (givenUp)
+            {
+                _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.ForeignLog,
+                    $"this member's SafeSend log ({_image.Count} entries, last view {_image.LastView?.Key.ToString() ?? "none"}) was written by an incarnation " +
+                    "that a forced recovery of the group gave up: it may hold SafeSends the group lost, so it is kept aside, not merged, " +
+                    "and this member copied the group's history"));
+            }
+            RewriteLog(keepOldAside: foreign || givenUp);
         }
         else
         {
             Append(HistoryLog.View(_node.Writer, CurrentViewRecord()));
+            if (_gaveUp.Count > _image.GaveUp.Count) Append(HistoryLog.GaveUp(_node.Writer, _gaveUp));
+        }
+        if (plan.Reason != HistoryRecovery.None)
+        {
+            _node.Emit(new HistoryRecoveredWithout(_member.Id, plan.Reason, plan.Missing, Count, plan.LastView, DescribeRecovery(plan)));
         }
         _member.OnHistoryCurrent(entries, Count, plan, _lineage, restore);
         if (_rank == 0)
@@ -248,6 +298,7 @@ internal sealed partial class DurableHistory
         records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
         records.Add(HistoryLog.View(_node.Writer, CurrentViewRecord()));
         if (_trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, _trimmed));
+        if (_gaveUp.Count > 0) records.Add(HistoryLog.GaveUp(_node.Writer, _gaveUp));
         foreach (HistoryEntry e in _entries) records.Add(HistoryLog.Entry(_node.Writer, e));
         _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, records, Rewrite: true, KeepOldAside: keepOldAside));
     }
@@ -270,6 +321,55 @@ internal sealed partial class DurableHistory
             "the whole history is replayed instead"));
         return null;
     }
+
+    // ---------------------------------------------------------------- forced recovery
+
+    /// <summary>
+    /// The operator allows the group to recover without the members of its last view that have not
+    /// come back (docs/operations.md, "Forced recovery"): recorded in the log, and reported to the
+    /// view's oldest member at once. False if this member holds the history already (nothing to recover).
+    /// </summary>
+    public bool AllowForcedRecovery(long now)
+    {
+        if (Current) return false;
+        if (!_forced)
+        {
+            _forced = true;
+            Append(HistoryLog.ForcedRecovery(_node.Writer));
+        }
+        if (_view != null && _plan == null) SendStatus(now);
+        return true;
+    }
+
+    /// <summary>True if an incarnation that wrote this member's log was given up by a forced recovery.</summary>
+    private bool IsGivenUp => !GivenUpHistoryUsed && _image.Incarnations.Any(_gaveUp.Contains);
+
+    private bool GivenUpHistoryUsed => (_node.Options.Mutations & ProtocolMutations.GivenUpHistoryUsed) != 0;
+
+    /// <summary>
+    /// A plan names the incarnations forced recoveries gave up: remember them, and if this
+    /// member's log was written by one of them, its checkpoints may hold SafeSends the group lost,
+    /// so none of them is used (the log is kept aside when the history is copied).
+    /// </summary>
+    private void AdoptGaveUp(NodeId[] gaveUp)
+    {
+        _gaveUp.UnionWith(gaveUp);
+        if (IsGivenUp && _kept.Count > 0)
+        {
+            _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
+                $"this member's {_kept.Count} persistent checkpoint(s) were made by an incarnation a forced recovery of the group gave up, " +
+                "so they may hold SafeSends the group lost: none is used, and the group's history is copied"));
+            _kept.Clear();
+        }
+    }
+
+    private static string DescribeRecovery(HistoryPlan plan) => plan.Mode == HistoryPlanMode.Fresh
+        ? "the SafeSend history was founded anew by force: no member brought a log of the group's earlier history, so that history is lost " +
+          "(a log of it that comes back later is kept aside, not merged)"
+        : $"the SafeSend history was recovered by force without {plan.Missing.Length} member(s) of its last view {plan.LastView} " +
+          $"({string.Join(", ", plan.Missing)}): it holds {plan.Target} entries, from {plan.Source}'s log. SafeSends that only those members held " +
+          $"(delivered in view {plan.LastView.ViewId} after entry {plan.Target}, or in a later view of theirs alone) are lost if there were any; " +
+          "if one of them comes back, its log is kept aside, not merged";
 
     /// <summary>A SafeSend or SafeQuery this current member now holds in order (or the view change delivered): it joins the history.</summary>
     public void Log(NodeId sender, int viewId, long seq, int phi, MessageKind kind, ReadOnlyMemory<byte> payload)

@@ -64,12 +64,16 @@ internal sealed record HistoryViewRecord(HistoryViewKey Key, Lineage Lineage, No
 /// view can later be recognised as this log's), View, Entry (a SafeSend; a SafeQuery has a kind
 /// of its own, so logs written before SafeQueries were logged read the same), and Trim ("the
 /// entries before this point are held in a persistent checkpoint": a log trimmed at a checkpoint
-/// is rewritten as its incarnations, a View record, a Trim record and the entries after it).
+/// is rewritten as its incarnations, a View record, a Trim record and the entries after it),
+/// ForcedRecovery ("the operator allows this member's group to recover without the members of its
+/// last view that have not come back": it counts until the member next holds the history, that is
+/// until a View record follows it) and GaveUp (incarnations a forced recovery gave up: their logs
+/// and checkpoints may hold SafeSends the history lost, so they are never taken as part of it).
 /// Pure codec: never throws.
 /// </summary>
 internal static class HistoryLog
 {
-    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5;
+    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5, ForcedRecoveryRecord = 6, GaveUpRecord = 7;
 
     public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
 
@@ -94,6 +98,12 @@ internal static class HistoryLog
 
     /// <summary>Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in a checkpoint, not in this log.</summary>
     public static byte[] Trim(PacketWriter w, long through) => w.BeginRecord().U8(TrimRecord).I64(through).FinishRecord();
+
+    /// <summary>The operator allows a recovery without the members of the last view that have not come back (until this member next holds the history).</summary>
+    public static byte[] ForcedRecovery(PacketWriter w) => w.BeginRecord().U8(ForcedRecoveryRecord).FinishRecord();
+
+    /// <summary>Incarnations a forced recovery gave up: what their logs and checkpoints hold is never taken as the history.</summary>
+    public static byte[] GaveUp(PacketWriter w, IEnumerable<NodeId> incarnations) => w.BeginRecord().U8(GaveUpRecord).Nodes([.. incarnations]).FinishRecord();
 
     public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(e.Query ? QueryEntryRecord : EntryRecord), e).FinishRecord();
 
@@ -137,8 +147,10 @@ internal static class HistoryLog
     {
         var incarnations = new List<NodeId>();
         var entries = new List<HistoryEntry>();
+        var gaveUp = new List<NodeId>();
         HistoryViewRecord? last = null;
         long trimmed = 0;
+        bool forced = false;
         int i = 0;
         for (; i < records.Count; i++)
         {
@@ -156,6 +168,7 @@ internal static class HistoryLog
                 if (!r.Complete || Array.IndexOf(view.Members, view.Me) < 0) break;
                 if (last != null && view.Key <= last.Key) break;
                 last = view;
+                forced = false; // this member held the history again: an earlier permission is spent
             }
             else if (kind is EntryRecord or QueryEntryRecord)
             {
@@ -170,12 +183,26 @@ internal static class HistoryLog
                 if (!r.Complete || through < 1 || last == null || trimmed != 0 || entries.Count != 0) break;
                 trimmed = through;
             }
+            else if (kind == ForcedRecoveryRecord)
+            {
+                if (!r.Complete) break;
+                forced = true;
+            }
+            else if (kind == GaveUpRecord)
+            {
+                NodeId[] nodes = r.Nodes();
+                if (!r.Complete || nodes.Any(n => n.IsNone)) break;
+                foreach (NodeId n in nodes)
+                {
+                    if (!gaveUp.Contains(n)) gaveUp.Add(n);
+                }
+            }
             else
             {
                 break;
             }
         }
-        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i);
+        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { Forced = forced, GaveUp = gaveUp };
     }
 }
 
@@ -198,6 +225,12 @@ internal sealed record CheckpointMark(Lineage Lineage, long Index, string Name);
 internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRecord? LastView, long Trimmed, List<HistoryEntry> Entries, int Unreadable)
 {
     public static HistoryLogImage Empty => new([], null, 0, [], 0);
+
+    /// <summary>The operator allowed a forced recovery after this log's member last held the history.</summary>
+    public bool Forced { get; init; }
+
+    /// <summary>Incarnations a forced recovery of this history gave up (see <see cref="HistoryLog.GaveUp"/>).</summary>
+    public List<NodeId> GaveUp { get; init; } = [];
 
     /// <summary>How long the history it held is (trimmed entries included).</summary>
     public long Count => Trimmed + Entries.Count;

@@ -115,6 +115,14 @@ internal enum HistoryNoticeKind
     CheckpointNotServed,
 }
 
+/// <summary>
+/// Disk durability: this member came to hold the history through a recovery that went ahead
+/// without members of the group's last view (<paramref name="Missing"/>; none when a new history
+/// was founded because no log came back), with <paramref name="Entries"/> entries. What
+/// <paramref name="Text"/> says may be lost is for the operator (the driver logs it as an error).
+/// </summary>
+internal sealed record HistoryRecoveredWithout(GroupId Group, Durability.HistoryRecovery Reason, NodeId[] Missing, long Entries, Durability.HistoryViewKey LastView, string Text) : NodeEvent;
+
 /// <summary>Disk durability: something the operator should know about the SafeSend history (the driver logs it).</summary>
 internal sealed record HistoryNotice(GroupId Group, HistoryNoticeKind Kind, string Text) : NodeEvent;
 

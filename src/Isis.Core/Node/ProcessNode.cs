@@ -319,6 +319,20 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>
+    /// Disk durability: the operator allows the group to recover its SafeSend history without the
+    /// members of its last view that have not come back (docs/operations.md, "Forced recovery").
+    /// False if this member has no durable history of the group or already holds it.
+    /// </summary>
+    public bool AllowForcedRecovery(GroupId id, long now)
+    {
+        _now = Outbox.StepTime = now;
+        if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member) || member.History == null) return false;
+        bool allowed = member.History.AllowForcedRecovery(now);
+        Drain();
+        return allowed;
+    }
+
+    /// <summary>
     /// Disk durability: the driver made persistent checkpoint <paramref name="mark"/> of the group
     /// durable (the application saved it, or it was copied from another member after
     /// <see cref="CheckpointChunkReceived"/> events): the group's log may be trimmed behind it, and

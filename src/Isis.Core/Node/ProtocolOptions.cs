@@ -269,4 +269,11 @@ internal enum ProtocolMutations
     /// whether or not a checkpoint covers what it drops.
     /// </summary>
     TrimPastCheckpoints = 1048576,
+
+    /// <summary>
+    /// With disk durability, a member whose log a forced recovery gave up is treated like any other:
+    /// its checkpoints are restored and its log may be recovered from, though they may hold
+    /// SafeSends the group's history lost (and entries the history has since replaced).
+    /// </summary>
+    GivenUpHistoryUsed = 2097152,
 }

@@ -146,6 +146,12 @@ internal static partial class HistoryChecker
     /// before the replay of the rest: they are judged as replayed entries, so a checkpoint of
     /// another history, or a replay that does not continue exactly where the checkpoint ends, is
     /// a violation.
+    /// <para>A recovery the operator forced without members of the last view (a ForcedRecovery
+    /// event) keeps the history's first LogIndex entries and goes on from there: entries after them
+    /// may be replaced, and a committed SafeSend may be missing from later replays only if every
+    /// process that delivered it before the recovery is an incarnation some forced recovery of the
+    /// group gave up (their logs alone could hold it). Anything else a forced recovery loses is a
+    /// violation like any other loss.</para>
     /// </remarks>
     internal static void RecoveredHistory(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
@@ -160,11 +166,37 @@ internal static partial class HistoryChecker
         var replays = new Dictionary<(NodeId, GroupId, int), (long Count, int Index)>();
         var firstView = new Dictionary<(NodeId, GroupId, int), int>();
         var deliveredHere = new HashSet<(NodeId, GroupId, int)>();
+        // Forced recoveries, in order (each once, though every member reports it): where, the entries kept, and every incarnation given up so far.
+        // A recovery that founded a new history (no members given up, no entries kept) gave up everything before it: GaveUp is null.
+        var forced = new List<(int At, GroupId Group, long Kept, HashSet<NodeId>? GaveUp)>();
+        var forcedSeen = new HashSet<(GroupId, long, string)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
             switch (e.Kind)
             {
+                case HistoryEventKind.ForcedRecovery:
+                {
+                    NodeId[] missing = e.Members ?? [];
+                    if (!forcedSeen.Add((e.Group, e.LogIndex, string.Join(",", missing.Order())))) break;
+                    HashSet<NodeId>? gaveUp = null;
+                    if (missing.Length > 0 || e.LogIndex > 0)
+                    {
+                        gaveUp = new HashSet<NodeId>(missing);
+                        foreach (var f in forced)
+                        {
+                            if (f.Group == e.Group && f.GaveUp != null) gaveUp.UnionWith(f.GaveUp);
+                        }
+                    }
+                    forced.Add((i, e.Group, e.LogIndex, gaveUp));
+                    // The history goes on from its first LogIndex entries: the ones after them are no longer its.
+                    foreach (var key in history.Keys.Where(k => k.Item1 == e.Group && k.Item2 > e.LogIndex).ToList())
+                    {
+                        indexOf.Remove(history[key].Message);
+                        history.Remove(key);
+                    }
+                    break;
+                }
                 case HistoryEventKind.Send when e.Primitive == MessageKind.Safe: // SafeSends and SafeQueries
                     sends.TryAdd(e.Message, e.PayloadHash);
                     break;
@@ -220,10 +252,16 @@ internal static partial class HistoryChecker
         }
         if (replays.Count == 0) return;
 
-        // It only grows: a replay after another is at least as long.
+        // It only grows: a replay after another is at least as long (than what a forced recovery kept, after one).
         var longest = new Dictionary<GroupId, (long Count, NodeId Process)>();
+        int nextForced = 0;
         foreach (var ((process, group, _), (count, index)) in replays.OrderBy(r => r.Value.Index))
         {
+            for (; nextForced < forced.Count && forced[nextForced].At < index; nextForced++)
+            {
+                var f = forced[nextForced];
+                if (longest.TryGetValue(f.Group, out var had) && had.Count > f.Kept) longest[f.Group] = (f.Kept, had.Process);
+            }
             if (longest.TryGetValue(group, out var before) && count < before.Count)
             {
                 sink.Report(P, $"{process} replayed {count} entries of g={group} at event #{index}, fewer than the {before.Count} {before.Process} replayed before: the history lost entries");
@@ -242,6 +280,7 @@ internal static partial class HistoryChecker
         var committed = new List<(MessageId Message, int Index, NodeId Witness)>();
         var seenCommitted = new HashSet<MessageId>();
         var lastIndex = new Dictionary<(NodeId, GroupId, int), (long Index, MessageId Message)>();
+        var deliverers = new Dictionary<MessageId, List<(NodeId Process, int At)>>();
         membership.Clear();
         for (int i = 0; i < events.Length; i++)
         {
@@ -250,6 +289,11 @@ internal static partial class HistoryChecker
             bool safeDelivery = e.Kind == HistoryEventKind.Deliver && e.Primitive == MessageKind.Safe;
             if (!safeDelivery && e.Kind is not (HistoryEventKind.Replay or HistoryEventKind.Restore)) continue;
             MessageId m = e.Message;
+            if (safeDelivery)
+            {
+                ref var who = ref CollectionsMarshal.GetValueRefOrAddDefault(deliverers, m, out _);
+                (who ??= []).Add((e.Process, i));
+            }
             if (safeDelivery && (views.Survived(e.Process, m) || nobodyCameThrough.Contains((m.Group, m.ViewId))) && seenCommitted.Add(m))
             {
                 committed.Add((m, i, e.Process));
@@ -270,11 +314,17 @@ internal static partial class HistoryChecker
             {
                 if (at >= index) break;
                 if (m.Group != group || m.ViewId >= joinedIn) continue;
+                if (LostByForce(m, at, index)) continue;
                 if (!indexOf.TryGetValue(m, out long entry) || entry > count)
                 {
                     sink.Report(P, $"SafeSend {m}, delivered by {witness} at event #{at}, is missing from the {count} entries {process} replayed at event #{index}");
                 }
             }
         }
+
+        // A forced recovery between the delivery and the replay gave up every process that had delivered it.
+        bool LostByForce(MessageId m, int deliveredAt, int replayedAt) =>
+            forced.Any(f => f.Group == m.Group && deliveredAt < f.At && f.At < replayedAt
+                && (f.GaveUp == null || deliverers[m].Where(d => d.At < f.At).All(d => f.GaveUp.Contains(d.Process))));
     }
 }

@@ -146,6 +146,9 @@ internal sealed class History
             case GroupKeyRotated k:
                 Add(new HistoryEvent(time, process, HistoryEventKind.KeyRotated) { Group = k.Group, ViewId = k.ViewId, PayloadHash = System.Buffers.Binary.BinaryPrimitives.ReadUInt64BigEndian(k.Fingerprint) });
                 break;
+            case HistoryRecoveredWithout f:
+                Add(new HistoryEvent(time, process, HistoryEventKind.ForcedRecovery) { Group = f.Group, LogIndex = f.Entries, Members = f.Missing });
+                break;
             case HistoryReplayed r:
                 RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload), r.Entry.Query);
                 break;

@@ -129,4 +129,12 @@ internal enum HistoryEventKind
 
     /// <summary>Replicated collection, at End: Process (alive, in the group) holds lineage ConfigurationIndex up to position LogIndex, chain PayloadHash, with Phi updates pending; ViewId is its collection's first view.</summary>
     CollectionFinal,
+
+    /// <summary>
+    /// Disk durability: Process came to hold Group's SafeSend history through a recovery that the
+    /// operator forced without members of the group's last view (Members: the incarnations given
+    /// up, none when a new history was founded). The history it holds is the old one's first
+    /// LogIndex entries; entries after them that only given-up incarnations delivered may be lost.
+    /// </summary>
+    ForcedRecovery,
 }

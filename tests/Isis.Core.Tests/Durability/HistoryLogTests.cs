@@ -135,6 +135,37 @@ public class HistoryLogTests
         Assert.Empty(empty.Entries);
     }
 
+    [Fact]
+    public void A_forced_recovery_permission_counts_until_the_next_view_record_and_given_up_incarnations_accumulate()
+    {
+        byte[] force = HistoryLog.ForcedRecovery(new PacketWriter());
+        byte[] gaveUpB = HistoryLog.GaveUp(new PacketWriter(), [B]);
+        byte[] gaveUpBC = HistoryLog.GaveUp(new PacketWriter(), [B, C]);
+
+        // Allowed after the member last held the history (the permission is in force at the next join).
+        HistoryLogImage allowed = HistoryLog.Read([.. ValidLog(2), force, Inc(C)]);
+        Assert.True(allowed.Forced);
+        Assert.Equal(2, allowed.Count);
+        Assert.Equal(0, allowed.Unreadable);
+
+        // Once the member holds the history again (a View record follows), the permission is spent.
+        HistoryLogImage spent = HistoryLog.Read([Inc(A), force, Vw(View(1, 2, A, A, B)), En(Entry(1))]);
+        Assert.False(spent.Forced);
+        Assert.Equal(1, spent.Count);
+
+        // Given-up incarnations: read anywhere, each once, in the order first given up.
+        HistoryLogImage gave = HistoryLog.Read([Inc(A), Vw(View(1, 2, A, A, B)), gaveUpB, En(Entry(1)), gaveUpBC]);
+        Assert.Equal([B, C], gave.GaveUp);
+        Assert.Equal(1, gave.Count);
+        Assert.Equal(0, gave.Unreadable);
+
+        // A GaveUp record naming no incarnation (None) is damage: reading stops there.
+        byte[] bad = HistoryLog.GaveUp(new PacketWriter(), [NodeId.None]);
+        HistoryLogImage stopped = HistoryLog.Read([.. ValidLog(1), bad, En(Entry(2))]);
+        Assert.Equal(1, stopped.Count);
+        Assert.Equal(2, stopped.Unreadable);
+    }
+
     [Theory]
     [InlineData("before any view")]
     [InlineData("after an entry")]

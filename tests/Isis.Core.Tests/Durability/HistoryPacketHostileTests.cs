@@ -63,8 +63,9 @@ public class HistoryPacketHostileTests
     }
 
     private static PacketWriter PlanBody(PacketWriter w, HistoryPlanMode mode, NodeId source, long target, long epoch, NodeId founder, int foundedIn = 1,
-        long trimmed = 0, NodeId provider = default, long providerCheckpoint = 0) =>
-        w.U8((byte)mode).Node(source).I64(target).I64(epoch).Node(founder).I32(foundedIn).I64(trimmed).Node(provider).I64(providerCheckpoint);
+        long trimmed = 0, NodeId provider = default, long providerCheckpoint = 0, byte reason = 0, NodeId[]? gaveUp = null) =>
+        w.U8((byte)mode).Node(source).I64(target).I64(epoch).Node(founder).I32(foundedIn).I64(trimmed).Node(provider).I64(providerCheckpoint)
+            .U8(reason).Nodes([]).I64(0).I32(0).Nodes(gaveUp ?? []);
 
     private static PacketWriter ChunkBody(PacketWriter w, long first, params string[] payloads)
     {
@@ -134,6 +135,9 @@ public class HistoryPacketHostileTests
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(status).U8(0).Finish(), n => n.DroppedMalformed, "status with a trailing byte");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(-1).U8(0).Nodes([p1]).Finish(), n => n.DroppedMalformed, "status with a negative count");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(1).I64(0).U8(0).Nodes([p1]).Finish(), n => n.DroppedMalformed, "current status without a view");
+        HistoryViewRecord view = new(new HistoryViewKey(1, v), new Lineage(p0, 1), p1, [p0, p1, p2]);
+        feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(StatusBody(new HistoryStatus(true, 2, view, [p1], Forced: true))).Finish(), n => n.DroppedMalformed, "current status that allows a forced recovery");
+        feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(StatusBody(new HistoryStatus(false, 2, view, [p1], GaveUp: [NodeId.None]))).Finish(), n => n.DroppedMalformed, "status that gives up no incarnation (None)");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(0).U8(0).I32(int.MaxValue).Node(p1).Finish(), n => n.DroppedMalformed, "status claiming 2^31 incarnations");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(0).U8(0).I32(-3).Finish(), n => n.DroppedMalformed, "status with a negative incarnation count");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(0).U8(1).I64(1).I32(v).Node(p0).I32(1).Node(p1).I32(int.MaxValue).Nodes([p1]).Finish(),
@@ -159,6 +163,8 @@ public class HistoryPacketHostileTests
             feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), (HistoryPlanMode)mode, p2, 3, 1, p0).Finish(), n => n.DroppedMalformed, $"plan of mode {mode}");
         }
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, -1, 1, p0).Finish(), n => n.DroppedMalformed, "plan with a negative target");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Recover, p2, 3, 1, p0, reason: 9).Finish(), n => n.DroppedMalformed, "plan with an unknown recovery reason");
+        feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Recover, p2, 3, 1, p0, gaveUp: [NodeId.None]).Finish(), n => n.DroppedMalformed, "plan that gives up no incarnation (None)");
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Transfer, p2, long.MinValue, 1, p0).Finish(), n => n.DroppedMalformed, "plan with target long.MinValue");
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Recover, p2, 3, 0, p0).Finish(), n => n.DroppedMalformed, "plan with epoch 0");
         feed.Expect(1, PlanBody(W(PacketKind.HistoryPlan, p0, v), HistoryPlanMode.Recover, p2, 3, -1, p0).Finish(), n => n.DroppedMalformed, "plan with a negative epoch");
