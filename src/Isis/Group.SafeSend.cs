@@ -93,8 +93,7 @@ public sealed partial class Group
     /// <summary>This member's history log, with disk durability (written by the event loop).</summary>
     internal HistoryLogFile? HistoryLog { get; private set; }
 
-    private string LogPath(string suffix) =>
-        Path.Combine(_logDirectory!, string.Concat(Name.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_')) + suffix);
+    private string LogPath(string suffix) => HistoryLogFile.PathFor(_logDirectory!, Name, suffix);
 
     /// <summary>Before joining with disk durability: opens the log and returns what it holds, for the core.</summary>
     private List<byte[]> OpenHistoryLog()

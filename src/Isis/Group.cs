@@ -518,6 +518,7 @@ public sealed partial class Group
         FailRotations(new IsisException($"This member left group '{Name}' before the group moved to the new key."));
         var left = new IsisException($"This member left group '{Name}' before its SafeSend was delivered here; it may or may not have been delivered to the others.");
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
+        FailForcedRecovery(new IsisException($"This member left group '{Name}' before it held the group's SafeSend history."));
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
@@ -528,6 +529,7 @@ public sealed partial class Group
     internal void OnRuntimeStopped(Exception reason)
     {
         _joined?.TrySetException(reason);
+        FailForcedRecovery(reason);
         _left?.TrySetResult(); // the process is out of every group now
         foreach (var (token, done) in _flushes)
         {

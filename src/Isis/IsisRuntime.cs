@@ -377,7 +377,11 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 {
                     g.OnHistoryPosition(h.Lineage, h.Entries);
                     g.OnHistoryReady();
+                    g.CompleteForcedRecovery(h.Entries);
                 }
+                break;
+            case HistoryRecoveredWithout r:
+                if (_groups.TryGetValue(r.Group, out g)) g.OnRecoveredWithout(r);
                 break;
             case HistoryNotice n:
                 if (_groups.TryGetValue(n.Group, out g)) ReportHistoryProblem(g.Name, n.Text, error: n.Kind != HistoryNoticeKind.Waiting);

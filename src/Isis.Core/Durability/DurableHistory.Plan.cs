@@ -15,7 +15,7 @@ internal sealed partial class DurableHistory
         HistoryStatus status = Current
             ? CurrentStatus()
             : new HistoryStatus(false, _image.Count, _image.LastView, [.. _image.Incarnations, _node.Self], _image.Trimmed,
-                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1, _forced, [.. _gaveUp]);
+                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1, _forcedWithout, [.. _gaveUp]);
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
         status.Write(w);
         _node.SendTo(_view.Members[0].Endpoint, w.Finish());
@@ -122,7 +122,9 @@ internal sealed partial class DurableHistory
         var gaveUp = new HashSet<NodeId>(_gaveUp);
         foreach (HistoryStatus s in _statuses.Values) gaveUp.UnionWith(s.GaveUp ?? []);
         bool Suspect(HistoryStatus s) => !GivenUpHistoryUsed && s.Incarnations.Any(gaveUp.Contains);
-        bool forced = view.Members.Any(m => _statuses[m].Forced);
+        // Some member's operator allowed a recovery without these members (none named: whoever is missing).
+        bool Allowed(NodeId[] missing) => view.Members.Select(m => _statuses[m].ForcedWithout)
+            .Any(w => w != null && (w.Length == 0 || missing.All(w.Contains)));
 
         HistoryStatus? latest = null;
         NodeId latestReporter = default;
@@ -138,7 +140,7 @@ internal sealed partial class DurableHistory
         }
         if (latest == null)
         {
-            if (forced)
+            if (view.Members.Any(m => _statuses[m].ForcedWithout is { Length: 0 }))
             {
                 // The operator says no log of the history will come back: found a new one (a log of
                 // the old one that comes back later is of another lineage, so it is kept aside).
@@ -160,7 +162,7 @@ internal sealed partial class DurableHistory
         HistoryRecovery reason = HistoryRecovery.None;
         if (missing.Length > 0)
         {
-            if (!forced)
+            if (!Allowed(missing))
             {
                 Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
                     $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers, " +
@@ -275,10 +277,10 @@ internal sealed partial class DurableHistory
 /// <param name="Incarnations">The incarnations its log was written by (so members of old views can be recognised).</param>
 /// <param name="Trimmed">Entries its log no longer holds (a checkpoint does).</param>
 /// <param name="Checkpoint">The newest whole persistent checkpoint it holds of that history, at or past <paramref name="Trimmed"/> (-1: none).</param>
-/// <param name="Forced">Not current: the operator allowed a recovery without the members of the last view that have not come back.</param>
+/// <param name="ForcedWithout">Not current: the operator allowed a recovery without these members of the last view (empty: whichever have not come back); null if not.</param>
 /// <param name="GaveUp">Incarnations earlier forced recoveries of the history it holds (or its log holds) gave up.</param>
 internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations, long Trimmed = 0, long Checkpoint = -1,
-    bool Forced = false, NodeId[]? GaveUp = null)
+    NodeId[]? ForcedWithout = null, NodeId[]? GaveUp = null)
 {
     public void Write(PacketWriter w)
     {
@@ -286,7 +288,7 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
         if (View != null) HistoryLog.WriteViewBody(w, View);
         w.Nodes(Incarnations);
         w.I64(Trimmed).I64(Checkpoint);
-        w.U8(Forced ? (byte)1 : (byte)0).Nodes(GaveUp ?? []);
+        w.U8(ForcedWithout != null ? (byte)1 : (byte)0).Nodes(ForcedWithout ?? []).Nodes(GaveUp ?? []);
     }
 
     public static HistoryStatus? Read(ref WireReader r)
@@ -298,13 +300,14 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
         long trimmed = r.I64();
         long checkpoint = r.I64();
         byte forced = r.U8();
+        NodeId[] without = r.Nodes();
         NodeId[] gaveUp = r.Nodes();
-        if (!r.Complete || forced > 1 || (forced == 1 && current) || gaveUp.Any(n => n.IsNone) || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
+        if (!r.Complete || forced > 1 || (forced == 1 && current) || (forced == 0 && without.Length > 0) || gaveUp.Any(n => n.IsNone) || without.Any(n => n.IsNone) || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
             || (trimmed > 0 && view == null) || (current && trimmed > 0 && checkpoint < trimmed))
         {
             r.Fail();
             return null;
         }
-        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint, forced == 1, gaveUp);
+        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint, forced == 1 ? without : null, gaveUp);
     }
 }

@@ -112,7 +112,7 @@ internal sealed partial class DurableHistory
 
     // Forced recovery: allowed by the operator here (until this member holds the history), and the
     // incarnations forced recoveries of this history gave up (their logs and checkpoints are suspect).
-    private bool _forced;
+    private NodeId[]? _forcedWithout;
     private readonly HashSet<NodeId> _gaveUp = new();
     private HistoryPlan? _decided;
     private string? _lastWaiting;
@@ -123,7 +123,7 @@ internal sealed partial class DurableHistory
         _member = member;
         _image = image;
         _kept.AddRange(checkpoints);
-        _forced = image.Forced;
+        _forcedWithout = image.ForcedWithout;
         _gaveUp.UnionWith(image.GaveUp);
         // Before the join request leaves (the driver makes it durable before the step's packets):
         // any view that will ever name this incarnation can then be matched to this log.
@@ -241,7 +241,7 @@ internal sealed partial class DurableHistory
         restore ??= trimmed == 0 ? ChooseCheckpoint(Count) : null;
         Invariant.Check(trimmed == 0 || (restore != null && restore.Index >= trimmed && restore.Lineage == _lineage),
             "a member holds a trimmed history only with a checkpoint of its lineage at or past the trim point");
-        _forced = false;
+        _forcedWithout = null;
         if (rewrite)
         {
             // A log of another lineage holds a history this group does not descend from, and a log
@@ -325,18 +325,16 @@ internal sealed partial class DurableHistory
     // ---------------------------------------------------------------- forced recovery
 
     /// <summary>
-    /// The operator allows the group to recover without the members of its last view that have not
-    /// come back (docs/operations.md, "Forced recovery"): recorded in the log, and reported to the
-    /// view's oldest member at once. False if this member holds the history already (nothing to recover).
+    /// The operator allows the group to recover without <paramref name="without"/> (members of its
+    /// last view; none named: whichever have not come back; docs/operations.md, "Forced recovery"):
+    /// recorded in the log, and reported to the view's oldest member at once. False if this member
+    /// holds the history already (nothing to recover).
     /// </summary>
-    public bool AllowForcedRecovery(long now)
+    public bool AllowForcedRecovery(NodeId[] without, long now)
     {
         if (Current) return false;
-        if (!_forced)
-        {
-            _forced = true;
-            Append(HistoryLog.ForcedRecovery(_node.Writer));
-        }
+        _forcedWithout = without;
+        Append(HistoryLog.ForcedRecovery(_node.Writer, without));
         if (_view != null && _plan == null) SendStatus(now);
         return true;
     }

@@ -99,8 +99,11 @@ internal static class HistoryLog
     /// <summary>Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in a checkpoint, not in this log.</summary>
     public static byte[] Trim(PacketWriter w, long through) => w.BeginRecord().U8(TrimRecord).I64(through).FinishRecord();
 
-    /// <summary>The operator allows a recovery without the members of the last view that have not come back (until this member next holds the history).</summary>
-    public static byte[] ForcedRecovery(PacketWriter w) => w.BeginRecord().U8(ForcedRecoveryRecord).FinishRecord();
+    /// <summary>
+    /// The operator allows a recovery without <paramref name="without"/> (members of the last view;
+    /// none named: whichever have not come back), until this member next holds the history.
+    /// </summary>
+    public static byte[] ForcedRecovery(PacketWriter w, IEnumerable<NodeId> without) => w.BeginRecord().U8(ForcedRecoveryRecord).Nodes([.. without]).FinishRecord();
 
     /// <summary>Incarnations a forced recovery gave up: what their logs and checkpoints hold is never taken as the history.</summary>
     public static byte[] GaveUp(PacketWriter w, IEnumerable<NodeId> incarnations) => w.BeginRecord().U8(GaveUpRecord).Nodes([.. incarnations]).FinishRecord();
@@ -150,7 +153,7 @@ internal static class HistoryLog
         var gaveUp = new List<NodeId>();
         HistoryViewRecord? last = null;
         long trimmed = 0;
-        bool forced = false;
+        NodeId[]? forcedWithout = null;
         int i = 0;
         for (; i < records.Count; i++)
         {
@@ -168,7 +171,7 @@ internal static class HistoryLog
                 if (!r.Complete || Array.IndexOf(view.Members, view.Me) < 0) break;
                 if (last != null && view.Key <= last.Key) break;
                 last = view;
-                forced = false; // this member held the history again: an earlier permission is spent
+                forcedWithout = null; // this member held the history again: an earlier permission is spent
             }
             else if (kind is EntryRecord or QueryEntryRecord)
             {
@@ -185,8 +188,9 @@ internal static class HistoryLog
             }
             else if (kind == ForcedRecoveryRecord)
             {
-                if (!r.Complete) break;
-                forced = true;
+                NodeId[] without = r.Nodes();
+                if (!r.Complete || without.Any(n => n.IsNone)) break;
+                forcedWithout = without;
             }
             else if (kind == GaveUpRecord)
             {
@@ -202,7 +206,7 @@ internal static class HistoryLog
                 break;
             }
         }
-        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { Forced = forced, GaveUp = gaveUp };
+        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { ForcedWithout = forcedWithout, GaveUp = gaveUp };
     }
 }
 
@@ -226,8 +230,11 @@ internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRec
 {
     public static HistoryLogImage Empty => new([], null, 0, [], 0);
 
-    /// <summary>The operator allowed a forced recovery after this log's member last held the history.</summary>
-    public bool Forced { get; init; }
+    /// <summary>
+    /// The operator allowed a forced recovery after this log's member last held the history: without
+    /// these members of the last view (empty: whichever have not come back); null if not allowed.
+    /// </summary>
+    public NodeId[]? ForcedWithout { get; init; }
 
     /// <summary>Incarnations a forced recovery of this history gave up (see <see cref="HistoryLog.GaveUp"/>).</summary>
     public List<NodeId> GaveUp { get; init; } = [];

@@ -320,14 +320,15 @@ internal sealed class ProcessNode : IProtocolNode
 
     /// <summary>
     /// Disk durability: the operator allows the group to recover its SafeSend history without the
-    /// members of its last view that have not come back (docs/operations.md, "Forced recovery").
-    /// False if this member has no durable history of the group or already holds it.
+    /// members of its last view that have not come back (docs/operations.md, "Forced recovery"),
+    /// or only without <paramref name="without"/> if any are named. False if this member has no
+    /// durable history of the group or already holds it.
     /// </summary>
-    public bool AllowForcedRecovery(GroupId id, long now)
+    public bool AllowForcedRecovery(GroupId id, long now, NodeId[]? without = null)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member) || member.History == null) return false;
-        bool allowed = member.History.AllowForcedRecovery(now);
+        bool allowed = member.History.AllowForcedRecovery(without ?? [], now);
         Drain();
         return allowed;
     }

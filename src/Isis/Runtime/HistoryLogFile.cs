@@ -24,6 +24,10 @@ internal sealed class HistoryLogFile : IDisposable
 
     public string Path { get; }
 
+    /// <summary>Where a group's SafeSend log lives in a member's directory (the group's name, with characters unsafe in a file name replaced).</summary>
+    public static string PathFor(string directory, string group, string suffix = ".safelog") =>
+        System.IO.Path.Combine(directory, string.Concat(group.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_')) + suffix);
+
     /// <summary>The log's length in bytes (read from any thread: the SafeSend caller checks the bound with it).</summary>
     public long Length => Volatile.Read(ref _file).Length;
 

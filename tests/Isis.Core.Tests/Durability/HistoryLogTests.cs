@@ -138,19 +138,19 @@ public class HistoryLogTests
     [Fact]
     public void A_forced_recovery_permission_counts_until_the_next_view_record_and_given_up_incarnations_accumulate()
     {
-        byte[] force = HistoryLog.ForcedRecovery(new PacketWriter());
+        byte[] force = HistoryLog.ForcedRecovery(new PacketWriter(), []);
         byte[] gaveUpB = HistoryLog.GaveUp(new PacketWriter(), [B]);
         byte[] gaveUpBC = HistoryLog.GaveUp(new PacketWriter(), [B, C]);
 
         // Allowed after the member last held the history (the permission is in force at the next join).
         HistoryLogImage allowed = HistoryLog.Read([.. ValidLog(2), force, Inc(C)]);
-        Assert.True(allowed.Forced);
+        Assert.Equal([], allowed.ForcedWithout!);
         Assert.Equal(2, allowed.Count);
         Assert.Equal(0, allowed.Unreadable);
 
         // Once the member holds the history again (a View record follows), the permission is spent.
         HistoryLogImage spent = HistoryLog.Read([Inc(A), force, Vw(View(1, 2, A, A, B)), En(Entry(1))]);
-        Assert.False(spent.Forced);
+        Assert.Null(spent.ForcedWithout);
         Assert.Equal(1, spent.Count);
 
         // Given-up incarnations: read anywhere, each once, in the order first given up.

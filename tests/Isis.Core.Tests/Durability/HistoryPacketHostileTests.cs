@@ -136,7 +136,7 @@ public class HistoryPacketHostileTests
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(-1).U8(0).Nodes([p1]).Finish(), n => n.DroppedMalformed, "status with a negative count");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(1).I64(0).U8(0).Nodes([p1]).Finish(), n => n.DroppedMalformed, "current status without a view");
         HistoryViewRecord view = new(new HistoryViewKey(1, v), new Lineage(p0, 1), p1, [p0, p1, p2]);
-        feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(StatusBody(new HistoryStatus(true, 2, view, [p1], Forced: true))).Finish(), n => n.DroppedMalformed, "current status that allows a forced recovery");
+        feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(StatusBody(new HistoryStatus(true, 2, view, [p1], ForcedWithout: []))).Finish(), n => n.DroppedMalformed, "current status that allows a forced recovery");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).Tail(StatusBody(new HistoryStatus(false, 2, view, [p1], GaveUp: [NodeId.None]))).Finish(), n => n.DroppedMalformed, "status that gives up no incarnation (None)");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(0).U8(0).I32(int.MaxValue).Node(p1).Finish(), n => n.DroppedMalformed, "status claiming 2^31 incarnations");
         feed.Expect(0, W(PacketKind.HistoryStatus, p1, v).U8(0).I64(0).U8(0).I32(-3).Finish(), n => n.DroppedMalformed, "status with a negative incarnation count");
