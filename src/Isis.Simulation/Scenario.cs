@@ -243,6 +243,15 @@ internal sealed record Scenario
     /// </summary>
     public static readonly string[] ForcedRecoveryFamilies = ["lost-disk"];
 
+    /// <summary>
+    /// Compaction families: the membership replicas snapshot their state every few decisions (2 to
+    /// 5) and drop their log behind it, while replicas crash and restart (from a snapshot and the
+    /// records after it), or, with the embedded service, while the hosts of replicas crash and the
+    /// service adds new replicas (which catch up from a snapshot). Kept out of
+    /// <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] CompactionFamilies = ["compaction", "compaction-hosts"];
+
     /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
     internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
 
@@ -432,12 +441,24 @@ internal sealed record Scenario
                 Protocol = new ProtocolOptions { SystemKey = SimulatedSystemKey }, SystemKeyRotation = hr.Chance(0.75), FaultPhase = 8_000_000,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
+            "compaction" => new Scenario
+            {
+                Name = family, Processes = processes, Replicas = replicas, ReplicaCrashes = true, Crashes = true, LeaveAndRejoin = true,
+                ReplicaPartitions = r.Chance(0.5), Protocol = new ProtocolOptions { ReplicaSnapshotInterval = 2 + r.Next(4), RememberedDeletedGroups = 1 },
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "compaction-hosts" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, HostCrashes = true, Crashes = hr.Chance(0.5),
+                LeaveAndRejoin = true, Protocol = new ProtocolOptions { ReplicaSnapshotInterval = 2 + hr.Next(4), RememberedDeletedGroups = 1 },
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
             "host-quorum-loss" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}", nameof(family)),
         };
     }
 }

@@ -512,6 +512,7 @@ internal sealed partial class Simulator
     private void Flush(SimReplica r)
     {
         if (r.Node == null) return;
+        if (r.Node.Outbox.ReplicaRecordsReplaceLog) r.Durable.Clear(); // a compacted log replaces the file (atomically, by a rename)
         r.Durable.AddRange(r.Node.Outbox.ReplicaRecords); // made durable before the packets leave
         Flush(r.Node, r.Node.Self);
     }

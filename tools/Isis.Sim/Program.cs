@@ -24,6 +24,7 @@ internal static class SimCommand
         if (args.Length == 0 || args[0] is "-h" or "--help")
         {
             Console.WriteLine("usage: Isis.Sim run [--seeds A..B] [--scenario FAMILY] [--mutation NAME]");
+            Console.WriteLine("       Isis.Sim catch-up [--decisions N] [--no-compaction]   (replacing a membership replica after N decisions)");
             Console.WriteLine("       Isis.Sim replay --seed N [--scenario FAMILY] [--mutation NAME] [--log FILE.jsonl]");
             Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--senders S] [--delay-us MIN-MAX]");
             Console.WriteLine("                      [--loss P] [--suspicion K] [--digests all|gossip] [--multicast] [--check [--log FILE.jsonl]] [--json FILE]");
@@ -86,6 +87,15 @@ internal static class SimCommand
                     Console.WriteLine($"event log: {path} ({run.History.Count} events)");
                 }
                 return run.Passed ? 0 : 1;
+            }
+            case "catch-up":
+            {
+                // Replacing a membership replica after many decisions: what the new replica needs.
+                int decisions = int.Parse(Option("--decisions") ?? "100000");
+                var protocol = new ProtocolOptions();
+                if (args.Contains("--no-compaction")) protocol = protocol with { ReplicaSnapshotInterval = int.MaxValue };
+                Console.WriteLine(ReplicaCatchUpExperiment.Run(decisions, protocol).Summary);
+                return 0;
             }
             case "scale":
             {

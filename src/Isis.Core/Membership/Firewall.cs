@@ -8,10 +8,14 @@ namespace Isis.Core.Membership;
 /// its traffic. A paused process that wakes up after its expulsion can therefore never slip stale
 /// messages into a view that has moved on without it.
 /// </summary>
+/// <remarks>
+/// Bounded by the endpoints, not by the expulsions: it keeps the highest expelled incarnation per
+/// endpoint (see <see cref="ExpelledIncarnations"/>), and the notice rate limit per endpoint.
+/// </remarks>
 internal sealed class Firewall(ProtocolOptions options)
 {
-    private readonly HashSet<NodeId> _expelled = new();
-    private readonly Dictionary<NodeId, long> _lastNotified = new();
+    private readonly ExpelledIncarnations _expelled = new();
+    private readonly Dictionary<ulong, long> _lastNotified = new();
 
     public int ExpelledCount => _expelled.Count;
 
@@ -22,8 +26,8 @@ internal sealed class Firewall(ProtocolOptions options)
     /// <summary>Rate-limits "you are expelled" notices to one per heartbeat period per zombie.</summary>
     public bool ShouldNotify(NodeId zombie, long now)
     {
-        if (_lastNotified.TryGetValue(zombie, out long at) && now - at < options.HeartbeatInterval) return false;
-        _lastNotified[zombie] = now;
+        if (_lastNotified.TryGetValue(zombie.Endpoint, out long at) && now - at < options.HeartbeatInterval) return false;
+        _lastNotified[zombie.Endpoint] = now;
         return true;
     }
 }

@@ -37,10 +37,13 @@ namespace Isis.Core.Membership;
 internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogHost
 {
     // Committed state: the same at every replica that applied the same log prefix.
-    private readonly HashSet<NodeId> _expelled = new();
+    private readonly ExpelledIncarnations _expelled = new();
     private readonly List<NodeId> _recentlyExpelled = new();
     private readonly Dictionary<GroupId, GroupRecord> _groups = new();
+    // The last view of recently deleted groups, oldest deletion first (see DeletedGroupLastView).
     private readonly Dictionary<GroupId, int> _deletedGroupViews = new();
+    private readonly Queue<GroupId> _deletionOrder = new();
+    private int _forgottenDeletedViews;
     private long _epoch;
 
     // The leader's working state, rebuilt whenever this replica starts leading.
@@ -194,7 +197,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         }
         if ((_sealer.Enabled || packet[2] == PacketHeader.SealedVersion) && Security.PacketSealer.IsDropped(_sealer.Open(h, ref packet, Counters))) return;
         ReadOnlySpan<byte> body = PacketDecoder.Body(packet);
-        if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply or PacketKind.ReplicaTimeoutNow)
+        if (h.Kind is >= PacketKind.ReplicaVote and <= PacketKind.ReplicaAppendReply or PacketKind.ReplicaTimeoutNow or PacketKind.ReplicaSnapshot)
         {
             if (!_log.Receive(h, body, now)) Counters.DroppedMalformed++;
             return;
@@ -423,14 +426,21 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     void IReplicatedLogHost.Persist(byte[] record) => Outbox.ReplicaRecords.Add(record);
 
+    void IReplicatedLogHost.PersistCompacted(List<byte[]> records)
+    {
+        Outbox.ReplicaRecords.Clear(); // superseded: the compacted log holds what they said
+        Outbox.ReplicaRecordsReplaceLog = true;
+        Outbox.ReplicaRecords.AddRange(records);
+    }
+
     void IReplicatedLogHost.Committed(long index, NodeId[] holders, NodeId[] voters, long configurationIndex) =>
         Outbox.Add(new DecisionCommitted(index, holders, voters, configurationIndex));
 
-    void IReplicatedLogHost.Apply(long index, byte[] entry)
+    void IReplicatedLogHost.Apply(long index, byte[] entry, ulong digest)
     {
         MembershipDecision? decision = MembershipDecision.Decode(entry, Options.MaxGroupNameBytes);
         Invariant.Check(decision != null, $"log entry {index} decodes (it was checked when it arrived)");
-        Outbox.Add(new DecisionApplied(index, entry));
+        Outbox.Add(new DecisionApplied(index, entry, digest));
         switch (decision)
         {
             case ExpelDecision x:
@@ -509,6 +519,8 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     private void ApplyExpel(NodeId node)
     {
         if (!_expelled.Add(node)) return;
+        // Earlier incarnations on the node's endpoint count as expelled from now on too (see
+        // ExpelledIncarnations): the leader forgets them and changes their groups' views below.
         _recentlyExpelled.Add(node);
         if (_recentlyExpelled.Count > Options.MembershipUpdateSize) _recentlyExpelled.RemoveAt(0);
         _epoch++;
@@ -517,15 +529,16 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         Outbox.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node)));
         if (!_leading) return;
 
-        _expelProposed.Remove(node);
-        _processes.Remove(node);
+        bool Out(NodeId n) => n.Endpoint == node.Endpoint && _expelled.Contains(n);
+        _expelProposed.RemoveWhere(Out);
+        foreach (NodeId gone in _processes.Keys.Where(Out).ToArray()) _processes.Remove(gone);
         foreach (NodeId p in _processes.Keys) SendMembershipUpdate(p);
         foreach (var (id, g) in _groups)
         {
-            g.PendingJoins.Remove(node);
-            g.PendingLeaves.Remove(node);
-            bool affected = g.AwaitingInstallAck.Remove(node) || Array.IndexOf(g.Members, node) >= 0;
-            if (g.Flush is { } f && (Array.IndexOf(f.Survivors, node) >= 0 || Array.IndexOf(f.NextMembers, node) >= 0))
+            g.PendingJoins.RemoveAll(Out);
+            g.PendingLeaves.RemoveWhere(Out);
+            bool affected = g.AwaitingInstallAck.RemoveWhere(Out) > 0 || Array.Exists(g.Members, Out);
+            if (g.Flush is { } f && (Array.Exists(f.Survivors, Out) || Array.Exists(f.NextMembers, Out)))
             {
                 g.Flush = null; // abandon this attempt; a new one starts below without the dead process
                 affected = true;
@@ -539,7 +552,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         if (!_groups.TryGetValue(v.Group, out GroupRecord? g))
         {
             _groups[v.Group] = g = new GroupRecord(v.Name, v.ViewId - 1);
-            _deletedGroupViews.Remove(v.Group);
+            _deletedGroupViews.Remove(v.Group); // its place in _deletionOrder goes when it comes up
         }
         Invariant.Check(v.ViewId == g.ViewId + 1, $"views of a group are committed in order: at {g.ViewId}, committing {v.ViewId}");
         Invariant.Check(v.Members.Distinct().Count() == v.Members.Length, "a view lists each member once");
@@ -574,7 +587,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         _groups.Remove(d.Group);
         // A group created again under the same name continues the view numbering, so no packet of
         // the old group can pass for one of the new.
-        _deletedGroupViews[d.Group] = d.LastViewId;
+        RememberDeletedGroup(d.Group, d.LastViewId);
         if (!_leading) return;
         // Joins that arrived while the deletion was being decided start the group afresh.
         foreach (NodeId j in g.PendingJoins) OnJoinRequest(j, d.Group, g.Name);
@@ -603,7 +616,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     {
         if (!_groups.TryGetValue(id, out GroupRecord? g))
         {
-            _groups[id] = g = new GroupRecord(name, _deletedGroupViews.GetValueOrDefault(id));
+            _groups[id] = g = new GroupRecord(name, DeletedGroupLastView(id));
         }
         int rank = Array.IndexOf(g.Members, node);
         if (rank >= 0)
@@ -625,7 +638,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         {
             // Not a member (any more): leaving is done. Also the answer to a retransmitted request.
             g?.PendingJoins.Remove(node);
-            SendLeaveDone(node, id, g?.ViewId ?? _deletedGroupViews.GetValueOrDefault(id));
+            SendLeaveDone(node, id, g?.ViewId ?? DeletedGroupLastView(id));
             return;
         }
         g.PendingLeaves.Add(node);

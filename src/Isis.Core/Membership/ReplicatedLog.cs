@@ -13,8 +13,23 @@ internal interface IReplicatedLogHost
     /// <summary>Makes a record durable before any packet of this step leaves (the driver's contract).</summary>
     void Persist(byte[] record);
 
-    /// <summary>A committed entry, in log order; after a restart the log is applied again from index 1.</summary>
-    void Apply(long index, byte[] entry);
+    /// <summary>
+    /// A committed entry, in log order; after a restart the log is applied again from its snapshot
+    /// on. <paramref name="digest"/> chains every entry applied up to it (<see cref="ReplicatedLog.ChainDigest"/>).
+    /// </summary>
+    void Apply(long index, byte[] entry, ulong digest);
+
+    /// <summary>The state derived from every entry applied so far, for a snapshot.</summary>
+    byte[] TakeSnapshot();
+
+    /// <summary>Replaces the state by a snapshot's (at a restart or from the leader); false if it is malformed.</summary>
+    bool RestoreSnapshot(long index, byte[] state);
+
+    /// <summary>A snapshot was taken (the log behind it dropped), or installed or restored (<paramref name="installed"/>).</summary>
+    void SnapshotMade(long index, ulong digest, bool installed);
+
+    /// <summary>Replaces every record persisted before by <paramref name="records"/> (a compacted log), durable before the step's packets leave.</summary>
+    void PersistCompacted(List<byte[]> records);
 
     /// <summary>This replica's own first entry of its term committed (true: it leads now), or it stopped leading (false).</summary>
     void LeadershipChanged(bool leading);
@@ -59,7 +74,7 @@ internal interface IReplicatedLogHost
 /// The persistent state (term, vote, entries) goes out as records the driver makes durable before
 /// the step's packets leave; the constructor replays them after a restart.
 /// </remarks>
-internal sealed class ReplicatedLog
+internal sealed partial class ReplicatedLog
 {
     private const int MaxEntriesPerAppend = 64;
     private const int MaxAppendBytes = 64 * 1024;
@@ -67,7 +82,7 @@ internal sealed class ReplicatedLog
     private enum Role { Follower, PreCandidate, Candidate, Leader }
 
     // TermAndVote (a vote as an index into the configured replica list) is what earlier versions wrote.
-    private enum RecordTag : byte { TermAndVote = 1, Append = 2, TruncateFrom = 3, TermAndVoteFor = 4 }
+    private enum RecordTag : byte { TermAndVote = 1, Append = 2, TruncateFrom = 3, TermAndVoteFor = 4, Snapshot = 5 }
 
     private enum VoteKind : byte { Vote = 0, PreVote = 1, Transfer = 2 }
 
@@ -77,6 +92,12 @@ internal sealed class ReplicatedLog
         public long NextIndex = nextIndex;
         public long MatchIndex;
         public long AckedSentAt = long.MinValue / 2;
+        /// <summary>An append was acknowledged since the last rejection: the pipeline may run ahead of it.</summary>
+        public bool MatchKnown;
+        /// <summary>When the leader last rewound after a rejection: rejections of appends sent before are answered already.</summary>
+        public long RewoundAt = long.MinValue / 2;
+        /// <summary>When the leader last sent this peer its snapshot (resent at most once per heartbeat period).</summary>
+        public long SnapshotSentAt = long.MinValue / 2;
     }
 
     private readonly IReplicatedLogHost _host;
@@ -84,6 +105,7 @@ internal sealed class ReplicatedLog
     private readonly ProtocolOptions _options;
     private readonly PacketWriter _writer = new();
     private readonly DeterministicRandom _random;
+    // The entries after the snapshot (all of them without one): entry i is _log[i - _snapshotIndex - 1].
     private readonly List<(long Term, byte[] Entry)> _log = new();
     // The founding configuration at index 0, then every configuration entry of the log in order; the last is in force.
     private readonly List<(long Index, NodeId[] Voters)> _configs = new();
@@ -135,7 +157,7 @@ internal sealed class ReplicatedLog
 
     public long CommitIndex => _commitIndex;
 
-    public long LastIndex => _log.Count;
+    public long LastIndex => _snapshotIndex + _log.Count;
 
     /// <summary>The replica this one believes leads, or <see cref="NodeId.None"/>.</summary>
     public NodeId Leader { get; private set; }
@@ -217,9 +239,14 @@ internal sealed class ReplicatedLog
         return acked[acked.Length - Majority] + LeaseDuration;
     }
 
-    private long TermAt(long index) => index <= 0 || index > _log.Count ? 0 : _log[(int)index - 1].Term;
+    /// <summary>The term of the entry at <paramref name="index"/>: the snapshot's at its index, 0 where unknown (before the snapshot, past the end).</summary>
+    private long TermAt(long index) =>
+        index == _snapshotIndex ? _snapshotTerm : index < _snapshotIndex || index > LastIndex ? 0 : _log[(int)(index - _snapshotIndex - 1)].Term;
 
-    private long LastTerm => TermAt(_log.Count);
+    /// <summary>The entry at <paramref name="index"/>, which must be after the snapshot.</summary>
+    private (long Term, byte[] Entry) EntryAt(long index) => _log[(int)(index - _snapshotIndex - 1)];
+
+    private long LastTerm => TermAt(LastIndex);
 
     private void ResetElectionTimer(long now) =>
         _electionDeadline = now + _options.ReplicaElectionTimeout + _random.NextInRange(0, _options.ReplicaElectionTimeout);
@@ -253,7 +280,7 @@ internal sealed class ReplicatedLog
     {
         if (_role != Role.Leader || replica == _self || _peers.ContainsKey(replica)) return;
         _learners.Add(replica);
-        _peers[replica] = new Peer(_log.Count + 1);
+        _peers[replica] = new Peer(LastIndex + 1);
         SendAppend(replica, now);
     }
 
@@ -315,7 +342,17 @@ internal sealed class ReplicatedLog
             if (now >= _nextHeartbeatAt)
             {
                 _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
-                foreach (NodeId peer in _peers.Keys) SendAppend(peer, now);
+                foreach (var (id, peer) in _peers)
+                {
+                    // Appends in flight for a whole heartbeat period without an acknowledgement
+                    // are taken as lost: send them again from the last acknowledged one.
+                    if (peer.MatchKnown && peer.NextIndex - 1 > peer.MatchIndex && now - peer.AckedSentAt >= _options.ReplicaHeartbeatInterval)
+                    {
+                        peer.NextIndex = Math.Max(peer.MatchIndex + 1, 1);
+                        peer.RewoundAt = now;
+                    }
+                    SendAppend(id, now);
+                }
             }
             return;
         }
@@ -372,7 +409,7 @@ internal sealed class ReplicatedLog
         _learners.Clear();
         foreach (NodeId v in Voters)
         {
-            if (v != _self) _peers[v] = new Peer(_log.Count + 1);
+            if (v != _self) _peers[v] = new Peer(LastIndex + 1);
         }
         _electionSentAt = now;
         _electionKind = kind;
@@ -392,7 +429,7 @@ internal sealed class ReplicatedLog
         {
             if (v == _self) continue;
             _host.SendToReplica(v.Endpoint, _writer.Begin(Header(PacketKind.ReplicaVote, term))
-                .U8((byte)kind).I64(_log.Count).I64(LastTerm).I64(now).Finish());
+                .U8((byte)kind).I64(LastIndex).I64(LastTerm).I64(now).Finish());
         }
     }
 
@@ -414,11 +451,12 @@ internal sealed class ReplicatedLog
         {
             if (v == _self) continue;
             if (!_peers.TryGetValue(v, out Peer? p)) _peers[v] = p = new Peer(0);
-            p.NextIndex = _log.Count + 1;
+            p.NextIndex = LastIndex + 1;
             p.MatchIndex = 0;
+            p.MatchKnown = false;
         }
         _nextHeartbeatAt = now + _options.ReplicaHeartbeatInterval;
-        _termStartIndex = _log.Count + 1;
+        _termStartIndex = LastIndex + 1;
         Propose(new LeaderTermDecision(_term).Encode(_writer), now);
     }
 
@@ -493,6 +531,8 @@ internal sealed class ReplicatedLog
                 OnAppendReply(from, h.Number, success, match, sentAt, now);
                 return true;
             }
+            case PacketKind.ReplicaSnapshot:
+                return ReceiveSnapshotChunk(from, h.Number, ref r, now);
             case PacketKind.ReplicaTimeoutNow:
                 if (!r.Complete) return false;
                 // Only from the leader of this replica's own term, to a voter: start the election now.
@@ -509,7 +549,7 @@ internal sealed class ReplicatedLog
         // Leader stickiness: while a leader's lease may hold, no vote (and no term change) for
         // anyone, except a candidate the leader itself handed over to (it stopped acting first).
         bool leaderRecent = kind != VoteKind.Transfer && (_role == Role.Leader || now - _leaderContactAt < _options.ReplicaElectionTimeout);
-        bool upToDate = lastTerm > LastTerm || (lastTerm == LastTerm && lastIndex >= _log.Count);
+        bool upToDate = lastTerm > LastTerm || (lastTerm == LastTerm && lastIndex >= LastIndex);
         bool granted;
         if (kind == VoteKind.PreVote)
         {
@@ -566,19 +606,50 @@ internal sealed class ReplicatedLog
         }
     }
 
+    /// <summary>
+    /// Replicates to <paramref name="to"/> (a proposal, a heartbeat, a rejection to repair): at
+    /// least one packet, an empty append if there is nothing new (or the snapshot, if the peer
+    /// needs entries the log no longer holds), then as many more as the pipeline allows.
+    /// </summary>
     private void SendAppend(NodeId to, long now)
     {
         Peer peer = _peers[to];
+        if (peer.NextIndex <= _snapshotIndex)
+        {
+            SendSnapshot(to, peer, now);
+            return;
+        }
+        SendOneAppend(to, peer, now);
+        SendPipelined(to, peer, now);
+    }
+
+    /// <summary>
+    /// Pipelined appends: once a peer's position is known, the leader sends the batches after it
+    /// without waiting for each one's acknowledgement (Raft's optimistic nextIndex), up to
+    /// <see cref="MaxEntriesInFlight"/> unacknowledged entries, and sends more as acknowledgements
+    /// come back. Catching up is then bounded by bandwidth, not by one batch per heartbeat.
+    /// </summary>
+    private void SendPipelined(NodeId to, Peer peer, long now)
+    {
+        while (peer.MatchKnown && peer.NextIndex > _snapshotIndex && peer.NextIndex <= LastIndex
+            && peer.NextIndex - 1 - peer.MatchIndex < MaxEntriesInFlight)
+        {
+            SendOneAppend(to, peer, now);
+        }
+    }
+
+    private void SendOneAppend(NodeId to, Peer peer, long now)
+    {
         long prevIndex = peer.NextIndex - 1;
         PacketWriter w = _writer.Begin(Header(PacketKind.ReplicaAppend, _term)).I64(prevIndex).I64(TermAt(prevIndex)).I64(_commitIndex).I64(now);
         int count = 0, bytes = 0;
-        for (long i = prevIndex + 1; i <= _log.Count && count < MaxEntriesPerAppend && (count == 0 || bytes < MaxAppendBytes); i++)
+        for (long i = prevIndex + 1; i <= LastIndex && count < MaxEntriesPerAppend && (count == 0 || bytes < MaxAppendBytes); i++)
         {
             count++;
-            bytes += _log[(int)i - 1].Entry.Length;
+            bytes += EntryAt(i).Entry.Length;
         }
         w.I32(count);
-        for (long i = prevIndex + 1; i <= prevIndex + count; i++) w.I64(_log[(int)i - 1].Term).Bytes(_log[(int)i - 1].Entry);
+        for (long i = prevIndex + 1; i <= prevIndex + count; i++) w.I64(EntryAt(i).Term).Bytes(EntryAt(i).Entry);
         _host.SendToReplica(to.Endpoint, w.Finish());
         peer.NextIndex = prevIndex + count + 1; // optimistic: a loss shows up as a mismatch and rewinds
     }
@@ -587,7 +658,7 @@ internal sealed class ReplicatedLog
     {
         if (term < _term)
         {
-            AppendReply(from, success: false, _log.Count, sentAt); // carries our term: the stale leader steps down
+            AppendReply(from, success: false, LastIndex, sentAt); // carries our term: the stale leader steps down
             return;
         }
         if (term > _term || _role != Role.Follower) BecomeFollower(term);
@@ -595,15 +666,28 @@ internal sealed class ReplicatedLog
         _leaderContactAt = now;
         LastLeaderContact = (from, now);
         ResetElectionTimer(now);
-        if (prevIndex > _log.Count || TermAt(prevIndex) != prevTerm)
+        if (prevIndex < _snapshotIndex)
         {
-            AppendReply(from, success: false, Math.Min(_log.Count, prevIndex - 1), sentAt);
+            // Entries up to the snapshot are committed, so they are the leader's too: skip them.
+            int skip = (int)Math.Min(entries.Length, _snapshotIndex - prevIndex);
+            entries = entries[skip..];
+            prevIndex += skip;
+            if (prevIndex < _snapshotIndex)
+            {
+                AppendReply(from, success: true, prevIndex, sentAt);
+                return;
+            }
+            prevTerm = _snapshotTerm;
+        }
+        if (prevIndex > LastIndex || TermAt(prevIndex) != prevTerm)
+        {
+            AppendReply(from, success: false, Math.Min(LastIndex, prevIndex - 1), sentAt);
             return;
         }
         for (int k = 0; k < entries.Length; k++)
         {
             long index = prevIndex + 1 + k;
-            if (index <= _log.Count)
+            if (index <= LastIndex)
             {
                 if (TermAt(index) == entries[k].Term) continue;
                 Invariant.Check(index > _commitIndex, $"a committed entry ({index}) is never overwritten");
@@ -633,16 +717,25 @@ internal sealed class ReplicatedLog
         peer.AckedSentAt = Math.Max(peer.AckedSentAt, sentAt);
         if (success)
         {
-            peer.MatchIndex = Math.Max(peer.MatchIndex, Math.Min(match, _log.Count));
+            peer.MatchIndex = Math.Max(peer.MatchIndex, Math.Min(match, LastIndex));
             peer.NextIndex = Math.Max(peer.NextIndex, peer.MatchIndex + 1);
+            peer.MatchKnown = true;
             AdvanceCommit();
-            if (_role == Role.Leader && from == _transferTo && peer.MatchIndex == _log.Count)
+            if (_role != Role.Leader || !_peers.ContainsKey(from)) return;
+            if (from == _transferTo && peer.MatchIndex == LastIndex)
             {
                 _host.SendToReplica(from.Endpoint, _writer.Begin(Header(PacketKind.ReplicaTimeoutNow, _term)).Finish());
             }
+            // The acknowledgement opened the pipeline's window: send what is next.
+            if (peer.NextIndex <= _snapshotIndex) SendSnapshot(from, peer, now);
+            else SendPipelined(from, peer, now);
         }
         else
         {
+            // The batches sent behind a lost one are all rejected: one rewind answers them all.
+            if (sentAt < peer.RewoundAt) return;
+            peer.RewoundAt = now;
+            peer.MatchKnown = false;
             peer.NextIndex = Math.Max(1, Math.Min(peer.NextIndex - 1, match + 1));
             SendAppend(from, now);
         }
@@ -653,7 +746,7 @@ internal sealed class ReplicatedLog
     private void Append(long term, byte[] entry)
     {
         AddToLog(term, entry);
-        _host.Persist(_writer.BeginRecord().U8((byte)RecordTag.Append).I64(_log.Count).I64(term).Bytes(entry).FinishRecord());
+        _host.Persist(AppendRecord(LastIndex, term, entry));
     }
 
     private void AddToLog(long term, byte[] entry)
@@ -661,14 +754,15 @@ internal sealed class ReplicatedLog
         _log.Add((term, entry));
         if (MembershipDecision.VotersOf(entry) is { } voters)
         {
-            _configs.Add((_log.Count, voters));
+            _configs.Add((LastIndex, voters));
             OnConfigurationChanged();
         }
     }
 
     private void TruncateFrom(long index)
     {
-        _log.RemoveRange((int)index - 1, _log.Count - (int)index + 1);
+        Invariant.Check(index > _snapshotIndex, $"the log is never truncated into its snapshot (at {_snapshotIndex}, truncating from {index})");
+        _log.RemoveRange((int)(index - _snapshotIndex - 1), (int)(LastIndex - index + 1));
         int before = _configs.Count;
         while (_configs[^1].Index >= index) _configs.RemoveAt(_configs.Count - 1);
         if (_configs.Count != before) OnConfigurationChanged();
@@ -682,7 +776,7 @@ internal sealed class ReplicatedLog
         {
             if (v == _self) continue;
             _learners.Remove(v);
-            if (!_peers.ContainsKey(v)) _peers[v] = new Peer(_log.Count + 1);
+            if (!_peers.ContainsKey(v)) _peers[v] = new Peer(LastIndex + 1);
         }
         foreach (NodeId p in _peers.Keys.ToArray())
         {
@@ -696,7 +790,7 @@ internal sealed class ReplicatedLog
         // entries commit with it. The majority is of the configuration in force, in which the
         // leader counts itself only if it is one of the voters.
         NodeId[] voters = Voters;
-        for (long n = _log.Count; n > _commitIndex && TermAt(n) == _term; n--)
+        for (long n = LastIndex; n > _commitIndex && TermAt(n) == _term; n--)
         {
             int holders = 0;
             foreach (NodeId v in voters)
@@ -728,7 +822,9 @@ internal sealed class ReplicatedLog
             while (_lastApplied < _commitIndex)
             {
                 _lastApplied++;
-                _host.Apply(_lastApplied, _log[(int)_lastApplied - 1].Entry);
+                byte[] entry = EntryAt(_lastApplied).Entry;
+                _appliedDigest = ChainDigest(_appliedDigest, entry);
+                _host.Apply(_lastApplied, entry, _appliedDigest);
                 if (_role == Role.Leader && !_ready && _lastApplied >= _termStartIndex)
                 {
                     _ready = true;
@@ -740,6 +836,7 @@ internal sealed class ReplicatedLog
         {
             _applying = false;
         }
+        if (_lastApplied - _snapshotIndex >= Math.Max(1, _options.ReplicaSnapshotInterval)) TakeSnapshot();
     }
 
     // ---------------------------------------------------------------- durability
@@ -778,17 +875,20 @@ internal sealed class ReplicatedLog
                 {
                     long index = r.I64(), term = r.I64();
                     byte[] entry = r.Bytes();
-                    if (!r.Complete || index != _log.Count + 1) return;
+                    if (!r.Complete || index != LastIndex + 1) return;
                     AddToLog(term, entry);
                     break;
                 }
                 case RecordTag.TruncateFrom:
                 {
                     long index = r.I64();
-                    if (!r.Complete || index < 1 || index > _log.Count + 1) return;
+                    if (!r.Complete || index <= _snapshotIndex || index > LastIndex + 1) return;
                     TruncateFrom(index);
                     break;
                 }
+                case RecordTag.Snapshot:
+                    if (!RestoreSnapshotRecord(ref r)) return;
+                    break;
                 default:
                     return;
             }

@@ -254,8 +254,20 @@ internal sealed record TrafficFirewalled(NodeId From, long DroppedSoFar) : NodeE
 /// </summary>
 internal sealed record IncarnationExpelled(NodeId Node, bool AfterExit = false) : NodeEvent;
 
-/// <summary>A membership replica applied the committed decision at <paramref name="Index"/> of its log (every replica applies the same one there).</summary>
-internal sealed record DecisionApplied(long Index, byte[] Entry) : NodeEvent;
+/// <summary>
+/// A membership replica applied the committed decision at <paramref name="Index"/> of its log (every
+/// replica applies the same one there); <paramref name="Digest"/> chains every decision applied up to
+/// it (see <see cref="Membership.ReplicatedLog.ChainDigest"/>), so a snapshot can be checked against it.
+/// </summary>
+internal sealed record DecisionApplied(long Index, byte[] Entry, ulong Digest = 0) : NodeEvent;
+
+/// <summary>
+/// A membership replica's state now comes from a snapshot of its log up to <paramref name="Index"/>
+/// whose decisions chain to <paramref name="Digest"/>: it took one and compacted its log
+/// (<paramref name="Installed"/> false), or installed one from the leader or restored one at a
+/// restart (true).
+/// </summary>
+internal sealed record ReplicaSnapshotMade(long Index, ulong Digest, bool Installed) : NodeEvent;
 
 /// <summary>
 /// The leading membership replica committed its log up to <paramref name="Index"/>:

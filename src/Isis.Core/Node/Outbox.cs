@@ -79,6 +79,13 @@ internal sealed class Outbox
     /// </summary>
     public List<byte[]> ReplicaRecords { get; } = new();
 
+    /// <summary>
+    /// True when the replica compacted its log in this step: <see cref="ReplicaRecords"/> then hold
+    /// its whole persistent state (a snapshot and the entries after it), which replace the record
+    /// file's contents instead of following them, atomically (no moment without a valid log).
+    /// </summary>
+    public bool ReplicaRecordsReplaceLog { get; set; }
+
     public bool IsEmpty => Packets.Count == 0 && Events.Count == 0 && HistoryWrites.Count == 0 && ReplicaRecords.Count == 0;
 
     /// <summary>A copy of a finished packet in memory valid until <see cref="Clear"/> (a new array when the outbox does not recycle).</summary>
@@ -164,5 +171,6 @@ internal sealed class Outbox
         EventTimes.Clear();
         HistoryWrites.Clear();
         ReplicaRecords.Clear();
+        ReplicaRecordsReplaceLog = false;
     }
 }

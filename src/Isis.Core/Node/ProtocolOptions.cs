@@ -109,6 +109,20 @@ internal sealed record ProtocolOptions
     /// <summary>Longest group name accepted in a join request, in UTF-8 bytes. Defaults to 1024.</summary>
     public int MaxGroupNameBytes { get; init; } = 1024;
 
+    /// <summary>
+    /// How many decisions a membership replica applies between two snapshots of its state, after
+    /// which it drops the log behind the snapshot (in memory and in its record file). Defaults to
+    /// 10,000; the simulator sets it tiny so that snapshots happen all the time.
+    /// </summary>
+    public int ReplicaSnapshotInterval { get; init; } = 10_000;
+
+    /// <summary>
+    /// How many deleted groups the membership service remembers one by one (their last view, from
+    /// which a group created again under the same name continues). Older ones are folded into one
+    /// number, the highest last view among them, from which such a group continues instead. Defaults to 4,096.
+    /// </summary>
+    public int RememberedDeletedGroups { get; init; } = 4096;
+
     /// <summary>How many recent expulsions a membership update carries. Defaults to 256.</summary>
     public int MembershipUpdateSize { get; init; } = 256;
 
@@ -276,4 +290,10 @@ internal enum ProtocolMutations
     /// SafeSends the group's history lost (and entries the history has since replaced).
     /// </summary>
     GivenUpHistoryUsed = 2097152,
+
+    /// <summary>
+    /// A membership replica's snapshot claims its whole log, committed or not: the snapshot index is
+    /// the last entry it holds, though its state has only the decisions it applied.
+    /// </summary>
+    SnapshotPastCommit = 4194304,
 }

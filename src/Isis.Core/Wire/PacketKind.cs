@@ -68,6 +68,9 @@ internal enum PacketKind : byte
     HistoryCheckpointPull = 43,  // member -> source or provider; Number = entries the checkpoint holds; body: lineage, offset wanted
     HistoryCheckpointChunk = 44, // source or provider -> member; Number = entries the checkpoint holds; body: lineage, offset, file length, bytes
     HistoryAllCurrent = 45,      // oldest member -> member: every member of this view holds the history (no copy needs the view's start any more)
+
+    // Replica <-> replica, after the others above: the membership log's compaction.
+    ReplicaSnapshot = 46,   // leader -> follower; Number = term; body: snapshot index and term, send time, total length, offset, a chunk of the snapshot
 }
 
 /// <summary>What a packet kind is for, where the numbering alone does not say.</summary>

@@ -72,5 +72,38 @@ internal static partial class HistoryChecker
         }
     }
 
+    /// <summary>
+    /// Snapshots hold exactly the committed decisions they claim. Every replica that applied the
+    /// decision at a log position reached the same digest of the decisions up to it (so no replica
+    /// skipped, repeated or invented one, through a snapshot or otherwise), and every snapshot a
+    /// replica took, installed or restored at a position carries that same digest: it covers
+    /// exactly the decisions committed up to there.
+    /// </summary>
+    internal static void ServiceSnapshots(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = nameof(ServiceSnapshots);
+        var applied = new Dictionary<long, (long Digest, NodeId Replica, int Index)>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.Decide || e.ConfigurationIndex == 0) continue;
+            if (!applied.TryGetValue(e.LogIndex, out var first)) applied[e.LogIndex] = (e.ConfigurationIndex, e.Process, i);
+            else if (first.Digest != e.ConfigurationIndex)
+            {
+                sink.Report(P, $"replica {e.Process} applied log position {e.LogIndex} reaching digest {e.ConfigurationIndex:x16} at {At(i, e)}, "
+                    + $"but replica {first.Replica} reached {first.Digest:x16} there at event #{first.Index}: their states hold different decisions");
+            }
+        }
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind != HistoryEventKind.ReplicaSnapshot || !applied.TryGetValue(e.LogIndex, out var decided) || decided.Digest == e.ConfigurationIndex) continue;
+            string how = e.Phi == 0 ? "took" : "installed";
+            sink.Report(P, $"replica {e.Process} {how} a snapshot of log position {e.LogIndex} at {At(i, e)} with digest {e.ConfigurationIndex:x16}, "
+                + $"but the decisions committed up to there chain to {decided.Digest:x16} (replica {decided.Replica}, event #{decided.Index}): "
+                + "the snapshot does not hold exactly the committed decisions");
+        }
+    }
+
     private static bool SameSet(NodeId[] a, NodeId[] b) => a.Length == b.Length && a.All(b.Contains);
 }

@@ -23,6 +23,7 @@ internal static partial class HistoryChecker
         ViewAgreement(events, sink);
         PrimaryViewSequence(events, sink);
         ServiceQuorums(events, sink);
+        ServiceSnapshots(events, sink);
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
         TotalOrder(events, sink);

@@ -74,8 +74,11 @@ internal sealed class History
         if (_expelled.Add(process)) Add(new HistoryEvent(time, process, HistoryEventKind.Expel));
     }
 
-    public void RecordDecide(long time, NodeId replica, long logIndex, ulong entryHash, NodeId[]? configuration = null) =>
-        Add(new HistoryEvent(time, replica, HistoryEventKind.Decide) { LogIndex = logIndex, PayloadHash = entryHash, Members = configuration?.ToArray() });
+    public void RecordDecide(long time, NodeId replica, long logIndex, ulong entryHash, NodeId[]? configuration = null, ulong digest = 0) =>
+        Add(new HistoryEvent(time, replica, HistoryEventKind.Decide) { LogIndex = logIndex, PayloadHash = entryHash, Members = configuration?.ToArray(), ConfigurationIndex = (long)digest });
+
+    public void RecordReplicaSnapshot(long time, NodeId replica, long logIndex, ulong digest, bool installed) =>
+        Add(new HistoryEvent(time, replica, HistoryEventKind.ReplicaSnapshot) { LogIndex = logIndex, ConfigurationIndex = (long)digest, Phi = installed ? 1 : 0 });
 
     public void RecordCommit(long time, NodeId leader, long logIndex, NodeId[] holders, NodeId[] voters, long configurationIndex) =>
         Add(new HistoryEvent(time, leader, HistoryEventKind.Commit)
@@ -138,7 +141,10 @@ internal sealed class History
                 RecordExpel(time, x.Node);
                 break;
             case DecisionApplied d:
-                RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry), Core.Membership.MembershipDecision.VotersOf(d.Entry));
+                RecordDecide(time, process, d.Index, Simulator.PayloadHash(d.Entry), Core.Membership.MembershipDecision.VotersOf(d.Entry), d.Digest);
+                break;
+            case ReplicaSnapshotMade m:
+                RecordReplicaSnapshot(time, process, m.Index, m.Digest, m.Installed);
                 break;
             case DecisionCommitted c:
                 RecordCommit(time, process, c.Index, c.Holders, c.Voters, c.ConfigurationIndex);

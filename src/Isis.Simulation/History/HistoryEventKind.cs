@@ -45,8 +45,19 @@ internal enum HistoryEventKind
     /// <summary>Process, an acceptor of the SafeSend Message, holds it (and every earlier position of the total order).</summary>
     SafeAccepted,
 
-    /// <summary>Process, a membership replica, applied the committed decision at log position LogIndex (PayloadHash: the entry's hash; Members: the replicas, if it is a configuration).</summary>
+    /// <summary>
+    /// Process, a membership replica, applied the committed decision at log position LogIndex
+    /// (PayloadHash: the entry's hash; Members: the replicas, if it is a configuration;
+    /// ConfigurationIndex: the digest chaining every decision up to it, as a long).
+    /// </summary>
     Decide,
+
+    /// <summary>
+    /// Process, a membership replica, took a snapshot of its state at log position LogIndex and
+    /// dropped its log behind it (Phi 0), or installed or restored one (Phi 1); ConfigurationIndex:
+    /// the digest of the decisions the snapshot covers, as a long.
+    /// </summary>
+    ReplicaSnapshot,
 
     /// <summary>
     /// Process, the leading membership replica, committed its log up to LogIndex: Members held it,

@@ -18,7 +18,8 @@ namespace Isis.Runtime;
 internal sealed class DurableRecordFile : IDisposable
 {
     private const int FrameHeader = 8; // length, CRC-32C
-    private readonly IDurableFile _file;
+    private readonly IDurableFiles _files;
+    private IDurableFile _file;
     private bool _dirty;
     private IOException? _failure;
     private long _length;
@@ -30,6 +31,7 @@ internal sealed class DurableRecordFile : IDisposable
     public DurableRecordFile(string path, long? truncateTo = null, IDurableFiles? files = null)
     {
         files ??= DurableFiles.System;
+        _files = files;
         Path = path;
         try
         {
@@ -74,6 +76,37 @@ internal sealed class DurableRecordFile : IDisposable
         }
         _dirty = true;
         Volatile.Write(ref _length, _length + FrameHeader + record.Length);
+    }
+
+    /// <summary>
+    /// Replaces the file's records by <paramref name="records"/> (a compacted log): they are written
+    /// to a file beside it and synced, renamed over it, and the directory synced; appends then go
+    /// to the new file. A rename replaces its target atomically, so at every moment, crash or not,
+    /// the path holds either the old log whole or the new one whole, never nothing.
+    /// </summary>
+    public void Rewrite(IReadOnlyList<byte[]> records)
+    {
+        if (_failure != null) throw _failure;
+        string next = Path + ".next";
+        try
+        {
+            using (var file = new DurableRecordFile(next, truncateTo: 0, _files))
+            {
+                foreach (byte[] r in records) file.Append(r);
+                file.Sync();
+            }
+            _file.Dispose();
+            _files.Rename(next, Path);
+            _files.SyncDirectory(DurableFiles.DirectoryOf(Path));
+            _file = _files.OpenAppend(Path);
+            _dirty = false;
+            Volatile.Write(ref _length, _file.Length);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            // Which of the two logs is under the name after a failure is unknown: nothing more is written.
+            throw _failure = Failed(Path, "rewritten", e);
+        }
     }
 
     /// <summary>Makes every appended record durable (fsync).</summary>

@@ -96,8 +96,9 @@ internal sealed class EventLoop : IDisposable
                 MulticastInterface = options.Multicast?.Interface,
                 MulticastTimeToLive = options.Multicast?.TimeToLive ?? 1,
             });
-            // A fresh incarnation number per start: never reused on this endpoint while an older one may be remembered.
-            return new NodeId(data.LocalEndpoint, (uint)Random.Shared.Next(1, int.MaxValue));
+            // Greater than every earlier incarnation on this endpoint (IncarnationClock): the
+            // service remembers only the highest expelled one per endpoint.
+            return new NodeId(data.LocalEndpoint, IncarnationClock.Next());
         }
         try
         {

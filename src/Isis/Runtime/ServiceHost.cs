@@ -274,7 +274,8 @@ internal sealed class ServiceHost : IDisposable
         {
             try
             {
-                foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
+                if (replica.Outbox.ReplicaRecordsReplaceLog) _replicaLog.Rewrite(replica.Outbox.ReplicaRecords); // a compacted log
+                else foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
                 _replicaLog.Sync(); // before any vote or acknowledgement leaves
             }
             catch (IOException e)
@@ -289,6 +290,7 @@ internal sealed class ServiceHost : IDisposable
             finally
             {
                 replica.Outbox.ReplicaRecords.Clear();
+                replica.Outbox.ReplicaRecordsReplaceLog = false;
             }
         }
         foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
