@@ -269,4 +269,12 @@ internal enum ProtocolMutations
     /// whether or not a checkpoint covers what it drops.
     /// </summary>
     TrimPastCheckpoints = 1048576,
+
+    /// <summary>
+    /// Embedded service: a process that holds the well-known port founds a service as soon as it
+    /// has found none, without asking for a while first and without checking that no replica on
+    /// the machine's file may still run (the founding rule, docs/architecture.md); a second service
+    /// can then run beside a live one.
+    /// </summary>
+    FoundBesideLiveService = 2097152,
 }
