@@ -474,12 +474,6 @@ internal sealed class ProcessNode : IProtocolNode
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown) return;
-        if (Discovering && !_toldStillLooking && now - _lastHeardFromOracle > Options.IsolationTimeout)
-        {
-            // A member would stop here; a newcomer goes on asking, and says so once.
-            _toldStillLooking = true;
-            if (SilenceAllowed > Options.IsolationTimeout) Emit(new ServiceNotFoundYet(now - _lastHeardFromOracle, _service.Length));
-        }
         if (LearnedUnansweredConfiguration && now - _lastHeardFromOracle > FoundingWait)
         {
             // The replicas it was told of never answered (a process passed on the configuration of
@@ -489,6 +483,12 @@ internal sealed class ProcessNode : IProtocolNode
             _service = _directory;
             _leader = 0;
             _nextHeartbeatAt = now;
+        }
+        if (Discovering && !_toldStillLooking && now - _lastHeardFromOracle > Options.IsolationTimeout)
+        {
+            // A member would stop here; a newcomer goes on asking, and says so once.
+            _toldStillLooking = true;
+            if (SilenceAllowed > Options.IsolationTimeout) Emit(new ServiceNotFoundYet(now - _lastHeardFromOracle, _service.Length));
         }
         if (now - _lastHeardFromOracle > SilenceAllowed)
         {

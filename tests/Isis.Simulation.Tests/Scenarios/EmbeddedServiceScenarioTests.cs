@@ -125,6 +125,43 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void Every_process_restarting_while_others_still_start_founds_the_service_again_one_at_a_time_and_the_group_reforms()
+    {
+        // The soak's stop (issue 25): every process of the embedded service restarted, the new ones
+        // starting while older ones (without a service, holding the well-known port) still ran.
+        // Founding was decided only at a process's start, so nobody founded and everyone gave up.
+        int runs = 0, refounded = 0, later = 0;
+        var failures = new List<string>();
+        for (ulong seed = 0; seed < Seeds; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-restart");
+            runs++;
+            if (!run.Passed) failures.Add(run.Report);
+            if (run.Simulator.Foundings >= 2) refounded++;
+            later += run.Simulator.LaterFoundings;
+        }
+        output.WriteLine($"host-restart: {refounded} of {runs} runs founded the service again; {later} foundings by a process after its start");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.Equal(runs, refounded);
+        Assert.True(later >= Seeds / 4, $"only {later} foundings after a process's start in {runs} runs: the overlapping case is not exercised");
+    }
+
+    [Fact]
+    public void Founding_beside_a_live_service_is_caught()
+    {
+        // The rule's mutation: the holder of the well-known port founds as soon as it has found no
+        // service, without asking for a while and without checking the replicas on the machine's file.
+        int caught = 0;
+        for (ulong seed = 0; seed < 40; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-restart", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.FoundBesideLiveService } });
+            if (run.Result.Violations.Any(v => v.Property is "OneServiceAtATime" or "ServiceQuorums" or "ViewAgreement" or "PrimaryViewSequence")) caught++;
+        }
+        output.WriteLine($"caught in {caught} of 40 seeds");
+        Assert.True(caught >= 10, $"founding beside a live service was caught in only {caught} of 40 seeds");
+    }
+
+    [Fact]
     public void Losing_a_majority_of_the_replica_hosts_at_once_wedges_the_group_and_never_splits_it()
     {
         int losses = 0;
