@@ -380,7 +380,7 @@ internal sealed partial class Simulator
     private void FoundIfNoServiceAnswers()
     {
         if (_directoryHolder is not { Alive: true, Paused: false, Node: { } node, Replica: { } dormant } p || _now < node.MayFoundServiceAt) return;
-        if (dormant.Term != 0 || dormant.Configuration.Count != 0) return;
+        if (dormant.IsVoter) return; // as the runtime: a voter stays its service's; a learner of a dead one is dropped
         if (!EmbeddedFounding.MayFound(node, _now, atStart: false, holdsWellKnownPort: true, seedsAllow: true, ReplicaOnFileMayBeAlive(), node.Options.Mutations)) return;
         p.Replica = new MembershipReplica(dormant.Self, [dormant.Self], dormant.Options, _now, host: node.Self);
         RecordFounding(dormant.Self);
@@ -397,6 +397,9 @@ internal sealed partial class Simulator
         _knownReplicasVersion = 0;
         if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
     }
+
+    /// <summary>How many times every process crashed and restarted (<see cref="Scenario.WholeSystemRestarts"/>; the other times, the machine stalled).</summary>
+    public int WholeSystemRestarts { get; private set; }
 
     /// <summary>How many of <see cref="Foundings"/> a process made after its start (it took the well-known port over, and found no service).</summary>
     public int LaterFoundings { get; private set; }
@@ -782,6 +785,12 @@ internal sealed partial class Simulator
     private void RestartWholeSystem()
     {
         if (_healed) return;
+        if (_random.Chance(0.35))
+        {
+            StallWholeSystem();
+            return;
+        }
+        WholeSystemRestarts++;
         long spread = _random.NextInRange(0, 1_500_000);
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
@@ -790,6 +799,24 @@ internal sealed partial class Simulator
             At(crashAt, () => CrashOnly(p));
             At(restartAt, () => { if (!p.Alive) Start(p); });
         }
+    }
+
+    /// <summary>
+    /// The machine stalls (every process stopped, a paused VM): the service is alive but answers
+    /// nobody. The process holding the well-known port is killed meanwhile and restarts at once, so
+    /// a new process holds the port while the service on the machine's file lives, paused: it must
+    /// not found a second one (the founding rule's check of the replicas on file), and must find
+    /// the service once the machine runs again.
+    /// </summary>
+    private void StallWholeSystem()
+    {
+        SimProcess[] live = _processes.Where(p => p.Alive).ToArray();
+        if (_directoryHolder is not { Alive: true } holder) return;
+        long length = _random.NextInRange(500_000, 2_500_000);
+        foreach (SimProcess p in live) p.Paused = true;
+        CrashOnly(holder);
+        At(_now + _random.NextInRange(20_000, 300_000), () => { if (!holder.Alive) Start(holder); });
+        foreach (SimProcess p in live) At(_now + length, () => Resume(p));
     }
 
     /// <summary>Crashes a process without planning its restart.</summary>

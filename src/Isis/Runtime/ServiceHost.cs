@@ -263,8 +263,10 @@ internal sealed class ServiceHost : IDisposable
     private void FoundIfNoServiceAnswers(ProcessNode node, long now)
     {
         if (_wellKnownPort == null || Replica is not { } dormant || _protocol == null || now < node.MayFoundServiceAt) return;
-        // A replica some service already added (it heard a leader) is not dormant: that service lives.
-        if (dormant.Term != 0 || dormant.Configuration.Count != 0) return;
+        // A replica that votes in some service (as far as it knows) stays that service's. One that
+        // only followed a service as a learner (a service that died before adding it) is dropped:
+        // the service on the machine's file is checked below.
+        if (dormant.IsVoter) return;
         (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(_options.EmbeddedDirectoryPath);
         IPEndPoint ownReplica = _replicaTransport!.LocalIPEndPoint;
         IPEndPoint[] mayBeAlive = onFile.Where(r => !r.Equals(ownReplica) && ServiceDirectoryFile.MayBeAlive(r)).ToArray();
