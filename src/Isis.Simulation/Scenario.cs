@@ -74,6 +74,15 @@ internal sealed record Scenario
     /// </summary>
     public bool HostPartitions { get; init; }
 
+    /// <summary>
+    /// With <see cref="EmbeddedService"/>: every process crashes, one after another over up to a
+    /// second and a half, and each restarts after its own delay, so that new processes start while
+    /// older ones still run (and hold the well-known port) without a service: the restarted processes
+    /// must found a new service (the founding rule, <see cref="Isis.Core.Membership.EmbeddedFounding"/>),
+    /// never two at once, and the group must re-form. Once or twice a run.
+    /// </summary>
+    public bool WholeSystemRestarts { get; init; }
+
     /// <summary>With <see cref="EmbeddedService"/>: once, crash a majority of the replica hosts at once; the group must wedge, never split (and is not expected to recover).</summary>
     public bool QuorumLoss { get; init; }
 
@@ -453,12 +462,17 @@ internal sealed record Scenario
                 LeaveAndRejoin = true, Protocol = new ProtocolOptions { ReplicaSnapshotInterval = 2 + hr.Next(4), RememberedDeletedGroups = 1 },
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
+            "host-restart" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, WholeSystemRestarts = true,
+                Crashes = hr.Chance(0.3), FaultPhase = 9_000_000, Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
             "host-quorum-loss" => new Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, host-restart, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}, {string.Join(", ", ForcedRecoveryFamilies)}", nameof(family)),
         };
     }
 }

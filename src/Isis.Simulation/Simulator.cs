@@ -55,9 +55,10 @@ internal sealed partial class Simulator
     // that holds it, and the replicas this machine last knew of (the runtime's file).
     private readonly ulong _directoryEndpoint;
     private SimProcess? _directoryHolder;
-    private ulong[] _knownReplicas = [];
+    // The replicas as incarnations: the runtime binds each replica on a fresh port, so a restarted
+    // process's socket never holds the port of its earlier incarnation's replica.
+    private NodeId[] _knownReplicas = [];
     private long _knownReplicasVersion = -1;
-    private bool _serviceFounded;
     private readonly Dictionary<ulong, SimProcess> _processByReplicaEndpoint = new();
 
     /// <param name="seed">Decides every coin flip of the run.</param>
@@ -306,6 +307,7 @@ internal sealed partial class Simulator
             // The runtime retries binding the well-known port every heartbeat: a live process takes it over.
             _directoryHolder = _processes.FirstOrDefault(p => p.Alive && !p.Paused);
         }
+        if (Scenario.EmbeddedService) FoundIfNoServiceAnswers();
         foreach (SimProcess p in _processes)
         {
             if (!p.Alive || p.Paused) continue;
@@ -370,6 +372,50 @@ internal sealed partial class Simulator
         DeliverTo(p, env);
     }
 
+    /// <summary>
+    /// The runtime's later founding (ServiceHost.FoundIfNoServiceAnswers): the process that holds
+    /// the well-known port, looking for a service and finding none for the founding wait, founds
+    /// one unless a replica on the machine's file may still run.
+    /// </summary>
+    private void FoundIfNoServiceAnswers()
+    {
+        if (_directoryHolder is not { Alive: true, Paused: false, Node: { } node, Replica: { } dormant } p || _now < node.MayFoundServiceAt) return;
+        if (dormant.IsVoter) return; // as the runtime: a voter stays its service's; a learner of a dead one is dropped
+        if (!EmbeddedFounding.MayFound(node, _now, atStart: false, holdsWellKnownPort: true, seedsAllow: true, ReplicaOnFileMayBeAlive(), node.Options.Mutations)) return;
+        p.Replica = new MembershipReplica(dormant.Self, [dormant.Self], dormant.Options, _now, host: node.Self);
+        RecordFounding(dormant.Self);
+        LaterFoundings++;
+        node.FoundService(_now);
+        Flush(p);
+    }
+
+    /// <summary>A founding, as the runtime records it in the machine's file (a new service's numbering starts again).</summary>
+    private void RecordFounding(NodeId replica)
+    {
+        Foundings++;
+        _knownReplicas = [replica];
+        _knownReplicasVersion = 0;
+        if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
+    }
+
+    /// <summary>How many times every process crashed and restarted (<see cref="Scenario.WholeSystemRestarts"/>; the other times, the machine stalled).</summary>
+    public int WholeSystemRestarts { get; private set; }
+
+    /// <summary>How many of <see cref="Foundings"/> a process made after its start (it took the well-known port over, and found no service).</summary>
+    public int LaterFoundings { get; private set; }
+
+    /// <summary>How many times the embedded service was founded in this run.</summary>
+    public int Foundings { get; private set; }
+
+    /// <summary>
+    /// The runtime's ServiceDirectoryFile.MayBeAlive over the file: a replica's port is in use while
+    /// its process runs (paused too; a process that stopped itself closed it). A replica learned
+    /// without its incarnation (from another process's answer) counts while its endpoint's process runs.
+    /// </summary>
+    private bool ReplicaOnFileMayBeAlive() => _knownReplicas.Any(r =>
+        _processByReplicaEndpoint.TryGetValue(r.Endpoint, out SimProcess? host) && host.Alive && host.Replica is { } live
+        && (r.Incarnation == 0 || live.Self == r));
+
     /// <summary>A packet for a process: to its replica if addressed there, else to the process (the well-known endpoint's packets too).</summary>
     private void DeliverTo(SimProcess p, SimulatedNetwork.Envelope env)
     {
@@ -406,18 +452,19 @@ internal sealed partial class Simulator
             // As the runtime: the first process binds the well-known port and founds the service with
             // its own replica; every other one runs a dormant replica and discovers the service.
             var replica = new NodeId(p.ReplicaEndpoint, p.Incarnation);
-            if (_directoryHolder is not { Alive: true }) _directoryHolder = p;
-            if (!_serviceFounded && _directoryHolder == p)
+            bool boundPort = _directoryHolder is not { Alive: true };
+            if (boundPort) _directoryHolder = p;
+            // The runtime's founding rule at start (EmbeddedFounding): it just bound the well-known port itself.
+            if (EmbeddedFounding.MayFound(null, _now, atStart: true, boundPort, seedsAllow: true, ReplicaOnFileMayBeAlive(), keyed.Mutations))
             {
-                _serviceFounded = true;
                 p.Replica = new MembershipReplica(replica, [replica], keyed, _now, host: self);
-                if (RecordsHistory) History.RecordFounded(_now, replica, [replica]);
-                p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica, directory: [_directoryEndpoint]);
+                RecordFounding(replica);
+                p.Node = new ProcessNode(self, [p.ReplicaEndpoint], options, _now, replica, directory: [_directoryEndpoint, .. _knownReplicas.Select(r => r.Endpoint)]);
             }
             else
             {
                 p.Replica = new MembershipReplica(replica, [], keyed, _now, host: self);
-                p.Node = new ProcessNode(self, [_directoryEndpoint, .. _knownReplicas], options, _now, replica, discover: true);
+                p.Node = new ProcessNode(self, [_directoryEndpoint, .. _knownReplicas.Select(r => r.Endpoint)], options, _now, replica, discover: true);
             }
         }
         else
@@ -562,7 +609,10 @@ internal sealed partial class Simulator
             case ServiceConfigurationChanged c when c.Version > _knownReplicasVersion:
                 // What the runtime writes to its machine-wide file: the replicas a new process asks first.
                 _knownReplicasVersion = c.Version;
-                _knownReplicas = c.Replicas.Select(r => r.Endpoint).ToArray();
+                // A configuration passed on by a process names replicas without their incarnation:
+                // the file holds ports, and a port names the replica bound to it now.
+                _knownReplicas = c.Replicas.Select(r => r.Incarnation != 0 ? r
+                    : _processByReplicaEndpoint.TryGetValue(r.Endpoint, out SimProcess? host) && host.Replica is { } now ? now.Self : r).ToArray();
                 break;
             case HostRetired:
                 if (ProcessOf(process) is { Exiting: true } exiting) At(_now, () => ExitAfterHandover(exiting));
@@ -662,6 +712,13 @@ internal sealed partial class Simulator
             for (int i = 0, n = s.LostDisks ? 1 : 1 + _random.Next(2); i < n; i++)
             {
                 At(_random.NextInRange(600_000 + i * 1_200_000, 1_400_000 + i * 1_200_000), () => CrashWholeGroup(healAt));
+            }
+        }
+        if (s.WholeSystemRestarts)
+        {
+            for (int i = 0, n = 1 + _random.Next(2); i < n; i++)
+            {
+                At(_random.NextInRange(1_000_000 + i * 3_000_000, 2_500_000 + i * 3_000_000), RestartWholeSystem);
             }
         }
         if (s.Pauses)
@@ -809,6 +866,49 @@ internal sealed partial class Simulator
         if (!lost.Alive) At(_now + _random.NextInRange(5_000, 60_000), () => { if (!lost.Alive) Start(lost); });
         chosen.Node!.AllowForcedRecovery(_group, _now);
         Flush(chosen);
+    }
+
+    /// <summary>
+    /// Every process of the embedded service crashes, one after another within up to 1.5 s, and
+    /// each restarts after its own delay: new processes start while older ones still run without a
+    /// service (their replicas gone), and hold the well-known port, as a supervisor restarting a
+    /// whole machine's processes does. The service must be founded again, once.
+    /// </summary>
+    private void RestartWholeSystem()
+    {
+        if (_healed) return;
+        if (_random.Chance(0.35))
+        {
+            StallWholeSystem();
+            return;
+        }
+        WholeSystemRestarts++;
+        long spread = _random.NextInRange(0, 1_500_000);
+        foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
+        {
+            long crashAt = _now + _random.NextInRange(0, spread + 1);
+            long restartAt = crashAt + _random.NextInRange(50_000, 1_500_000);
+            At(crashAt, () => CrashOnly(p));
+            At(restartAt, () => { if (!p.Alive) Start(p); });
+        }
+    }
+
+    /// <summary>
+    /// The machine stalls (every process stopped, a paused VM): the service is alive but answers
+    /// nobody. The process holding the well-known port is killed meanwhile and restarts at once, so
+    /// a new process holds the port while the service on the machine's file lives, paused: it must
+    /// not found a second one (the founding rule's check of the replicas on file), and must find
+    /// the service once the machine runs again.
+    /// </summary>
+    private void StallWholeSystem()
+    {
+        SimProcess[] live = _processes.Where(p => p.Alive).ToArray();
+        if (_directoryHolder is not { Alive: true } holder) return;
+        long length = _random.NextInRange(500_000, 2_500_000);
+        foreach (SimProcess p in live) p.Paused = true;
+        CrashOnly(holder);
+        At(_now + _random.NextInRange(20_000, 300_000), () => { if (!holder.Alive) Start(holder); });
+        foreach (SimProcess p in live) At(_now + length, () => Resume(p));
     }
 
     /// <summary>Crashes a process without planning its restart.</summary>

@@ -389,6 +389,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case TrafficFirewalled f:
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
                 break;
+            case ServiceConfigurationChanged { Version: 0 } when _loop is { FoundedLaterAfter: > 0 } founder:
+                // A founding after the start (the start's is in the Started message).
+                Log.FoundedLater(Logger, founder.ServiceEndPoint?.ToString() ?? "?", founder.FoundedLaterAfter / 1000);
+                break;
             case ServiceNotFoundYet n:
                 Log.ServiceNotFoundYet(Logger, n.Waited / 1000, n.AddressesAsked, (long)Options.DiscoveryTimeout.TotalMilliseconds,
                     _loop?.FoundingDeferredBecause is { } deferred ? " " + deferred : "");

@@ -139,6 +139,15 @@ runtime.Start();
 if (runtime.Address is null) throw new InvalidOperationException("the runtime started without an address");
 // The checker compares every founding it sees: one service per run, or two were founded.
 if (runtime.Loop is { Founded: true, Service: { } founded }) eventLog?.RecordFounded(founded.Self);
+// A founding after the start (this process took the well-known port over and found no service).
+if (eventLog != null)
+{
+    runtime.CoreEvent += (_, e, _) =>
+    {
+        if (e is Isis.Core.Node.ServiceConfigurationChanged { Version: 0, Replicas: [var replica] } && runtime.Loop is { FoundedLaterAfter: > 0, Service: { } s } && s.Self == replica)
+            eventLog.RecordFounded(replica);
+    };
+}
 if (options.ServiceOnly)
 {
     output.Write(Ready(runtime));
@@ -433,6 +442,7 @@ static JsonObject Stats(IsisRuntime runtime)
         json["membershipReplicaTerm"] = s.MembershipReplicaTerm;
         json["membershipReplicaCommitIndex"] = s.MembershipReplicaCommitIndex;
         json["hostsMembershipService"] = runtime.HostsMembershipService;
+        json["foundedService"] = runtime.Loop?.Founded ?? false;
         // This process's own multicasts, looped back to it and skipped: more than zero when its Sends went by IP multicast.
         if (runtime.Loop?.Transport is { } transport)
         {

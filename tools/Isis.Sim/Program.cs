@@ -37,7 +37,9 @@ internal static class SimCommand
             Console.WriteLine("families: " + string.Join(", ", Scenario.Families));
             Console.WriteLine("  also, not in the default mix: host-partition (the leader's host cut off from everyone for a while), host-chaos (every host fault with partitions and crashes: two replica hosts can go at once,");
             Console.WriteLine("  and the group then waits, so only Liveness may fail), host-quorum-loss (a majority of the replica hosts crashed at once:");
-            Console.WriteLine("  the group must wedge and never split, so Liveness fails by design)");
+            Console.WriteLine("  the group must wedge and never split; the restarted survivors found a new service once every old replica is gone),");
+            Console.WriteLine("  host-restart (every process crashes and restarts while others still start, or the machine stalls while the well-known");
+            Console.WriteLine("  port's holder restarts: the service must be founded again, one at a time, and the group re-form)");
             Console.WriteLine("  multicast, multicast-chaos (data by IP multicast, repairs by unicast), gossip, gossip-chaos (the large-group rules from 4 members:");
             Console.WriteLine("  digests gossiped to 2 random members a round, stability through a binary tree), relay, relay-chaos (the same, with data");
             Console.WriteLine("  relayed along the tree as over the TCP overlay); state-transfer, state-transfer-chaos (joins under traffic, the member");

@@ -21,12 +21,14 @@ internal sealed class ProcessNode : IProtocolNode
     private long _knownEpoch;
     private long _isolationSuspectedAt;
     private bool _toldStillLooking; // ServiceNotFoundYet went out
-    private bool _everHeardFromService;
+    private bool _admitted; // a replica of the service answered this incarnation (it may hold a lease, views, a place in the service)
+    private bool _founder; // this process founded the embedded service it uses
 
+    /// <summary>A replica of the service answered: this incarnation is admitted, and its silence timer restarts.</summary>
     private void HeardFromService()
     {
         _lastHeardFromOracle = _now;
-        _everHeardFromService = true;
+        _admitted = true;
     }
     private long _heartbeatSeq;
     private readonly (long Seq, long SentAt)[] _heartbeatsSent = new (long, long)[64];
@@ -71,6 +73,7 @@ internal sealed class ProcessNode : IProtocolNode
         _directory = directory ?? (discover ? serviceReplicas : []);
         _configurationVersion = discover ? -1 : 0;
         _offeredReplica = offeredReplica;
+        _founder = !discover && !offeredReplica.IsNone;
         Options = options;
         Outbox = new Outbox(options.BufferPool);
         Sealer = new Security.PacketSealer(self, options.SealSalt, options.SystemKey, options.Mutations, options.AcceptedSystemKeys);
@@ -413,6 +416,7 @@ internal sealed class ProcessNode : IProtocolNode
             long d = _nextHeartbeatAt;
             d = Math.Min(d, _isolationSuspectedAt == 0 ? _lastHeardFromOracle + SilenceAllowed + 1 : _isolationSuspectedAt + 2 * hb + 1);
             if (Discovering && !_toldStillLooking) d = Math.Min(d, _lastHeardFromOracle + Options.IsolationTimeout + 1);
+            if (LearnedUnansweredConfiguration) d = Math.Min(d, _lastHeardFromOracle + FoundingWait + 1);
             if (_service.Length > 1) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextLeaderProbeAt));
             if (!Discovering) d = Math.Min(d, Math.Max(_lastAckAt + 2 * hb + 1, _nextRediscoverAt));
             if (_retiring && !Discovering) d = Math.Min(d, _nextRetireAt);
@@ -421,13 +425,80 @@ internal sealed class ProcessNode : IProtocolNode
         }
     }
 
-    /// <summary>How long this process may hear nothing from the service before it gives up: a newcomer still looking for it waits longer.</summary>
-    private long SilenceAllowed => Discovering ? Math.Max(Options.IsolationTimeout, Options.DiscoveryTimeout) : Options.IsolationTimeout;
+    /// <summary>
+    /// True while this process is a newcomer: it looks for the service, or (embedded service) it
+    /// knows where the service is, or founded it, but no replica has answered it yet. It holds no
+    /// lease, no view and no place in the service, so it has nothing to guard by stopping early:
+    /// a founder whose first steps are slow on a loaded machine is not "isolated".
+    /// </summary>
+    private bool Newcomer => Discovering || (!_admitted && !_offeredReplica.IsNone);
+
+    /// <summary>How long this process may hear nothing from the service before it gives up: a newcomer waits longer.</summary>
+    private long SilenceAllowed => Newcomer ? Math.Max(Options.IsolationTimeout, Options.DiscoveryTimeout) : Options.IsolationTimeout;
+
+    /// <summary>
+    /// Embedded service: how long a process asks everything it knows (the well-known port, the
+    /// seeds, the replicas on the machine's file, its own replica) without an answer before it may
+    /// found a service, if it holds the well-known port. Longer than the isolation timeout plus the
+    /// two periods a member waits before it stops: any member of an earlier service that still runs
+    /// then heard that service during the wait, whose replicas answer, or are on the machine's file.
+    /// </summary>
+    public long FoundingWait => Options.IsolationTimeout + 3 * Options.HeartbeatInterval;
+
+    /// <summary>
+    /// Embedded service: from when this process, as far as it can tell, may found the service
+    /// (<see cref="Membership.EmbeddedFounding"/> adds what the machine knows): it looks for a
+    /// service (it was never admitted by one) and has asked everything it knows for
+    /// <see cref="FoundingWait"/> without an answer. <see cref="long.MaxValue"/> if it may not.
+    /// </summary>
+    public long MayFoundServiceAt =>
+        IsShutDown || !Discovering || _offeredReplica.IsNone ? long.MaxValue
+        : (Options.Mutations & ProtocolMutations.FoundBesideLiveService) != 0 ? _lastHeardFromOracle
+        : _lastHeardFromOracle + FoundingWait;
+
+    /// <summary>
+    /// Embedded service: this process founds the service with its own replica as the only one
+    /// (the driver created that replica founding, see <see cref="Membership.EmbeddedFounding"/>),
+    /// after looking for one and finding none. It talks to that replica from now on, and sends
+    /// what waited for a service.
+    /// </summary>
+    public void FoundService(long now)
+    {
+        _now = Outbox.StepTime = now;
+        Common.Invariant.Check(!IsShutDown && Discovering && !_offeredReplica.IsNone, "only a process still looking for the service, with a replica to offer, founds one");
+        _founder = true;
+        _configurationVersion = 0;
+        _service = [_offeredReplica.Endpoint];
+        _leader = 0;
+        _lastHeardFromOracle = now;
+        _lastAckAt = now;
+        _isolationSuspectedAt = 0;
+        _nextHeartbeatAt = now;
+        Emit(new ServiceConfigurationChanged(0, [_offeredReplica]));
+        foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(now);
+        Tick(now);
+    }
+
+    /// <summary>
+    /// True for a newcomer of the embedded service that learned a configuration (from a process,
+    /// perhaps one of a service that has just died) whose replicas never answered it.
+    /// </summary>
+    private bool LearnedUnansweredConfiguration => !Discovering && !_admitted && !_founder && _directory.Length > 0;
 
     public void Tick(long now)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown) return;
+        if (LearnedUnansweredConfiguration && now - _lastHeardFromOracle > FoundingWait)
+        {
+            // The replicas it was told of never answered (a process passed on the configuration of
+            // a service that died since): it looks again, for a live service or, if it comes to
+            // hold the well-known port, to found one.
+            _configurationVersion = -1;
+            _service = _directory;
+            _leader = 0;
+            _nextHeartbeatAt = now;
+        }
         if (Discovering && !_toldStillLooking && now - _lastHeardFromOracle > Options.IsolationTimeout)
         {
             // A member would stop here; a newcomer goes on asking, and says so once.
@@ -450,7 +521,7 @@ internal sealed class ProcessNode : IProtocolNode
                     ? $"no membership service answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} addresses asked " +
                       "(the well-known port, the seeds and the replicas known from before); start the first process again, or list a live process in the seeds " +
                       "(if the service runs, check that this process has its IsisOptions.SystemKey: the service drops what does not open with its key)."
-                    : !_everHeardFromService
+                    : !_admitted
                     ? $"no membership replica answered within {(now - _lastHeardFromOracle) / 1000} ms at any of the {_service.Length} replicas listed; " +
                       "check that they run, that this process is told where (IsisOptions.MembershipReplicas, the same list at every process, or MembershipServiceAddress and MembershipServicePort for one), " +
                       "and that it has their IsisOptions.SystemKey (a replica drops what does not open with its key)."
@@ -620,7 +691,9 @@ internal sealed class ProcessNode : IProtocolNode
         if (h.Kind == PacketKind.Discover)
         {
             if (!r.Complete) { Counters.DroppedMalformed++; return; }
-            if (!Discovering) SendTo(h.Sender.Endpoint, ConfigurationPacket());
+            // Only what a replica confirmed (or this process founded) is passed on: a configuration
+            // heard from another process and never answered may be of a service that died.
+            if (!Discovering && (_admitted || _founder)) SendTo(h.Sender.Endpoint, ConfigurationPacket());
             return;
         }
         NodeId[] replicas = r.Nodes();
@@ -634,8 +707,9 @@ internal sealed class ProcessNode : IProtocolNode
         Emit(new ServiceConfigurationChanged(h.Number, replicas));
         if (wasDiscovering)
         {
-            // Found: talk to the service now, and send what waited for it.
-            HeardFromService();
+            // Found: talk to the service now, and send what waited for it. Learning where the
+            // service is (perhaps from a process) is not being admitted by it: only its replicas' answers are.
+            _lastHeardFromOracle = _now;
             _lastAckAt = _now;
             _nextHeartbeatAt = _now;
             foreach (GroupMember g in _groups.Values) g.RetryRequestsAt(_now);

@@ -296,4 +296,12 @@ internal enum ProtocolMutations
     /// the last entry it holds, though its state has only the decisions it applied.
     /// </summary>
     SnapshotPastCommit = 4194304,
+
+    /// <summary>
+    /// Embedded service: a process that holds the well-known port founds a service as soon as it
+    /// has found none, without asking for a while first and without checking that no replica on
+    /// the machine's file may still run (the founding rule, docs/architecture.md); a second service
+    /// can then run beside a live one.
+    /// </summary>
+    FoundBesideLiveService = 8388608,
 }

@@ -105,5 +105,56 @@ internal static partial class HistoryChecker
         }
     }
 
+    /// <summary>
+    /// The eras of an embedded service that was founded more than once (every process restarted
+    /// and the service was founded again): era k begins at the k-th Founded event, and each process
+    /// incarnation and replica belongs to the era of its first event that needs a service (anything
+    /// but a join request or a crash; a founding replica to the era it founds). OneServiceAtATime: once era k begins, nothing of an earlier
+    /// era installs a view, delivers, decides or commits: two services never run at once. Events of
+    /// no process (the heal, the end) belong to every era; the last era is the one Liveness judges
+    /// at the end (the earlier ones' processes are all dead by then). With one Founded event (or
+    /// none), the whole history is one era.
+    /// </summary>
+    internal static List<HistoryEvent[]> ServiceEras(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
+        const string P = "OneServiceAtATime";
+        var foundedAt = new List<int>();
+        var eraOf = new Dictionary<NodeId, int>();
+        var startedIn = new Dictionary<NodeId, int>();
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            if (e.Kind == HistoryEventKind.Founded) foundedAt.Add(i);
+            if (e.Process.IsNone) continue;
+            bool needsService = e.Kind is not (HistoryEventKind.JoinRequested or HistoryEventKind.Crash or HistoryEventKind.EarlyTimer or HistoryEventKind.StaleDeadline);
+            // A founding replica belongs to the service it founds, even with events recorded just
+            // before its Founded event (a real process records the founding after its replica's first commit).
+            if (e.Kind == HistoryEventKind.Founded) eraOf[e.Process] = foundedAt.Count - 1;
+            else if (needsService) eraOf.TryAdd(e.Process, Math.Max(0, foundedAt.Count - 1));
+            startedIn.TryAdd(e.Process, Math.Max(0, foundedAt.Count - 1));
+        }
+        if (foundedAt.Count <= 1) return [events.ToArray()];
+        var eras = foundedAt.Select(_ => new List<HistoryEvent>()).ToList();
+        int current = 0;
+        for (int i = 0; i < events.Length; i++)
+        {
+            HistoryEvent e = events[i];
+            while (current + 1 < foundedAt.Count && foundedAt[current + 1] <= i) current++;
+            if (e.Process.IsNone)
+            {
+                foreach (List<HistoryEvent> all in eras) all.Add(e);
+                continue;
+            }
+            // A process that never got as far as a service goes with the era it started in.
+            int era = eraOf.TryGetValue(e.Process, out int known) ? known : startedIn[e.Process];
+            if (era < current && e.Kind is HistoryEventKind.ViewInstall or HistoryEventKind.Deliver or HistoryEventKind.Decide or HistoryEventKind.Commit)
+            {
+                sink.Report(P, $"{e.Process}, of the service founded at event #{foundedAt[era]}, did {e.Kind} at {At(i, e)}, after another service was founded at event #{foundedAt[current]}: two services at once");
+            }
+            eras[era].Add(e);
+        }
+        return eras.Select(x => x.ToArray()).ToList();
+    }
+
     private static bool SameSet(NodeId[] a, NodeId[] b) => a.Length == b.Length && a.All(b.Contains);
 }

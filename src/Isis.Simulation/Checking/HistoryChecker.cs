@@ -18,7 +18,16 @@ internal static partial class HistoryChecker
     {
         ArgumentNullException.ThrowIfNull(history);
         var sink = new ViolationSink(maxViolationsPerProperty);
-        ReadOnlySpan<HistoryEvent> events = history.AsSpan();
+        ReadOnlySpan<HistoryEvent> all = history.AsSpan();
+        // An embedded service founded again after every process restarted: one service at a time,
+        // and each service's era (its processes, replicas, views and log) checked on its own.
+        foreach (HistoryEvent[] era in ServiceEras(all, sink)) CheckEra(era, sink);
+        TimersWithinDeadline(all, sink);
+        return sink.ToResult(all.Length);
+    }
+
+    private static void CheckEra(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    {
         WellFormed(events, sink);
         ViewAgreement(events, sink);
         PrimaryViewSequence(events, sink);
@@ -41,8 +50,6 @@ internal static partial class HistoryChecker
         StateTransfer(events, sink);
         Collections(events, sink);
         Liveness(events, sink);
-        TimersWithinDeadline(events, sink);
-        return sink.ToResult(events.Length);
     }
 
     /// <summary>

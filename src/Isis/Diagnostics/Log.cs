@@ -65,6 +65,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 21, Level = LogLevel.Warning, Message = "No membership service answered within {Waited} ms at any of the {Addresses} addresses asked (the well-known port, the seeds and the replicas on file); still asking for up to {DiscoveryTimeout} ms in all (IsisOptions.DiscoveryTimeout): start the first process, or the first seed's machine.{More}")]
     public static partial void ServiceNotFoundYet(ILogger logger, long waited, int addresses, long discoveryTimeout, string more);
 
+    [LoggerMessage(EventId = 22, Level = LogLevel.Warning, Message = "Founded the embedded membership service at {Replica}: this process holds the well-known port and no service answered for {Waited} ms, and no replica on the machine's file runs (the earlier service stopped, or every process restarted)")]
+    public static partial void FoundedLater(ILogger logger, string replica, long waited);
+
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
 }

@@ -127,6 +127,9 @@ internal sealed class EventLoop : IDisposable
     /// <summary>True if this process founded the embedded service when it started.</summary>
     public bool Founded => _service.Founded;
 
+    /// <summary>See <see cref="ServiceHost.FoundedLaterAfter"/>.</summary>
+    public long FoundedLaterAfter => _service.FoundedLaterAfter;
+
     /// <summary>See <see cref="ServiceHost.FoundingDeferredBecause"/>.</summary>
     public string? FoundingDeferredBecause => _service.FoundingDeferredBecause;
 
@@ -309,7 +312,7 @@ internal sealed class EventLoop : IDisposable
         long now = Now;
         if (now >= NextWake())
         {
-            _service.Tick(now);
+            _service.Tick(now, Node);
             Node.Tick(now);
             _sinkDeadline = _sink.OnTick(now);
             _transport.EvictExpiredFragments();

@@ -27,6 +27,10 @@ internal sealed class ServiceHost : IDisposable
     private long _nextPortAttemptAt;
     private long _versionOnFile = -1;
     private volatile bool _hostsReplica;
+    private volatile bool _founded;
+    private ProtocolOptions? _protocol; // embedded: to found a service later
+    private NodeId _host; // embedded: this process
+    private bool _seedsAllow; // embedded: the seeds let this machine found
 
     private ServiceHost(IsisOptions options, UdpTransportOptions transportOptions, ReceivedPacketCallback toProcess,
         MembershipReplica? replica, IPacketTransport? replicaTransport, DurableRecordFile? replicaLog)
@@ -46,15 +50,18 @@ internal sealed class ServiceHost : IDisposable
     /// <summary>True for the embedded service, which moves between the member processes.</summary>
     public bool Embedded => _options.EmbeddedService;
 
-    /// <summary>True if this process founded the embedded service when it started.</summary>
-    public bool Founded { get; private init; }
+    /// <summary>True if this process founded the embedded service: when it started, or later (see <see cref="FoundIfNoServiceAnswers"/>).</summary>
+    public bool Founded => _founded;
 
     /// <summary>
     /// Why a process that held the well-known port at start did not found the service (the
     /// replica file named replicas whose ports are in use), with what the operator can do if
     /// they are not replicas after all; null if it founded, or did not hold the port.
     /// </summary>
-    public string? FoundingDeferredBecause { get; private init; }
+    public string? FoundingDeferredBecause { get; private set; }
+
+    /// <summary>If this process founded the service after its start: how long it had looked for one (microseconds); 0 otherwise.</summary>
+    public long FoundedLaterAfter { get; private set; }
 
     /// <summary>True while this process hosts a voting replica (published for other threads after each batch).</summary>
     public bool HostsReplica => _hostsReplica;
@@ -147,7 +154,8 @@ internal sealed class ServiceHost : IDisposable
             // With seeds, the machine named first founds; the others always look for a running service.
             bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address, options));
             IPEndPoint[] mayBeAlive = wellKnownPort != null && seedsAllow ? onFile.Where(ServiceDirectoryFile.MayBeAlive).ToArray() : [];
-            bool founds = wellKnownPort != null && seedsAllow && mayBeAlive.Length == 0;
+            // Having just bound the well-known port, nobody of this machine ran to answer it.
+            bool founds = EmbeddedFounding.MayFound(null, now, atStart: true, wellKnownPort != null, seedsAllow, mayBeAlive.Length > 0, protocol.Mutations);
             ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(onFile).Select(EndpointConversions.FromIPEndPoint)
                 .Where(e => e != self.Endpoint && e != replicaId.Endpoint).Distinct().ToArray();
             ProcessNode node;
@@ -167,13 +175,13 @@ internal sealed class ServiceHost : IDisposable
             }
             var host = new ServiceHost(options, transportOptions, toProcess, replica, replicaTransport, replicaLog: null)
             {
-                Founded = founds,
+                _founded = founds,
+                _protocol = protocol,
+                _host = self,
+                _seedsAllow = seedsAllow,
                 // A process that stopped running without its replica file being rewritten leaves
                 // ports on record that other programs may take later: say which, and how to start afresh.
-                FoundingDeferredBecause = mayBeAlive.Length == 0 ? null :
-                    $"This process held the well-known port but did not found a service: the replica file {options.EmbeddedDirectoryPath} " +
-                    $"names replicas whose ports are in use ({string.Join(", ", (object[])mayBeAlive)}), so a service may run there, and none answered. " +
-                    "If no Isis process of this system runs on this machine, other programs hold those ports now: delete that file and start again.",
+                FoundingDeferredBecause = DeferredBecause(options, mayBeAlive),
                 _wellKnownPort = wellKnownPort,
                 _versionOnFile = founds ? 0 : -1,
                 _hostsReplica = founds,
@@ -208,6 +216,15 @@ internal sealed class ServiceHost : IDisposable
         return (new DurableRecordFile(path, truncateTo: contents.IntactLength, files), contents.Records);
     }
 
+    /// <summary>
+    /// Why a process that holds the well-known port does not found the service, with what the
+    /// operator can do if the ports on file are not replicas after all; null if nothing on file runs.
+    /// </summary>
+    private static string? DeferredBecause(IsisOptions options, IPEndPoint[] mayBeAlive) => mayBeAlive.Length == 0 ? null :
+        $"This process held the well-known port but did not found a service: the replica file {options.EmbeddedDirectoryPath} " +
+        $"names replicas whose ports are in use ({string.Join(", ", (object[])mayBeAlive)}), so a service may run there, and none answered. " +
+        "If no Isis process of this system runs on this machine, other programs hold those ports now: delete that file and start again.";
+
     private static bool IsLocal(IPAddress address, IsisOptions options) =>
         IPAddress.IsLoopback(address) || address.Equals(options.BindAddress) || address.Equals(options.MembershipServiceAddress);
 
@@ -228,10 +245,40 @@ internal sealed class ServiceHost : IDisposable
 
     public void Receive(ulong source, ReadOnlySpan<byte> packet, long now) => Replica?.Receive(source, packet, now);
 
-    public void Tick(long now)
+    public void Tick(long now, ProcessNode node)
     {
         Replica?.Tick(now);
-        if (Embedded) MaintainWellKnownPort(now);
+        if (!Embedded) return;
+        MaintainWellKnownPort(now);
+        FoundIfNoServiceAnswers(node, now);
+    }
+
+    /// <summary>
+    /// The founding rule (<see cref="EmbeddedFounding"/>) after the start: a process that took the
+    /// well-known port over from one that stopped, and found no service after asking everything it
+    /// knows for <see cref="ProcessNode.FoundingWait"/>, founds one, unless a replica on the
+    /// machine's file (read again now) may still run. Without this, restarts that overlap (each
+    /// new process starting while an older one, still looking, held the port) would never found.
+    /// </summary>
+    private void FoundIfNoServiceAnswers(ProcessNode node, long now)
+    {
+        if (_wellKnownPort == null || Replica is not { } dormant || _protocol == null || now < node.MayFoundServiceAt) return;
+        // A replica that votes in some service (as far as it knows) stays that service's. One that
+        // only followed a service as a learner (a service that died before adding it) is dropped:
+        // the service on the machine's file is checked below.
+        if (dormant.IsVoter) return;
+        (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(_options.EmbeddedDirectoryPath);
+        IPEndPoint ownReplica = _replicaTransport!.LocalIPEndPoint;
+        IPEndPoint[] mayBeAlive = onFile.Where(r => !r.Equals(ownReplica) && ServiceDirectoryFile.MayBeAlive(r)).ToArray();
+        if (_seedsAllow) FoundingDeferredBecause = DeferredBecause(_options, mayBeAlive);
+        if (!EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, _seedsAllow, mayBeAlive.Length > 0, _protocol.Mutations)) return;
+        FoundedLaterAfter = Math.Max(1, now - node.MayFoundServiceAt + node.FoundingWait);
+        Replica = new MembershipReplica(dormant.Self, [dormant.Self], _protocol, now, host: _host);
+        ServiceDirectoryFile.Write(_options.EmbeddedDirectoryPath, 0, [ownReplica], force: true);
+        _versionOnFile = 0;
+        _hostsReplica = true;
+        _founded = true;
+        node.FoundService(now);
     }
 
     /// <summary>When <see cref="Tick"/> next has something to do: the replica's next timer, or the next attempt at the well-known port.</summary>

@@ -2,6 +2,7 @@ using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
+using Isis.Core.Wire;
 
 namespace Isis.Core.Tests.Membership;
 
@@ -147,6 +148,80 @@ public sealed class EmbeddedServiceTests
         (gaveUpAt, _, _, stillLooking) = LookForAbsentService(new ProtocolOptions { DiscoveryTimeout = 1 });
         Assert.InRange(gaveUpAt, options.IsolationTimeout, options.IsolationTimeout + 3 * options.HeartbeatInterval);
         Assert.Empty(stillLooking);
+    }
+
+    [Fact]
+    public void A_newcomer_told_of_a_dead_service_by_a_process_looks_again_and_may_found_only_after_the_founding_wait()
+    {
+        // The overlapping-restart livelock: a process that still held the configuration of a service
+        // that had just died passed it on; the newcomer must not stay tied to replicas that never
+        // answer, and, once it has asked everything for the founding wait, may found (the driver
+        // adds the machine's part of the rule: the well-known port and the replica file).
+        var options = new ProtocolOptions();
+        var self = new NodeId(1, 1);
+        var replica = new NodeId(100, 1);
+        var node = new ProcessNode(self, [Directory], options, 0, replica, discover: true);
+        node.Outbox.Clear();
+        Assert.Equal(node.FoundingWait, node.MayFoundServiceAt);
+        Assert.False(EmbeddedFounding.MayFound(node, node.FoundingWait - 1, atStart: false, true, true, false, ProtocolMutations.None));
+
+        // A process (endpoint 7, not a replica) answers with the configuration of a dead service.
+        long now = 50_000;
+        byte[] config = new Isis.Core.Wire.PacketWriter().Begin(new Isis.Core.Wire.PacketHeader(PacketKind.ServiceConfiguration, new NodeId(7, 3), default, 0, 57))
+            .Nodes([new NodeId(200, 0), new NodeId(201, 0), new NodeId(202, 0)]).Finish();
+        node.Receive(7, config, now);
+        Assert.False(node.Discovering);
+        Assert.Equal(long.MaxValue, node.MayFoundServiceAt);
+        // It was never admitted: it passes that configuration on to nobody.
+        node.Outbox.Clear();
+        node.Receive(8, new Isis.Core.Wire.PacketWriter().Begin(new Isis.Core.Wire.PacketHeader(PacketKind.Discover, new NodeId(8, 1), default, 0, 0)).Finish(), now);
+        Assert.DoesNotContain(node.Outbox.Packets, p => p.Destination == 8);
+
+        // Nobody of that service ever answers: it looks again after the founding wait, not stopping as "isolated".
+        while (!node.Discovering)
+        {
+            now = node.NextDeadline;
+            Assert.True(now <= 50_000 + node.FoundingWait + 1, "it stays tied to replicas that never answer");
+            node.Tick(now);
+            node.Outbox.Clear();
+        }
+        Assert.False(node.IsShutDown);
+        Assert.True(EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, seedsAllow: true, replicaOnFileMayBeAlive: false, ProtocolMutations.None));
+        Assert.False(EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: false, seedsAllow: true, replicaOnFileMayBeAlive: false, ProtocolMutations.None));
+        Assert.False(EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, seedsAllow: false, replicaOnFileMayBeAlive: false, ProtocolMutations.None));
+        Assert.False(EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, seedsAllow: true, replicaOnFileMayBeAlive: true, ProtocolMutations.None));
+
+        // It founds: its own replica, founding, answers it, and it takes part in the service.
+        var founded = new MembershipReplica(replica, [replica], options, now, host: self);
+        node.FoundService(now);
+        Assert.False(node.Discovering);
+        Assert.Equal([replica.Endpoint], node.ServiceReplicas);
+        Assert.Contains(node.Outbox.Events, e => e is ServiceConfigurationChanged { Version: 0 });
+        var heartbeats = node.Outbox.Packets.Where(p => p.Destination == replica.Endpoint).Select(p => p.Bytes.ToArray()).ToList();
+        Assert.NotEmpty(heartbeats);
+        node.Outbox.Clear();
+        foreach (byte[] h in heartbeats) founded.Receive(self.Endpoint, h, now + 10);
+        foreach (OutboundPacket p in founded.Outbox.Packets.Where(p => p.Destination == self.Endpoint).ToList()) node.Receive(replica.Endpoint, p.Bytes.Span, now + 20);
+        Assert.True(node.LeaseHeld);
+    }
+
+    [Fact]
+    public void A_founder_whose_replica_is_slow_to_answer_first_waits_like_a_newcomer_not_like_an_isolated_member()
+    {
+        // "no membership replica answered within 2057 ms" right after founding, on a loaded machine:
+        // a founder never admitted yet has no lease to guard.
+        var options = new ProtocolOptions { DiscoveryTimeout = 4_000_000 };
+        var replica = new NodeId(100, 1);
+        var node = new ProcessNode(new NodeId(1, 1), [replica.Endpoint], options, 0, replica, directory: [Directory]);
+        long now = 0;
+        while (!node.IsShutDown)
+        {
+            now = node.NextDeadline;
+            node.Tick(now);
+            node.Outbox.Clear();
+        }
+        Assert.InRange(now, options.DiscoveryTimeout, options.DiscoveryTimeout + 3 * options.HeartbeatInterval);
+        Assert.Contains("no membership replica answered", node.ShutdownReason);
     }
 
     [Fact]

@@ -125,22 +125,71 @@ public sealed class EmbeddedServiceScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void Every_process_restarting_while_others_still_start_founds_the_service_again_one_at_a_time_and_the_group_reforms()
+    {
+        // The soak's stop (issue 25): every process of the embedded service restarted, the new ones
+        // starting while older ones (without a service, holding the well-known port) still ran.
+        // Founding was decided only at a process's start, so nobody founded and everyone gave up.
+        // Some runs stall the whole machine instead (every process paused, the port's holder killed
+        // and restarted): the new holder must then wait for the paused service, not found a twin.
+        int runs = 0, refounded = 0, later = 0;
+        var failures = new List<string>();
+        for (ulong seed = 0; seed < Seeds; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-restart");
+            if (!run.Passed) failures.Add(run.Report);
+            later += run.Simulator.LaterFoundings;
+            if (run.Simulator.WholeSystemRestarts == 0) continue;
+            runs++;
+            if (run.Simulator.Foundings >= 2) refounded++;
+        }
+        output.WriteLine($"host-restart: {refounded} of the {runs} runs that restarted every process founded the service again; {later} foundings by a process after its start");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.True(runs >= Seeds / 2, $"only {runs} of {Seeds} runs restarted every process");
+        Assert.Equal(runs, refounded);
+        Assert.True(later >= Seeds / 4, $"only {later} foundings after a process's start in {runs} runs: the overlapping case is not exercised");
+    }
+
+    [Fact]
+    public void Founding_beside_a_live_service_is_caught()
+    {
+        // The rule's mutation: the holder of the well-known port founds as soon as it has found no
+        // service, without asking for a while and without checking the replicas on the machine's file.
+        // Caught where it matters: a machine stalled (the service paused, alive) while a new process
+        // holds the well-known port; once the machine runs again, two services run at once.
+        int caught = 0;
+        for (ulong seed = 0; seed < 60; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "host-restart", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.FoundBesideLiveService } });
+            if (run.Result.Violates("OneServiceAtATime")) caught++;
+        }
+        output.WriteLine($"caught in {caught} of 60 seeds");
+        Assert.True(caught >= 8, $"founding beside a live service was caught in only {caught} of 60 seeds");
+    }
+
+    [Fact]
     public void Losing_a_majority_of_the_replica_hosts_at_once_wedges_the_group_and_never_splits_it()
     {
-        int losses = 0;
+        int losses = 0, refounded = 0;
         for (ulong seed = 0; seed < 30; seed++)
         {
             Observed o = Execute(seed, "host-quorum-loss");
             long lostAt = o.Run.Simulator.QuorumLostAt;
             if (lostAt == 0) continue;
             losses++;
-            // Everything but liveness holds: nobody can decide any more, so nobody can join.
+            // Everything but liveness holds: nobody of the old service can decide any more.
             Assert.True(o.Run.Result.Violations.All(v => v.Property == "Liveness"), o.Run.Report);
-            // No view after the loss (within the failover time a view already decided may still arrive).
-            Assert.DoesNotContain(o.Run.History.Events, e => e.Kind == HistoryEventKind.ViewInstall && e.Time > lostAt + 100_000);
+            // No view of an incarnation that ran before the loss, after it (within the failover time
+            // a view already decided may still arrive): the survivors wedge and stop, isolated.
+            var before = o.Run.History.Events.Where(e => e.Time <= lostAt && !e.Process.IsNone).Select(e => e.Process).ToHashSet();
+            Assert.DoesNotContain(o.Run.History.Events, e => e.Kind == HistoryEventKind.ViewInstall && e.Time > lostAt + 100_000 && before.Contains(e.Process));
             Assert.Contains(o.ShutdownReasons, r => r.StartsWith("isolated", StringComparison.Ordinal));
+            // Restarted, they found a new service only once every replica of the old one is gone
+            // (the crashed hosts never come back): OneServiceAtATime above holds.
+            if (o.Run.Simulator.Foundings > 1) refounded++;
         }
         Assert.True(losses >= 20, $"the majority of the hosts was crashed in only {losses} of 30 runs");
+        output.WriteLine($"{losses} quorum losses; {refounded} runs founded a new service after every old replica was gone");
     }
 
     [Fact]

@@ -101,6 +101,85 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
     private static int Delivered(JsonObject progress, int sender) =>
         ((JsonObject)progress["perSender"]!)[S(sender)] is { } n ? (int)n : 0;
 
+    /// <summary>
+    /// The soak's stop (issue 25), with real processes: every process of the zero-configuration
+    /// default goes, and new ones start while the last old ones still run. The three replica hosts
+    /// are SIGKILLed at once (the service is gone) and three new processes start at once, while the
+    /// two other old processes still hold the well-known port (and tell the newcomers where the
+    /// dead service was); those two then stop, isolated, and are restarted as they exit. Founding
+    /// was decided only at a process's start, so nobody founded and every process gave up. Now the
+    /// process that takes the port over founds once nobody answers, and the five re-form the group.
+    /// </summary>
+    [Fact]
+    public void All_five_processes_replaced_with_new_ones_starting_while_old_ones_run_found_the_service_again_and_deliver()
+    {
+        DirectoryInfo dir = Directory.CreateTempSubdirectory("isis-embedded-restart-");
+        // 20 x 100 ms: healthy members on a loaded 2-core machine are not expelled (see MultiProcessCluster).
+        using var cluster = MultiProcessCluster.Embedded(output, "embedded-restart", suspicionCount: 20);
+        var m = new Members(cluster, dir.FullName, systemKey: null);
+        try
+        {
+            MemberProcess founder = m.Start(0, 5);
+            Assert.True((bool)founder.WaitFor("ready", Long)["founded"]!, "the first process founds the embedded service");
+            for (int i = 1; i < 5; i++) m.Start(i, 5);
+            int view = m.WaitForView(0, "five members in one view");
+            List<MemberProcess> hosts = m.WaitForHosts(3);
+            m.SendRound();
+            m.WaitForDeliveries("round 1 delivered everywhere");
+
+            // 1. The service dies with its three hosts; three newcomers start at once.
+            List<int> old = m.Live.ToList();
+            List<int> survivors = old.Where(i => !hosts.Contains(m.ByIndex[i])).ToList();
+            foreach (MemberProcess h in hosts) h.Kill();
+            foreach (MemberProcess h in hosts)
+            {
+                Assert.True(h.WaitForExit(Long), $"{h.Name} dies on SIGKILL");
+                m.Live.Remove(m.IndexOf(h));
+            }
+            cluster.Log($"the three replica hosts SIGKILLed; {string.Join(", ", survivors.Select(i => m.ByIndex[i].Name))} still run");
+            var fresh = new List<MemberProcess> { m.Start(5, 5), m.Start(6, 5), m.Start(7, 5) };
+
+            // 2. The two old ones stop (isolated: their service is gone), and are restarted as each exits.
+            int next = 8;
+            foreach (int i in survivors)
+            {
+                MemberProcess s = m.ByIndex[i];
+                JsonObject shutdown = s.WaitFor("shutdown", Long);
+                cluster.Log($"{s.Name} stopped: {shutdown["reason"]}");
+                Assert.True(s.WaitForExit(Long), $"{s.Name} exits after its shutdown");
+                m.Live.Remove(i);
+                fresh.Add(m.Start(next++, 5));
+            }
+
+            // 3. One service again, founded by one new process; the five re-form the group and deliver.
+            view = m.WaitForView(0, "the five new processes in one view");
+            m.SendRound();
+            m.WaitForDeliveries("the new group delivers everything");
+            List<MemberProcess> founders = fresh.Where(p => (bool)p.Stats()["foundedService"]!).ToList();
+            Assert.Single(founders);
+            Assert.False((bool)founders[0].WaitFor("ready", Long)["founded"]!, "the new service was founded after its founder's start (it took the well-known port over)");
+            m.WaitForHosts(3);
+            foreach (MemberProcess p in m.LiveProcesses) Assert.Null(p.Last("shutdown"));
+            foreach (MemberProcess p in m.LiveProcesses) p.Command("quit");
+            foreach (MemberProcess p in m.LiveProcesses) Assert.True(p.WaitForExit(Long), $"{p.Name} exits after quit");
+
+            var logs = m.ByIndex.Values.Select(p => EventLogMerge.Read(Path.Combine(dir.FullName, $"{p.Name}.jsonl"))).ToList();
+            EventLogMerge.Result merged = EventLogMerge.Merge(logs);
+            cluster.Log($"merged {merged.History.Count} events");
+            Assert.Equal(2, merged.History.Events.Count(e => e.Kind == HistoryEventKind.Founded));
+            CheckResult result = HistoryChecker.Check(merged.History);
+            cluster.Log(result.ToString());
+            Assert.True(result.Passed, result.ToString());
+        }
+        catch
+        {
+            cluster.LogLoopStalls();
+            output.WriteLine(cluster.Describe());
+            throw;
+        }
+        try { dir.Delete(recursive: true); } catch (IOException) { }
+    }
+
     /// <param name="transport">UDP (the default), and the TCP overlay: connections to killed, exited and stopped processes break, and newcomers dial the survivors.</param>
     /// <param name="sealedTraffic">Every process seals with a system key (the service's traffic, exits and discovery included).</param>
     [Theory]
