@@ -132,7 +132,8 @@ internal sealed partial class Simulator
 
         /// <summary>With an embedded service: the replica this process runs (dormant until the service adds it), on its own endpoint.</summary>
         public MembershipReplica? Replica;
-        public readonly ulong ReplicaEndpoint = replicaEndpoint;
+        /// <summary>The endpoint of this incarnation's replica: a fresh one at every start (see <see cref="BindReplicaEndpoint"/>).</summary>
+        public ulong ReplicaEndpoint = replicaEndpoint;
 
         /// <summary>Exiting gracefully: its replica is being handed over, then it leaves and stops.</summary>
         public bool Exiting;
@@ -451,6 +452,7 @@ internal sealed partial class Simulator
         {
             // As the runtime: the first process binds the well-known port and founds the service with
             // its own replica; every other one runs a dormant replica and discovers the service.
+            BindReplicaEndpoint(p);
             var replica = new NodeId(p.ReplicaEndpoint, p.Incarnation);
             bool boundPort = _directoryHolder is not { Alive: true };
             if (boundPort) _directoryHolder = p;
@@ -482,6 +484,21 @@ internal sealed partial class Simulator
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
+    }
+
+    /// <summary>
+    /// As the runtime (ServiceHost binds each embedded replica on port 0): every incarnation's
+    /// replica gets an endpoint of its own, never one an earlier incarnation's replica had. With the
+    /// endpoint reused, a member of a dead service that still ran went on heartbeating its dead
+    /// replica's endpoint, and the replica of a service founded since on that same endpoint answered
+    /// it, which no runtime process can meet.
+    /// </summary>
+    private void BindReplicaEndpoint(SimProcess p)
+    {
+        _processByReplicaEndpoint.Remove(p.ReplicaEndpoint);
+        // Process endpoints are 1..N: the first incarnation keeps the endpoint it was built with, each later one the next block of N.
+        p.ReplicaEndpoint = _firstReplicaEndpoint + (p.Endpoint - 1) + (ulong)(p.Incarnation - 1) * (ulong)_processes.Length;
+        _processByReplicaEndpoint.Add(p.ReplicaEndpoint, p);
     }
 
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>

@@ -699,6 +699,16 @@ internal sealed class ProcessNode : IProtocolNode
         NodeId[] replicas = r.Nodes();
         if (!r.Complete || replicas.Length == 0 || h.Number < 0) { Counters.DroppedMalformed++; return; }
         if (h.Number <= _configurationVersion) return;
+        if (!Discovering && _admitted && _now - _lastHeardFromOracle > SilenceAllowed)
+        {
+            // A member that heard nothing from its service for longer than it may (paused, cut off)
+            // takes no configuration any more: it stops within two heartbeat periods. The service it
+            // would find now may be another one, founded after its own died (the founding wait is
+            // only just longer than this silence): configuration versions of two services do not
+            // compare, and that service would answer its heartbeats, renewing the lease of a member
+            // that holds views of the dead one, so two services would run at once.
+            return;
+        }
         ulong leader = Discovering ? 0 : ServiceLeaderEndpoint;
         bool wasDiscovering = Discovering;
         _configurationVersion = h.Number;
