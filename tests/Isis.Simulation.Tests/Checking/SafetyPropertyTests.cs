@@ -425,9 +425,14 @@ public sealed class MembershipServiceHistoryTests
     }
 
     [Fact]
-    public void Two_foundings_with_different_replicas_are_two_services_and_are_caught()
+    public void A_second_founding_while_the_first_service_still_decides_is_two_services_and_is_caught()
     {
-        Reconfigured().Founded(E, E).End().AssertViolates(nameof(HistoryChecker.ServiceQuorums));
+        // A service founded again (every process of the embedded service restarted) is a new era;
+        // the old one must be gone by then: its replica deciding and committing after it is two
+        // services at once.
+        Reconfigured().Founded(E, E).Decide(A, 6, 16).Commit(A, 6, [A, B], [A, B, D], 5).End().AssertViolates("OneServiceAtATime");
+        // Founded again after the old service stopped: two eras one after the other, which is allowed.
+        Reconfigured().Founded(E, E).End().AssertPasses();
     }
 
     [Fact]
