@@ -217,8 +217,9 @@ internal sealed partial class ReplicatedLog
 
         // Raft, figure 13: if the log holds the snapshot's last entry, it keeps what follows (the
         // leader's entries, by log matching); otherwise every entry goes.
+        // (Install drops them only once the image has read back whole: a snapshot that fails to
+        // install leaves the log as it was, entries this replica acknowledged included.)
         bool keepTail = index <= LastIndex && TermAt(index) == snapshotTerm;
-        if (!keepTail) _log.Clear(); // (its entries are uncommitted: index > _commitIndex >= _snapshotIndex)
         if (!Install(index, snapshotTerm, incoming.Image, keepTail)) return false;
         _host.PersistCompacted(CompactedRecords());
         AppendReply(from, success: true, index, sentAt); // what follows it is not known to be the leader's
