@@ -109,6 +109,16 @@ internal sealed record Scenario
     /// </summary>
     public bool LostDisks { get; init; }
 
+    /// <summary>
+    /// With <see cref="DiskDurability"/> and <see cref="EmbeddedService"/>: one process stays out
+    /// until every other one held the history; then every process crashes, so the embedded service
+    /// forgets the group, and the new process (an empty disk, never a member) starts first and is
+    /// the oldest member of the group's first view under the service founded again. The machine's
+    /// registry of durable groups must keep it from founding a second history over the one the
+    /// others' logs hold (see Simulator.cs, RestartSystemNewcomerFirst).
+    /// </summary>
+    public bool NewcomerFirstAfterSystemRestart { get; init; }
+
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
@@ -250,7 +260,7 @@ internal sealed record Scenario
     /// or stays away, and the operator forces the recovery. Kept out of <see cref="Families"/> so
     /// every other family keeps its seeds.
     /// </summary>
-    public static readonly string[] ForcedRecoveryFamilies = ["lost-disk"];
+    public static readonly string[] ForcedRecoveryFamilies = ["lost-disk", "history-refound"];
 
     /// <summary>
     /// Compaction families: the membership replicas snapshot their state every few decisions (2 to
@@ -466,6 +476,14 @@ internal sealed record Scenario
             {
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = target, WholeSystemRestarts = true,
                 Crashes = hr.Chance(0.3), FaultPhase = 9_000_000, Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
+            "history-refound" => new Scenario
+            {
+                // Hosts of the embedded service with a durable group: the whole system restarts with a
+                // new process first (docs/semantics.md, "A history founded twice").
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, DiskDurability = true,
+                NewcomerFirstAfterSystemRestart = true, SafeFraction = 0.6, OrderedFraction = 0.2, PersistentCheckpoints = hr.Chance(0.5),
+                Crashes = hr.Chance(0.3), FaultPhase = 7_000_000, Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
             "host-quorum-loss" => new Scenario
             {

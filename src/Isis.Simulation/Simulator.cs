@@ -223,6 +223,7 @@ internal sealed partial class Simulator
         for (int i = 0; i < _processes.Length; i++)
         {
             int index = i;
+            if (s.NewcomerFirstAfterSystemRestart && index == _processes.Length - 1) continue; // the new process, started at the restart
             At(_random.NextInRange(0, Math.Max(1, s.StartWindow)), () => Start(_processes[index]));
         }
         PlanFaults(healAt);
@@ -480,7 +481,7 @@ internal sealed partial class Simulator
             NoteStartingKey(p);
         }
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
@@ -500,6 +501,13 @@ internal sealed partial class Simulator
         p.ReplicaEndpoint = _firstReplicaEndpoint + (p.Endpoint - 1) + (ulong)(p.Incarnation - 1) * (ulong)_processes.Length;
         _processByReplicaEndpoint.Add(p.ReplicaEndpoint, p);
     }
+
+    /// <summary>
+    /// Disk durability: the machine's registry of durable groups (all simulated processes share one
+    /// machine) names the group's history once some process held it; it survives every crash, as
+    /// the runtime's file does, and a process joins knowing it.
+    /// </summary>
+    private bool _registryNamesHistory;
 
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
     private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
@@ -594,7 +602,11 @@ internal sealed partial class Simulator
             }
             p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
         }
-        if (p.Node.Outbox.Events.Any(e => e is HistoryReady)) p.EverCurrent = true;
+        if (p.Node.Outbox.Events.Any(e => e is HistoryReady))
+        {
+            p.EverCurrent = true;
+            _registryNamesHistory = true; // the machine's registry of durable groups (the runtime's DurableGroupRegistry)
+        }
         if (p.Replica != null) Flush(p.Replica, p.Replica.Self);
         if (p.Node == null) return; // the process exited while its replica's events were handled
         Flush(p.Node, p.Node.Self);
@@ -731,6 +743,7 @@ internal sealed partial class Simulator
                 At(_random.NextInRange(600_000 + i * 1_200_000, 1_400_000 + i * 1_200_000), () => CrashWholeGroup(healAt));
             }
         }
+        if (s.NewcomerFirstAfterSystemRestart) At(_random.NextInRange(1_200_000, 2_000_000), () => RestartSystemNewcomerFirst(healAt));
         if (s.WholeSystemRestarts)
         {
             for (int i = 0, n = 1 + _random.Next(2); i < n; i++)
@@ -911,6 +924,36 @@ internal sealed partial class Simulator
     }
 
     /// <summary>
+    /// Scenario.NewcomerFirstAfterSystemRestart: once every process but the new one has held the
+    /// history, every process crashes (the embedded service with them, so it forgets the group),
+    /// and the new process, with an empty disk, starts first: it founds the service again and is
+    /// the oldest member of the group's first view. The others come back after it, in a random
+    /// order. With the machine's registry of durable groups it must wait for their logs instead of
+    /// founding a second history (the mutation FoundOverKnownHistory founds one, and their logs,
+    /// of the old history, are kept aside: what the group acknowledged is lost).
+    /// </summary>
+    private void RestartSystemNewcomerFirst(long healAt)
+    {
+        if (_healed) return;
+        SimProcess newcomer = _processes[^1];
+        SimProcess[] old = _processes[..^1];
+        if (old.Any(p => !p.EverCurrent || !p.Alive))
+        {
+            if (_now + 100_000 < healAt - 2_500_000) At(_now + 100_000, () => RestartSystemNewcomerFirst(healAt));
+            return;
+        }
+        WholeSystemRestarts++;
+        long spread = _random.Chance(0.5) ? 0 : _random.NextInRange(1_000, 20_000);
+        foreach (SimProcess p in old) At(_now + (spread == 0 ? 0 : _random.NextInRange(0, spread)), () => CrashOnly(p));
+        long newcomerAt = _now + spread + _random.NextInRange(50_000, 300_000);
+        At(newcomerAt, () => { if (!newcomer.Alive) Start(newcomer); });
+        foreach (SimProcess p in old.OrderBy(_ => _random.NextUInt64()))
+        {
+            At(newcomerAt + _random.NextInRange(300_000, 1_200_000), () => { if (!p.Alive) Start(p); });
+        }
+    }
+
+    /// <summary>
     /// The machine stalls (every process stopped, a paused VM): the service is alive but answers
     /// nobody. The process holding the well-known port is killed meanwhile and restarts at once, so
     /// a new process holds the port while the service on the machine's file lives, paused: it must
@@ -956,7 +999,7 @@ internal sealed partial class Simulator
             p.Node.SetGroupKey(GroupName, KeyForStart()!); // the key the group uses now
             NoteStartingKey(p);
         }
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p));
+        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);

@@ -109,8 +109,26 @@ public sealed partial class Group
     /// <summary>A history entry replayed here (event loop): delivered like the SafeSend or SafeQuery it was (a SafeQuery's replies go nowhere).</summary>
     internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, entry.Kind, entry.Payload, replayed: true);
 
-    /// <summary>This member holds the history and replayed it (event loop): the join completes once the handlers have run.</summary>
-    internal void OnHistoryReady() => _delivery!.Enqueue(JoinCompleted);
+    /// <summary>
+    /// This member holds the history and replayed it (event loop): the machine's registry of durable
+    /// groups records it, then the join completes once the handlers have run.
+    /// </summary>
+    internal void OnHistoryReady(Core.Durability.Lineage lineage) => _delivery!.Enqueue(() =>
+    {
+        if (_registryFolder != null && DurableGroupRegistry.Record(_registryFolder, Name, lineage.ToString(), _logDirectory!, DateTime.UtcNow) is { } problem)
+        {
+            _runtime.ReportRuntimeProblem($"group '{Name}': {problem}; if every process stops, one that starts first without a log may found a second history");
+        }
+        JoinCompleted();
+    });
+
+    // Disk durability: the folder of this machine's registry of durable groups, and what it held for this group at join.
+    private string? _registryFolder;
+    private DurableGroupRegistry.Entry? _registryEntry;
+
+    /// <summary>A notice that the group waits for its history, with what this machine's registry says of it.</summary>
+    internal string DescribeWaiting(string notice) =>
+        _registryEntry is { } entry ? $"{notice}. This machine's registry of durable groups names the history: {entry}" : notice;
 
     /// <summary>
     /// Multicasts a durable message: in the same total order as OrderedSend, and no member delivers

@@ -140,12 +140,17 @@ public sealed partial class Group
         TaskCompletionSource joined;
         List<byte[]>? historyLog;
         List<Core.Durability.CheckpointMark>? checkpoints;
+        bool historyFoundedElsewhere;
         lock (_gate)
         {
             if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
+            // Before anything changes: a machine without a folder for the registry throws here, saying what to set.
+            if (_durability == SafeSendDurability.Disk) _registryFolder = _runtime.Options.DurableGroupRegistryFolder;
             _runtime.Register(this);
             historyLog = _durability == SafeSendDurability.Disk ? OpenHistoryLog() : null;
+            // A history this machine's processes held: never found another over it (the core waits for its logs).
+            historyFoundedElsewhere = _registryFolder != null && (_registryEntry = DurableGroupRegistry.Read(_registryFolder, Name)) != null;
             checkpoints = OpenCheckpoints();
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -155,7 +160,7 @@ public sealed partial class Group
         loop.Post(() =>
         {
             if (key != null) loop.Node.SetGroupKey(Name, key);
-            loop.Node.Join(Name, loop.Now, historyLog, historyLog != null ? checkpoints : null);
+            loop.Node.Join(Name, loop.Now, historyLog, historyLog != null ? checkpoints : null, historyFoundedElsewhere);
         });
         return StopWaitingWhenCancelled(joined.Task, cancellationToken);
     }

@@ -216,6 +216,21 @@ public sealed class IsisOptions
         System.IO.Path.Combine(MembershipDataDirectory ?? System.IO.Path.Combine(System.IO.Path.GetTempPath(), "isis-membership"),
             $"embedded-{MembershipServiceAddress}-{MembershipServicePort}.replicas");
 
+    /// <summary>
+    /// The folder of this machine's registry of durable groups (<see cref="Runtime.DurableGroupRegistry"/>):
+    /// in <see cref="MembershipDataDirectory"/>, or the account's local application data folder
+    /// (it must survive reboots, so never the temporary folder); keyed by the membership service,
+    /// so separate systems on one machine (tests) keep separate registries.
+    /// </summary>
+    internal string DurableGroupRegistryFolder
+    {
+        get
+        {
+            IPEndPoint service = EmbeddedService ? WellKnownEndPoint : ServiceReplicaEndPoints[0];
+            return System.IO.Path.Combine(MembershipDataDirectory ?? DefaultReplicaDataDirectory("This process keeps a durable group (disk SafeSend or persistent checkpoints), which this machine records in its registry of durable groups"), $"durable-groups-{service.Address}-{service.Port}");
+        }
+    }
+
     /// <summary>The replicas' addresses in order: the configured list, or the single fixed replica.</summary>
     internal IPEndPoint[] ServiceReplicaEndPoints =>
         MembershipReplicas.Count > 0 ? [.. MembershipReplicas] : [new IPEndPoint(MembershipServiceAddress, MembershipServicePort)];
@@ -228,12 +243,12 @@ public sealed class IsisOptions
     internal string ReplicaLogPath(IPEndPoint replica) =>
         System.IO.Path.Combine(MembershipDataDirectory ?? DefaultReplicaDataDirectory(), $"replica-{replica.Address}-{replica.Port}.log");
 
-    private static string DefaultReplicaDataDirectory()
+    private static string DefaultReplicaDataDirectory(string why = "This process hosts a membership replica, which keeps its log")
     {
         string appData = Environment.GetFolderPath(Environment.SpecialFolder.LocalApplicationData, Environment.SpecialFolderOption.DoNotVerify);
         if (string.IsNullOrEmpty(appData))
         {
-            throw new InvalidOperationException("This process hosts a membership replica, which keeps its log in IsisOptions.MembershipDataDirectory, and the account " +
+            throw new InvalidOperationException($"{why} in IsisOptions.MembershipDataDirectory, and the account " +
                 "has no local application data folder to default to (no HOME?): set MembershipDataDirectory to a folder that survives reboots.");
         }
         return System.IO.Path.Combine(appData, "isis", "membership");

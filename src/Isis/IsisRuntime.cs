@@ -376,7 +376,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 if (_groups.TryGetValue(h.Group, out g))
                 {
                     g.OnHistoryPosition(h.Lineage, h.Entries);
-                    g.OnHistoryReady();
+                    g.OnHistoryReady(h.Lineage);
                     g.CompleteForcedRecovery(h.Entries);
                 }
                 break;
@@ -384,7 +384,10 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 if (_groups.TryGetValue(r.Group, out g)) g.OnRecoveredWithout(r);
                 break;
             case HistoryNotice n:
-                if (_groups.TryGetValue(n.Group, out g)) ReportHistoryProblem(g.Name, n.Text, error: n.Kind != HistoryNoticeKind.Waiting);
+                if (_groups.TryGetValue(n.Group, out g))
+                {
+                    ReportHistoryProblem(g.Name, n.Kind == HistoryNoticeKind.Waiting ? g.DescribeWaiting(n.Text) : n.Text, error: n.Kind != HistoryNoticeKind.Waiting);
+                }
                 break;
             case TrafficFirewalled f:
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);

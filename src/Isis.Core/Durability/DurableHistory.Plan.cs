@@ -150,9 +150,11 @@ internal sealed partial class DurableHistory
                     GaveUp = [.. gaveUp],
                 };
             }
-            // Past the group's first view a history was founded (by that view's oldest member), so
-            // some member not here holds it: never found a second one over it.
-            Wait($"the group waits to recover its SafeSend history: none of its members brought a log that held it; " +
+            // Past the group's first view a history was founded (by that view's oldest member), or a
+            // member's registry of durable groups names one, so some member not here holds it:
+            // never found a second one over it.
+            Wait($"the group waits to recover its SafeSend history: none of its members brought a log that held it" +
+                (_image.FoundedElsewhere ? " (this machine's registry of durable groups says one was founded, so a new process does not found another)" : "") + "; " +
                 "members of its last view must restart with their logs before the group delivers, " +
                 "or, if no such log will ever come back, start a new empty history by force (docs/operations.md, \"Forced recovery\")");
             return null;

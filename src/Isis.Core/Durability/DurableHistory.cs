@@ -150,6 +150,8 @@ internal sealed partial class DurableHistory
 
     private bool RecoverFromOldestOnly => (_node.Options.Mutations & ProtocolMutations.RecoverFromOldestOnly) != 0;
 
+    private bool FoundOverKnownHistory => (_node.Options.Mutations & ProtocolMutations.FoundOverKnownHistory) != 0;
+
     private void Append(byte[] record) => _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, [record], Rewrite: false, KeepOldAside: false));
 
     // ---------------------------------------------------------------- views
@@ -167,14 +169,16 @@ internal sealed partial class DurableHistory
         _pull = null;
         _answered = false;
         _allCurrent = false;
-        if (!Current && rank == 0 && view.Id == 1 && _image.LastView == null && !RecoverFromOldestOnly)
+        if (!Current && rank == 0 && view.Id == 1 && _image.LastView == null && (!_image.FoundedElsewhere || FoundOverKnownHistory) && !RecoverFromOldestOnly)
         {
             // The group's first view ever (the membership service numbers a group's views from 1
             // and never reuses a number): no history exists, so its oldest member founds one at
             // once, in this step, before anything can crash in between and leave nobody holding it.
-            // (A membership service that itself restarted forgets the group and numbers from 1
-            // again: then a new process that comes first founds a new history, and logs of the
-            // old one that arrive later are kept aside - docs/semantics.md.)
+            // A membership service that itself restarted forgets the group and numbers from 1
+            // again: the driver's registry of durable groups (FoundedElsewhere) then says a history
+            // exists, and this member waits for the logs that hold it instead. Without a registry
+            // that knows (another machine's process first), a new history is founded, and logs of
+            // the old one that arrive later are kept aside - docs/semantics.md.
             _plan = new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id));
             BecomeCurrent(0, [], restore: null, rewrite: false);
         }

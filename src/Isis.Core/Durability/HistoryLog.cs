@@ -239,6 +239,14 @@ internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRec
     /// <summary>Incarnations a forced recovery of this history gave up (see <see cref="HistoryLog.GaveUp"/>).</summary>
     public List<NodeId> GaveUp { get; init; } = [];
 
+    /// <summary>
+    /// The driver knows that a history of this group was founded (a registry of durable groups on
+    /// this machine names it) though this log holds none of it: this member must never found a
+    /// new one over it, even as the oldest member of the group's first view (a membership service
+    /// that restarted and forgot the group numbers its views from 1 again).
+    /// </summary>
+    public bool FoundedElsewhere { get; init; }
+
     /// <summary>How long the history it held is (trimmed entries included).</summary>
     public long Count => Trimmed + Entries.Count;
 }

@@ -263,12 +263,20 @@ internal sealed class ProcessNode : IProtocolNode
     /// and checked by the driver. On coming to hold the history, the member restores the first that
     /// belongs to it (<see cref="CheckpointRestored"/>) and replays only the entries after it.
     /// </param>
-    public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null, IReadOnlyList<Durability.CheckpointMark>? checkpoints = null)
+    /// <param name="historyFoundedElsewhere">
+    /// Disk durability: the driver knows a history of this group was founded (a registry of durable
+    /// groups names it) though <paramref name="historyLog"/> holds none: this member then never
+    /// founds a new one; the group waits for a log of it, or for a forced recovery.
+    /// </param>
+    public GroupMember Join(string name, long now, IReadOnlyList<byte[]>? historyLog = null, IReadOnlyList<Durability.CheckpointMark>? checkpoints = null,
+        bool historyFoundedElsewhere = false)
     {
         _now = Outbox.StepTime = now;
         GroupId id = GroupId.FromName(name);
         if (_groups.TryGetValue(id, out GroupMember? existing) && existing.State != MemberState.Left) return existing;
-        var member = new GroupMember(this, id, name, historyLog == null ? null : Durability.HistoryLog.Read(historyLog), checkpoints);
+        Durability.HistoryLogImage? image = historyLog == null ? null
+            : Durability.HistoryLog.Read(historyLog) with { FoundedElsewhere = historyFoundedElsewhere };
+        var member = new GroupMember(this, id, name, image, checkpoints);
         _groups[id] = member;
         if (!IsShutDown) member.RequestJoin(now);
         Drain();

@@ -304,4 +304,12 @@ internal enum ProtocolMutations
     /// can then run beside a live one.
     /// </summary>
     FoundBesideLiveService = 8388608,
+
+    /// <summary>
+    /// With disk durability, the oldest member of a group's first view founds an empty history even
+    /// though its driver knows one was founded (a machine's registry of durable groups names it):
+    /// after a membership service that forgot the group, a process without a log then founds a
+    /// second history over the one the returning members' logs hold.
+    /// </summary>
+    FoundOverKnownHistory = 33554432,
 }

@@ -115,8 +115,15 @@ internal static partial class HistoryChecker
     /// at the end (the earlier ones' processes are all dead by then). With one Founded event (or
     /// none), the whole history is one era.
     /// </summary>
-    internal static List<HistoryEvent[]> ServiceEras(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    internal static List<HistoryEvent[]> ServiceEras(ReadOnlySpan<HistoryEvent> events, ViolationSink sink) => ServiceEras(events, sink, out _);
+
+    /// <summary>
+    /// As <see cref="ServiceEras(ReadOnlySpan{HistoryEvent}, ViolationSink)"/>, and the era of each
+    /// event (a global event, Heal or End, is in the era current at it).
+    /// </summary>
+    internal static List<HistoryEvent[]> ServiceEras(ReadOnlySpan<HistoryEvent> events, ViolationSink sink, out int[] eraOfEvent)
     {
+        eraOfEvent = new int[events.Length];
         const string P = "OneServiceAtATime";
         var foundedAt = new List<int>();
         var eraOf = new Dictionary<NodeId, int>();
@@ -133,7 +140,7 @@ internal static partial class HistoryChecker
             else if (needsService) eraOf.TryAdd(e.Process, Math.Max(0, foundedAt.Count - 1));
             startedIn.TryAdd(e.Process, Math.Max(0, foundedAt.Count - 1));
         }
-        if (foundedAt.Count <= 1) return [events.ToArray()];
+        if (foundedAt.Count <= 1) return [events.ToArray()]; // every event in era 0
         var eras = foundedAt.Select(_ => new List<HistoryEvent>()).ToList();
         int current = 0;
         for (int i = 0; i < events.Length; i++)
@@ -143,10 +150,12 @@ internal static partial class HistoryChecker
             if (e.Process.IsNone)
             {
                 foreach (List<HistoryEvent> all in eras) all.Add(e);
+                eraOfEvent[i] = current;
                 continue;
             }
             // A process that never got as far as a service goes with the era it started in.
             int era = eraOf.TryGetValue(e.Process, out int known) ? known : startedIn[e.Process];
+            eraOfEvent[i] = era;
             if (era < current && e.Kind is HistoryEventKind.ViewInstall or HistoryEventKind.Deliver or HistoryEventKind.Decide or HistoryEventKind.Commit)
             {
                 sink.Report(P, $"{e.Process}, of the service founded at event #{foundedAt[era]}, did {e.Kind} at {At(i, e)}, after another service was founded at event #{foundedAt[current]}: two services at once");

@@ -153,8 +153,13 @@ internal static partial class HistoryChecker
     /// group gave up (their logs alone could hold it). Anything else a forced recovery loses is a
     /// violation like any other loss.</para>
     /// </remarks>
-    internal static void RecoveredHistory(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
+    /// <para>The history outlives an embedded service that every process restarted (a service
+    /// era, see <see cref="ServiceEras(ReadOnlySpan{HistoryEvent}, ViolationSink, out int[])"/>),
+    /// so the whole run is checked at once; view numbers start again in each era, so views are
+    /// told apart by era, and a SafeSend committed in an earlier era precedes every later replay.</para>
+    internal static void RecoveredHistory(ReadOnlySpan<HistoryEvent> events, ViolationSink sink, int[]? eraOfEvent = null)
     {
+        int EraAt(int i) => eraOfEvent == null ? 0 : eraOfEvent[i];
         const string P = nameof(RecoveredHistory);
         var sends = new Dictionary<MessageId, ulong>();
         // The one history: entry index -> (message, hash, the first process that replayed it).
@@ -271,11 +276,21 @@ internal static partial class HistoryChecker
 
         // Complete and in order: every committed SafeSend of a view before a replaying member's
         // first view is in its replay, and every member handled the history's entries in index order.
-        var views = ViewHistory.Of(events);
-        var nobodyCameThrough = new HashSet<(GroupId, int)>();
-        foreach (var ((group, viewId), members) in views.MembersOf)
+        int eraCount = eraOfEvent == null || eraOfEvent.Length == 0 ? 1 : eraOfEvent.Max() + 1;
+        var views = new ViewHistory[eraCount];
+        var nobodyCameThrough = new HashSet<(int, GroupId, int)>();
+        for (int era = 0; era < eraCount; era++)
         {
-            if (!members.Any(m => views.Survived(m, new MessageId(m, group, viewId, 1)))) nobodyCameThrough.Add((group, viewId));
+            var ofEra = new List<HistoryEvent>();
+            for (int i = 0; i < events.Length; i++)
+            {
+                if (EraAt(i) == era || events[i].Process.IsNone) ofEra.Add(events[i]);
+            }
+            ViewHistory v = views[era] = ViewHistory.Of(CollectionsMarshal.AsSpan(ofEra));
+            foreach (var ((group, viewId), members) in v.MembersOf)
+            {
+                if (!members.Any(m => v.Survived(m, new MessageId(m, group, viewId, 1)))) nobodyCameThrough.Add((era, group, viewId));
+            }
         }
         var committed = new List<(MessageId Message, int Index, NodeId Witness)>();
         var seenCommitted = new HashSet<MessageId>();
@@ -294,7 +309,7 @@ internal static partial class HistoryChecker
                 ref var who = ref CollectionsMarshal.GetValueRefOrAddDefault(deliverers, m, out _);
                 (who ??= []).Add((e.Process, i));
             }
-            if (safeDelivery && (views.Survived(e.Process, m) || nobodyCameThrough.Contains((m.Group, m.ViewId))) && seenCommitted.Add(m))
+            if (safeDelivery && (views[EraAt(i)].Survived(e.Process, m) || nobodyCameThrough.Contains((EraAt(i), m.Group, m.ViewId))) && seenCommitted.Add(m))
             {
                 committed.Add((m, i, e.Process));
             }
@@ -313,7 +328,8 @@ internal static partial class HistoryChecker
             foreach (var (m, at, witness) in committed)
             {
                 if (at >= index) break;
-                if (m.Group != group || m.ViewId >= joinedIn) continue;
+                // In the replaying member's era, a SafeSend of its first view or later is not before it; one of an earlier era is.
+                if (m.Group != group || (EraAt(at) == EraAt(index) && m.ViewId >= joinedIn)) continue;
                 if (LostByForce(m, at, index)) continue;
                 if (!indexOf.TryGetValue(m, out long entry) || entry > count)
                 {

@@ -21,7 +21,10 @@ internal static partial class HistoryChecker
         ReadOnlySpan<HistoryEvent> all = history.AsSpan();
         // An embedded service founded again after every process restarted: one service at a time,
         // and each service's era (its processes, replicas, views and log) checked on its own.
-        foreach (HistoryEvent[] era in ServiceEras(all, sink)) CheckEra(era, sink);
+        List<HistoryEvent[]> eras = ServiceEras(all, sink, out int[] eraOfEvent);
+        foreach (HistoryEvent[] era in eras) CheckEra(era, sink);
+        // A durable history outlives the service: its members' logs bring it into the next era.
+        RecoveredHistory(all, sink, eraOfEvent);
         TimersWithinDeadline(all, sink);
         return sink.ToResult(all.Length);
     }
@@ -40,7 +43,6 @@ internal static partial class HistoryChecker
         QueryReplies(events, sink);
         SafeThreshold(events, sink);
         SafeDurability(events, sink);
-        RecoveredHistory(events, sink);
         NoDuplicates(events, sink);
         NoCreation(events, sink);
         DeliveredInSendingView(events, sink);

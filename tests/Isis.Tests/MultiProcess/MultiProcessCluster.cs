@@ -178,6 +178,7 @@ internal sealed class MultiProcessCluster : IDisposable
         }
         _service?.Dispose();
         TestRuntimes.ForgetSingleReplicaLog(ServicePort);
+        TestRuntimes.ForgetDurableGroups(ServicePort);
         Log("cluster disposed");
     }
 }

@@ -46,6 +46,7 @@ internal sealed class TestRuntimes : IDisposable
         int port = Isis.Tools.LoopbackPorts.Next();
         DeleteIfPresent(new IsisOptions { MembershipServicePort = port }.EmbeddedDirectoryPath);
         ForgetSingleReplicaLog(port);
+        ForgetDurableGroups(port);
         return port;
     }
 
@@ -59,6 +60,23 @@ internal sealed class TestRuntimes : IDisposable
         try
         {
             DeleteIfPresent(options.ReplicaLogPath(options.ServiceReplicaEndPoints[0]));
+        }
+        catch (IOException)
+        {
+            // Best effort: FreeUdpPort removes it before the port is used again.
+        }
+    }
+
+    /// <summary>
+    /// Deletes the registry of durable groups of the system at <paramref name="port"/> (in the
+    /// account's data folder): a test's new system must not inherit an earlier run's groups.
+    /// </summary>
+    public static void ForgetDurableGroups(int port)
+    {
+        string folder = new IsisOptions { MembershipServicePort = port }.DurableGroupRegistryFolder;
+        try
+        {
+            if (Directory.Exists(folder)) Directory.Delete(folder, recursive: true);
         }
         catch (IOException)
         {
@@ -88,5 +106,6 @@ internal sealed class TestRuntimes : IDisposable
         // Stop the service host last, so the others can leave cleanly.
         foreach (IsisRuntime r in _runtimes.OrderBy(r => r.HostsMembershipService)) r.Dispose();
         ForgetSingleReplicaLog(ServicePort);
+        ForgetDurableGroups(ServicePort);
     }
 }
