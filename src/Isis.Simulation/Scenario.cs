@@ -119,6 +119,15 @@ internal sealed record Scenario
     /// </summary>
     public bool NewcomerFirstAfterSystemRestart { get; init; }
 
+    /// <summary>
+    /// With <see cref="DiskDurability"/>: about half the crashes strike while a step's durable
+    /// writes are under way, by the rules of the runtime's crash-consistency tests
+    /// (tests/Isis.Tests/Runtime/SimulatedDisk.cs): of the records appended since the last fsync a
+    /// prefix survives (all, none or some), a rewrite renamed into place survives whole or not at
+    /// all, and nothing else of that step (packets, deliveries) ever happened.
+    /// </summary>
+    public bool TornWrites { get; init; }
+
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
 
@@ -354,7 +363,7 @@ internal sealed record Scenario
             "disk-chaos" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, Crashes = true, RoleCrashes = processes >= 4, LeaveAndRejoin = true,
-                WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5,
+                WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5, TornWrites = true,
                 Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 }, PersistentCheckpoints = r.Chance(0.5),
             },
             "host-crash" => new Scenario

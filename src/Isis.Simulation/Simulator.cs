@@ -167,6 +167,9 @@ internal sealed partial class Simulator
         /// <summary>Some incarnation of this process has held the group's history.</summary>
         public bool EverCurrent;
 
+        /// <summary>Scenario.TornWrites: this incarnation crashes in the middle of its next step that writes to disk.</summary>
+        public bool CrashInNextWrite;
+
         /// <summary>This incarnation stopped itself and its restart is planned.</summary>
         public bool RestartPlanned;
 
@@ -445,6 +448,7 @@ internal sealed partial class Simulator
         p.FlushOutstanding = false;
         p.Exiting = false;
         p.RestartPlanned = false;
+        p.CrashInNextWrite = false;
         var self = new NodeId(p.Endpoint, p.Incarnation);
         p.KeyStep = _systemKeyStep;
         ProtocolOptions keyed = KeysOfStep(p.KeyStep); // the system keys of the operator's current rotation step
@@ -592,6 +596,11 @@ internal sealed partial class Simulator
     private void Flush(SimProcess p)
     {
         if (p.Node == null) return;
+        if (p.CrashInNextWrite && p.Node.Outbox.HistoryWrites.Count > 0)
+        {
+            CrashInTheMiddleOfWriting(p);
+            return;
+        }
         // Made durable before the packets leave, as the driver contract asks.
         foreach (HistoryWrite w in p.Node.Outbox.HistoryWrites)
         {
@@ -699,8 +708,73 @@ internal sealed partial class Simulator
     private void Crash(SimProcess p)
     {
         if (!p.Alive || HostingPutsServiceAtRisk(p)) return;
+        if (Scenario.TornWrites && _random.Chance(0.5))
+        {
+            // In the middle of its next step that writes to disk (or a while from now if it writes nothing).
+            p.CrashInNextWrite = true;
+            uint incarnation = p.Incarnation;
+            At(_now + 300_000, () =>
+            {
+                if (p.Incarnation != incarnation || !p.CrashInNextWrite) return;
+                p.CrashInNextWrite = false;
+                CrashAndRestart(p);
+            });
+            return;
+        }
         CrashAndRestart(p);
     }
+
+    /// <summary>
+    /// Scenario.TornWrites: the process crashes while its step's durable writes are under way. Of
+    /// the records appended since the last fsync a prefix survives; a rewrite (written aside, then
+    /// renamed into place) survives whole or not at all. The step's packets never leave and its
+    /// events never happen (an embedded replica keeps its log in memory: it goes with the process).
+    /// </summary>
+    private void CrashInTheMiddleOfWriting(SimProcess p)
+    {
+        p.CrashInNextWrite = false;
+        Outbox o = p.Node!.Outbox;
+        // The units that reach the disk one after another: each appended record, each rewrite as a whole.
+        int units = o.HistoryWrites.Sum(w => w.Rewrite ? 1 : w.Records.Count);
+        int survive = _random.Next(units + 1);
+        if (survive > 0 && survive < units) TornWritesCutShort++;
+        foreach (HistoryWrite w in o.HistoryWrites)
+        {
+            if (survive == 0) break;
+            if (w.Rewrite)
+            {
+                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
+                p.Disk.Clear();
+                p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+                survive--;
+                continue;
+            }
+            foreach (byte[] r in w.Records)
+            {
+                if (survive == 0) break;
+                p.Disk.Add(r.ToArray());
+                survive--;
+            }
+        }
+        // The application did call SafeSend (the checker's Send event is that call), and the log may
+        // hold it: the call is recorded, the rest of the step never happened. (Other kinds leave no
+        // trace on disk, so for them the call and its crash are as if never made.)
+        foreach (NodeEvent e in o.Events)
+        {
+            if (e is MessageSent { Kind: MessageKind.Safe or MessageKind.QuerySafe } && RecordsHistory) History.RecordCoreEvent(_now, p.Node.Self, e);
+        }
+        o.Clear();
+        TornWriteCrashes++;
+        CrashOnly(p);
+        long restartAt = _now + _random.NextInRange(200_000, 1_000_000);
+        At(restartAt, () => { if (!p.Alive) Start(p); });
+    }
+
+    /// <summary>Crashes in the middle of a step's durable writes (<see cref="Scenario.TornWrites"/>).</summary>
+    public int TornWriteCrashes { get; private set; }
+
+    /// <summary>Of <see cref="TornWriteCrashes"/>, those that kept some of the step's records but not all.</summary>
+    public int TornWritesCutShort { get; private set; }
 
     private void CrashAndRestart(SimProcess p)
     {

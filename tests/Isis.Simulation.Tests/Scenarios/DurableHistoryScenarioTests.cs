@@ -93,6 +93,28 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void A_crash_in_the_middle_of_a_steps_disk_writes_leaves_a_prefix_of_them_and_the_history_survives_it()
+    {
+        // disk-chaos crashes about half its victims while a step's records are being written
+        // (Scenario.TornWrites, the rules of SimulatedDisk): a prefix of the appended records
+        // survives, a rewrite whole or not at all, and the step's packets never leave. Recovery,
+        // copying and replay must take such logs as they are.
+        int torn = 0, cutShort = 0;
+        var failures = new List<string>();
+        for (ulong seed = 0; seed < 60; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "disk-chaos");
+            if (!run.Passed) failures.Add(run.Report);
+            torn += run.Simulator.TornWriteCrashes;
+            cutShort += run.Simulator.TornWritesCutShort;
+        }
+        output.WriteLine($"60 disk-chaos runs: {torn} crashes in the middle of a step's writes, {cutShort} of them kept some of its records but not all");
+        Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
+        Assert.True(torn >= 40, $"only {torn} crashes in the middle of writing in 60 runs");
+        Assert.True(cutShort >= 10, $"only {cutShort} torn steps kept a strict prefix in 60 runs");
+    }
+
+    [Fact]
     public void Logs_are_trimmed_behind_checkpoints_and_a_member_that_lacks_the_trimmed_part_copies_a_checkpoint_then_the_tail()
     {
         // With persistent checkpoints each member trims its log to the older of its two newest
