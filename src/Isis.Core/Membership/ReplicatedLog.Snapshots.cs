@@ -38,7 +38,7 @@ internal sealed partial class ReplicatedLog
     /// <summary>Bytes of snapshot per packet.</summary>
     internal const int SnapshotChunkBytes = 60 * 1024;
 
-    /// <summary>Largest snapshot a follower assembles (a bound on what a packet can make it allocate).</summary>
+    /// <summary>Largest snapshot a follower assembles.</summary>
     private const int MaxSnapshotBytes = 1 << 30;
 
     private long _snapshotIndex;
@@ -47,13 +47,24 @@ internal sealed partial class ReplicatedLog
     private ulong _appliedDigest;
     private IncomingSnapshot? _incoming;
 
-    /// <summary>A snapshot arriving in chunks (follower).</summary>
+    /// <summary>
+    /// A snapshot arriving in chunks (follower). The chunks are kept as they come and put together
+    /// only once all have arrived, so what a packet makes a follower hold is what it carries, never
+    /// the length it claims (a forged first chunk claiming a gigabyte costs one chunk).
+    /// </summary>
     private sealed class IncomingSnapshot(long index, long term, int length)
     {
         public readonly long Index = index, Term = term;
-        public readonly byte[] Image = new byte[length];
-        public readonly HashSet<int> Offsets = new();
+        public readonly int Length = length;
+        public readonly Dictionary<int, byte[]> Chunks = new();
         public int Received;
+
+        public byte[] Assemble()
+        {
+            var image = new byte[Length];
+            foreach (var (offset, chunk) in Chunks) chunk.CopyTo(image, offset);
+            return image;
+        }
     }
 
     /// <summary>Position of the last entry the snapshot covers (0: no snapshot).</summary>
@@ -205,22 +216,22 @@ internal sealed partial class ReplicatedLog
             AppendReply(from, success: true, index, sentAt);
             return true;
         }
-        if (_incoming is not { } incoming || incoming.Index != index || incoming.Term != snapshotTerm || incoming.Image.Length != length)
+        if (_incoming is not { } incoming || incoming.Index != index || incoming.Term != snapshotTerm || incoming.Length != length)
         {
             _incoming = incoming = new IncomingSnapshot(index, snapshotTerm, length);
         }
-        if (!incoming.Offsets.Add(offset)) return true;
-        chunk.CopyTo(incoming.Image, offset);
+        if (!incoming.Chunks.TryAdd(offset, chunk)) return true;
         incoming.Received += chunk.Length;
         if (incoming.Received < length) return true;
         _incoming = null;
+        byte[] image = incoming.Assemble();
 
         // Raft, figure 13: if the log holds the snapshot's last entry, it keeps what follows (the
         // leader's entries, by log matching); otherwise every entry goes.
         // (Install drops them only once the image has read back whole: a snapshot that fails to
         // install leaves the log as it was, entries this replica acknowledged included.)
         bool keepTail = index <= LastIndex && TermAt(index) == snapshotTerm;
-        if (!Install(index, snapshotTerm, incoming.Image, keepTail)) return false;
+        if (!Install(index, snapshotTerm, image, keepTail)) return false;
         _host.PersistCompacted(CompactedRecords());
         AppendReply(from, success: true, index, sentAt); // what follows it is not known to be the leader's
         ApplyCommitted();

@@ -161,6 +161,53 @@ public sealed class ReplicaCompactionTests
     }
 
     [Fact]
+    public void Malformed_or_forged_snapshot_chunks_are_dropped_and_counted_cost_no_more_than_they_carry_and_leave_the_log_as_it_was()
+    {
+        var options = new ProtocolOptions { ReplicaSnapshotInterval = 50 };
+        var service = new Service(options);
+        for (int i = 0; i < 3; i++) service.Start(i, fromDisk: false);
+        service.Run(2_000_000, () => service.Replicas.Any(r => r!.IsActiveLeader));
+        service.Decide(200);
+        service.Run(100_000);
+        MembershipReplica leader = service.Leader;
+        MembershipReplica follower = service.Replicas.First(r => !r!.IsActiveLeader)!;
+        long term = leader.Term, committed = follower.CommitIndex;
+        int chunk = 60 * 1024;
+
+        // Sent in the leader's name, at its term, for a snapshot past what the follower holds.
+        byte[] Chunk(long index, long snapshotTerm, int length, int offset, byte[] bytes) =>
+            new PacketWriter().Begin(new PacketHeader(PacketKind.ReplicaSnapshot, leader.Self, default, 0, term))
+                .I64(index).I64(snapshotTerm).I64(service.Now).I32(length).I32(offset).Bytes(bytes).Finish();
+        byte[][] malformed =
+        [
+            Chunk(committed + 10, term, 100, 0, new byte[100])[..^5],          // cut short
+            Chunk(committed + 10, term, 100, 1, new byte[99]),                  // offset not at a chunk boundary
+            Chunk(committed + 10, term, 100, 0, new byte[60]),                  // shorter than the length says
+            Chunk(committed + 10, term, 0, 0, []),                              // empty
+            Chunk(committed + 10, term + 1, 100, 0, new byte[100]),             // a snapshot of a later term than the packet's
+            Chunk(0, term, 100, 0, new byte[100]),                              // index 0
+            Chunk(committed + 10, term, (1 << 30) + 1, 0, new byte[chunk]),     // longer than any snapshot
+            Chunk(committed + 10, term, 100, 0, new byte[100]),                 // whole, but not a snapshot image: it does not install
+        ];
+        long dropped = follower.Counters.DroppedMalformed;
+        foreach (byte[] packet in malformed) follower.Receive(leader.Self.Endpoint, packet, service.Now);
+        Assert.Equal(dropped + malformed.Length, follower.Counters.DroppedMalformed);
+        Assert.Equal(committed, follower.CommitIndex);
+
+        // A first chunk that claims a gigabyte holds only the chunk it carries.
+        byte[] claimsAGigabyte = Chunk(committed + 10, term, 1 << 30, 0, new byte[chunk]);
+        long before = GC.GetAllocatedBytesForCurrentThread();
+        follower.Receive(leader.Self.Endpoint, claimsAGigabyte, service.Now);
+        Assert.True(GC.GetAllocatedBytesForCurrentThread() - before < 4 * chunk, $"{GC.GetAllocatedBytesForCurrentThread() - before} bytes allocated for one chunk");
+
+        // The follower still has its log and goes on deciding with the others.
+        service.Decide(100);
+        service.Run(200_000, () => follower.CommitIndex == leader.CommitIndex);
+        Assert.Equal(leader.CommitIndex, follower.CommitIndex);
+        Assert.Equal(leader.ExpelledEndpointCount, follower.ExpelledEndpointCount);
+    }
+
+    [Fact]
     public void Expelling_an_incarnation_firewalls_every_earlier_one_on_its_endpoint_and_no_later_one()
     {
         var expelled = new ExpelledIncarnations();
