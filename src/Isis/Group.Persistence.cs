@@ -1,4 +1,5 @@
 using Isis.Core.Durability;
+using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Runtime;
@@ -19,7 +20,11 @@ namespace Isis;
 /// <para><b>Restoring.</b> A member that starts the group's state itself loads its newest checkpoint
 /// that is whole (a damaged one is reported and the previous one used): the oldest member of a group
 /// that forms, and a member whose transfer's every possible maker left. The others then receive
-/// that state by state transfer, so every member starts from one checkpoint. With disk durability
+/// that state by state transfer, so every member starts from one checkpoint. Each checkpoint records
+/// the lineage of the state it holds (which start of the group's state it descends from): a member
+/// whose checkpoint is of another lineage than the state it receives keeps that checkpoint aside
+/// (<c>.orphan-</c>) and reports it, rather than overwrite it later (see the state lineage part of
+/// this class). With disk durability
 /// (<see cref="SetSafeSendDurability"/>) each member restores its own newest checkpoint that belongs
 /// to the group's SafeSend history and replays only the SafeSends after it, so the handlers see the
 /// checkpoint and then the rest of the history, in order.</para>
@@ -127,9 +132,15 @@ public sealed partial class Group
             done.TrySetException(new IsisException($"Group '{Name}': this member has not loaded the group's state yet, so it has no checkpoint to save."));
             return;
         }
+        if (_savesRefusedBecause != null)
+        {
+            done.TrySetException(new IsisException(_savesRefusedBecause)); // reported once, when it happened
+            return;
+        }
         try
         {
-            using CheckpointFile.Writer writer = CheckpointFile.Create(_checkpointDirectory!, Name, position, _key, DateTime.UtcNow);
+            // With disk durability the history position names the state's lineage, and StateLineage is null.
+            using CheckpointFile.Writer writer = CheckpointFile.Create(_checkpointDirectory!, Name, position, StateLineage, _key, DateTime.UtcNow);
             Exception? failed = RunMakers(new FileSink(writer));
             if (failed != null)
             {
@@ -235,18 +246,26 @@ public sealed partial class Group
     /// Nobody can give this member the group's state: it restores its newest whole checkpoint, if it
     /// kept one, or starts empty. After every holder left, what happened since is lost: reported.
     /// </summary>
-    internal void OnStateReset(int viewId, StateOrigin origin) => _delivery?.Enqueue(() =>
+    internal void OnStateReset(int viewId, StateOrigin origin)
+    {
+        NodeId self = _runtime.Address!.Node; // the runtime has an address from its start on, and events come only after it
+        _delivery?.Enqueue(() => StartState(self, viewId, origin));
+    }
+
+    /// <summary>Delivery thread: see <see cref="OnStateReset"/>.</summary>
+    private void StartState(NodeId self, int viewId, StateOrigin origin)
     {
         _spool?.Dispose();
         _spool = null;
         CheckpointFile.Checked? newest = _restorable.FirstOrDefault();
+        StartStateLineage(self, viewId, newest);
         if (newest != null) Restore(newest);
         if (origin == StateOrigin.HoldersLost)
         {
             _runtime.ReportRuntimeProblem($"group '{Name}': every member that held the group's state left before this member's checkpoint arrived; the group's state is lost and starts at view {viewId} " +
                                           (newest != null ? $"from this member's checkpoint {newest}" : "empty"));
         }
-    });
+    }
 
     /// <summary>Disk durability: the core chose this member's checkpoint; the replay that follows starts after it.</summary>
     internal void OnCheckpointRestored(CheckpointMark mark)

@@ -1,3 +1,4 @@
+using Isis.Core.Durability;
 using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Dispatch;
@@ -26,6 +27,9 @@ public delegate void ChkptMaker(View view);
 /// others go on delivering; this member's handlers resume once the checkpoint is made). The joiner
 /// keeps the parts (in a temporary file beyond 16 MiB) until the last arrives: if the maker fails
 /// midway, another member makes a new checkpoint and the parts received so far are dropped.</para>
+/// <para>Before the parts, the runtime sends the lineage of the state (which start of the group's
+/// state it descends from; the application never sees this part), so a joiner with a persistent
+/// checkpoint of another lineage keeps it aside instead of overwriting it later.</para>
 /// </remarks>
 public sealed partial class Group
 {
@@ -213,6 +217,8 @@ public sealed partial class Group
 
     private void MakeCheckpoint(int cut)
     {
+        // First the lineage of this state, so the joiners know which start of the state they receive.
+        PostStateChunk(cut, StateTransferHeaderPart(), last: false);
         Exception? failed = RunMakers(new TransferSink(this, cut));
         if (failed == null) return;
         // A partial checkpoint would give the joiners a state nobody has: leave instead, so
@@ -256,8 +262,16 @@ public sealed partial class Group
     {
         CheckpointSpool? spool = _spool;
         _spool = null;
-        if (spool == null) return; // an empty checkpoint: nothing to load
-        using (spool) LoadParts(spool.Parts());
+        using (spool)
+        {
+            IEnumerable<ReadOnlyMemory<byte>> parts = spool?.Parts() ?? [];
+            // The maker's first part names the state's lineage (a maker of an earlier version sends
+            // none: unknown). It is taken before the parts load, so a checkpoint of this member's
+            // that holds another lineage is aside before anything could overwrite it.
+            bool header = StateTransferHeader.TryRead(parts.FirstOrDefault().Span, out Lineage? lineage);
+            TakeTransferredLineage(lineage);
+            LoadParts(header ? parts.Skip(1) : parts);
+        }
     }
 
     /// <summary>Hands each part of a checkpoint to the LoadChkpt handlers, in order (delivery thread).</summary>

@@ -480,6 +480,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// <summary>For groups: what the operator must know (see <see cref="ReportProblem"/>).</summary>
     internal void ReportRuntimeProblem(string text) => ReportProblem(text);
 
+    /// <summary>
+    /// For groups: what the operator must act on, because data is at stake (logged as an error;
+    /// to standard error when the application configured no logger, like every problem).
+    /// </summary>
+    internal void ReportRuntimeError(string text) => Log.RuntimeError(Logger, text);
+
     /// <summary>Checkpoint bytes a maker may have in flight before SendChkpt waits (the protocol's state-transfer window).</summary>
     internal long StateWindowBytes => _loop?.Node.Options.StateWindowBytes ?? new Core.Node.ProtocolOptions().StateWindowBytes;
 

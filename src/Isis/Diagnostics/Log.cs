@@ -38,6 +38,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 11, Level = LogLevel.Warning, Message = "Isis runtime: {Problem}")]
     public static partial void RuntimeProblem(ILogger logger, string problem);
 
+    [LoggerMessage(EventId = 23, Level = LogLevel.Error, Message = "Isis runtime: {Problem}")]
+    public static partial void RuntimeError(ILogger logger, string problem);
+
     [LoggerMessage(EventId = 13, Level = LogLevel.Warning, Message = "{HeldBack} more reports of {What} were not logged since the last one")]
     public static partial void HeldBack(ILogger logger, long heldBack, string what);
 

@@ -8,14 +8,17 @@ namespace Isis.Runtime;
 
 /// <summary>
 /// A group's persistent checkpoint on disk: the parts the application's MakeChkpt handlers made,
-/// with where the group's SafeSend history stood (disk durability) and the group's key.
+/// with where the group's SafeSend history stood (disk durability), the lineage of the group's
+/// state (without disk durability), and the group's key.
 /// </summary>
 /// <remarks>
-/// <para>Layout (little-endian): the magic <c>ISISCKPT</c>, a format version, the group's name,
+/// <para>Layout (little-endian): the magic <c>ISISCKPT</c>, a format version (2), the group's name,
 /// the history position (a flag, then the lineage's founder and view and the number of entries
-/// applied), the time it was written, the key (its length, 0 or 32, then the bytes), then each part
-/// as its length and bytes, then an end marker (length -1), the number of parts, and the SHA-256 of
-/// everything before the hash.</para>
+/// applied), the state lineage (a flag, then its founder and view), the time it was written, the
+/// key (its length, 0 or 32, then the bytes), then each part as its length and bytes, then an end
+/// marker (length -1), the number of parts, and the SHA-256 of everything before the hash.</para>
+/// <para>Format 1, written before state lineages existed, is the same without the state lineage;
+/// it still loads, with its lineage unknown (see <see cref="Checked.Lineage"/>).</para>
 /// <para>Written aside (<c>.tmp</c>, created readable by this account only, since it holds the key),
 /// fsynced, then renamed over the newest after the newest was renamed to the previous, the
 /// directory fsynced after each rename: a crash at any point leaves the newest or the previous
@@ -25,7 +28,11 @@ namespace Isis.Runtime;
 internal static class CheckpointFile
 {
     private static ReadOnlySpan<byte> Magic => "ISISCKPT"u8;
-    private const byte Version = 1;
+    private const byte Version = 2;
+
+    /// <summary>The format before the state lineage was recorded (it has no such field).</summary>
+    private const byte VersionWithoutLineage = 1;
+
     private const int HashBytes = 32;
     private const int EndMarker = -1;
 
@@ -59,6 +66,20 @@ internal static class CheckpointFile
     public static void Install(string directory, string group, string checkedPath, IDurableFiles? files = null) =>
         MakeNewest(files ?? DurableFiles.System, directory, group, checkedPath);
 
+    /// <summary>
+    /// Renames the checkpoint at <paramref name="path"/> to <c>{path}.orphan-{UTC time}</c>, durably,
+    /// and returns that name: no later save renames over it, and no join loads it, so its data
+    /// stays until the operator decides what to do with it.
+    /// </summary>
+    public static string KeepAside(string path, IDurableFiles? files = null)
+    {
+        files ??= DurableFiles.System;
+        string aside = DurableFiles.AsidePath(files, path, "orphan");
+        files.Rename(path, aside);
+        files.SyncDirectory(DurableFiles.DirectoryOf(aside));
+        return aside;
+    }
+
     /// <summary>Renames a whole, synced checkpoint file into place as the newest; the newest becomes the previous.</summary>
     private static void MakeNewest(IDurableFiles files, string directory, string group, string from)
     {
@@ -82,10 +103,10 @@ internal static class CheckpointFile
         {
             file.Position = 0;
             var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
-            if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() != Version || reader.ReadString() != group) return null;
+            // The history position comes before the state lineage in both formats.
+            if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() is not (Version or VersionWithoutLineage) || reader.ReadString() != group) return null;
             if (!reader.ReadBoolean()) return null;
-            var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
-            return new HistoryPosition(new Lineage(founder, reader.ReadInt32()), reader.ReadInt64());
+            return new HistoryPosition(ReadLineage(reader), reader.ReadInt64());
         }
         catch (Exception e) when (e is IOException or EndOfStreamException)
         {
@@ -93,12 +114,32 @@ internal static class CheckpointFile
         }
     }
 
+    private static void WriteLineage(BinaryWriter w, Lineage lineage)
+    {
+        w.Write(lineage.Founder.Endpoint);
+        w.Write(lineage.Founder.Incarnation);
+        w.Write(lineage.ViewId);
+    }
+
+    private static Lineage ReadLineage(BinaryReader reader)
+    {
+        var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
+        return new Lineage(founder, reader.ReadInt32());
+    }
+
     /// <summary>Starts writing a new checkpoint aside; <see cref="Writer.Commit"/> makes it the newest.</summary>
-    public static Writer Create(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc, IDurableFiles? files = null)
+    /// <param name="directory">The member's checkpoint directory.</param>
+    /// <param name="group">The group's name.</param>
+    /// <param name="position">Where the SafeSend history stood (disk durability), or null.</param>
+    /// <param name="stateLineage">The lineage of the state the parts hold, or null when unknown (or named by <paramref name="position"/>).</param>
+    /// <param name="key">The group key, or null.</param>
+    /// <param name="writtenUtc">When it was made.</param>
+    /// <param name="files">The file layer (a simulated disk in tests).</param>
+    public static Writer Create(string directory, string group, HistoryPosition? position, Lineage? stateLineage, byte[]? key, DateTime writtenUtc, IDurableFiles? files = null)
     {
         files ??= DurableFiles.System;
         files.CreateDirectory(directory);
-        return new Writer(directory, group, position, key, writtenUtc, files);
+        return new Writer(directory, group, position, stateLineage, key, writtenUtc, files);
     }
 
     /// <summary>A checkpoint being written: parts are appended, then <see cref="Commit"/> renames it into place (or Dispose discards it).</summary>
@@ -112,7 +153,7 @@ internal static class CheckpointFile
         private readonly IncrementalHash _hash = IncrementalHash.CreateHash(HashAlgorithmName.SHA256);
         private bool _committed;
 
-        internal Writer(string directory, string group, HistoryPosition? position, byte[]? key, DateTime writtenUtc, IDurableFiles files)
+        internal Writer(string directory, string group, HistoryPosition? position, Lineage? stateLineage, byte[]? key, DateTime writtenUtc, IDurableFiles files)
         {
             _directory = directory;
             _group = group;
@@ -128,11 +169,11 @@ internal static class CheckpointFile
                 w.Write(position.HasValue);
                 if (position is { } p)
                 {
-                    w.Write(p.Lineage.Founder.Endpoint);
-                    w.Write(p.Lineage.Founder.Incarnation);
-                    w.Write(p.Lineage.ViewId);
+                    WriteLineage(w, p.Lineage);
                     w.Write(p.Index);
                 }
+                w.Write(stateLineage.HasValue);
+                if (stateLineage is { } l) WriteLineage(w, l);
                 w.Write(writtenUtc.Ticks);
                 w.Write((byte)(key?.Length ?? 0));
                 if (key != null) w.Write(key);
@@ -203,12 +244,13 @@ internal static class CheckpointFile
         private readonly Stream _file;
         private readonly long _partsAt;
 
-        internal Checked(string path, Stream file, long partsAt, HistoryPosition? position, byte[]? key, DateTime writtenUtc, long parts, long length)
+        internal Checked(string path, Stream file, long partsAt, HistoryPosition? position, Lineage? stateLineage, byte[]? key, DateTime writtenUtc, long parts, long length)
         {
             Path = path;
             _file = file;
             _partsAt = partsAt;
             Position = position;
+            StateLineage = stateLineage;
             Key = key;
             WrittenUtc = writtenUtc;
             Parts = parts;
@@ -218,6 +260,18 @@ internal static class CheckpointFile
         public string Path { get; }
 
         public HistoryPosition? Position { get; }
+
+        /// <summary>The state lineage the header records (format 2, without disk durability); null if it records none.</summary>
+        public Lineage? StateLineage { get; }
+
+        /// <summary>
+        /// The lineage of the state this checkpoint holds: the one recorded, or else its SafeSend
+        /// history's (with disk durability the state is founded with the history). Null means
+        /// unknown: a format 1 file without a history position. Unknown is accepted wherever a
+        /// lineage is compared (it predates lineages, so nothing can tell it apart), and the next
+        /// save writes the group's lineage in its place.
+        /// </summary>
+        public Lineage? Lineage => StateLineage ?? Position?.Lineage;
 
         public byte[]? Key { get; }
 
@@ -242,7 +296,8 @@ internal static class CheckpointFile
         }
 
         public override string ToString() => $"{Path} (written {WrittenUtc:u}, {Parts} parts, {Length} bytes" +
-                                             (Position is { } p ? $", {p.Index} SafeSends of history {p.Lineage})" : ")");
+                                             (Position is { } p ? $", {p.Index} SafeSends of history {p.Lineage})" :
+                                                 StateLineage is { } l ? $", state lineage {l})" : ")");
 
         public void Dispose() => _file.Dispose();
     }
@@ -310,9 +365,10 @@ internal static class CheckpointFile
         }
         file.Position = 0;
         var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
-        if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() != Version)
+        byte version = 0;
+        if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || (version = reader.ReadByte()) is not (Version or VersionWithoutLineage))
         {
-            problem = $"checkpoint {path} is not an Isis checkpoint of format {Version}";
+            problem = $"checkpoint {path} is not an Isis checkpoint of format {VersionWithoutLineage} or {Version}";
             return null;
         }
         string name = reader.ReadString();
@@ -322,11 +378,9 @@ internal static class CheckpointFile
             return null;
         }
         HistoryPosition? position = null;
-        if (reader.ReadBoolean())
-        {
-            var founder = new NodeId(reader.ReadUInt64(), reader.ReadUInt32());
-            position = new HistoryPosition(new Lineage(founder, reader.ReadInt32()), reader.ReadInt64());
-        }
+        if (reader.ReadBoolean()) position = new HistoryPosition(ReadLineage(reader), reader.ReadInt64());
+        Lineage? stateLineage = null;
+        if (version != VersionWithoutLineage && reader.ReadBoolean()) stateLineage = ReadLineage(reader);
         var written = new DateTime(reader.ReadInt64(), DateTimeKind.Utc);
         int keyLength = reader.ReadByte();
         byte[]? key = keyLength == 0 ? null : reader.ReadBytes(keyLength);
@@ -356,6 +410,6 @@ internal static class CheckpointFile
             return null;
         }
         problem = null;
-        return new Checked(path, file, partsAt, position, key, written, parts, length);
+        return new Checked(path, file, partsAt, position, stateLineage, key, written, parts, length);
     }
 }

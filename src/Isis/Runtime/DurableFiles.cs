@@ -75,6 +75,18 @@ internal sealed class DurableFiles : IDurableFiles
     public static string DirectoryOf(string path) =>
         Path.GetDirectoryName(Path.GetFullPath(path)) ?? throw new ArgumentException($"{path} names no file in a directory", nameof(path));
 
+    /// <summary>
+    /// A name beside <paramref name="path"/> that is not taken yet, for a file kept aside rather
+    /// than lost: <c>{path}.{what}-{UTC time}</c>, with a counter if that name is taken.
+    /// </summary>
+    public static string AsidePath(IDurableFiles files, string path, string what)
+    {
+        string stamp = DateTime.UtcNow.ToString("yyyyMMdd'T'HHmmss", global::System.Globalization.CultureInfo.InvariantCulture);
+        string candidate = $"{path}.{what}-{stamp}";
+        for (int n = 2; files.Exists(candidate); n++) candidate = $"{path}.{what}-{stamp}-{n}";
+        return candidate;
+    }
+
     public bool Exists(string path) => File.Exists(path);
 
     public Stream OpenRead(string path) =>

@@ -52,7 +52,7 @@ internal sealed class HistoryLogFile : IDisposable
         string? damage = null;
         if (contents.FileLength > keep)
         {
-            string aside = AsidePath(files, path, "damaged");
+            string aside = DurableFiles.AsidePath(files, path, "damaged");
             CopyTail(files, path, keep, aside);
             string what = misplaced == 0 ? "a record fails its checksum or is torn"
                 : $"{misplaced} record(s) there pass their checksum but are out of place in the history" +
@@ -85,15 +85,6 @@ internal sealed class HistoryLogFile : IDisposable
         }
     }
 
-    /// <summary>A name beside <paramref name="path"/> that is not taken yet.</summary>
-    private static string AsidePath(IDurableFiles files, string path, string what)
-    {
-        string stamp = DateTime.UtcNow.ToString("yyyyMMdd'T'HHmmss", System.Globalization.CultureInfo.InvariantCulture);
-        string candidate = $"{path}.{what}-{stamp}";
-        for (int n = 2; files.Exists(candidate); n++) candidate = $"{path}.{what}-{stamp}-{n}";
-        return candidate;
-    }
-
     public void Append(IReadOnlyList<byte[]> records)
     {
         if (_failure != null) throw _failure;
@@ -122,7 +113,7 @@ internal sealed class HistoryLogFile : IDisposable
             string? kept = null;
             if (keepOldAside)
             {
-                kept = AsidePath(_files, Path, "orphan");
+                kept = DurableFiles.AsidePath(_files, Path, "orphan");
                 _files.LinkOrCopy(Path, kept);
                 _files.SyncDirectory(directory);
             }

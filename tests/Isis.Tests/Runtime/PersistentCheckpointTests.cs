@@ -8,7 +8,7 @@ namespace Isis.Tests.Runtime;
 /// MakeChkpt handlers' parts to disk; after every member restarted, the group starts from one of
 /// them (and, with disk durability, replays only the SafeSends after it).
 /// </summary>
-public sealed class PersistentCheckpointTests : IDisposable
+public sealed partial class PersistentCheckpointTests : IDisposable
 {
     private const int Put = 1;
     private readonly string _root = Directory.CreateTempSubdirectory("isis-checkpoints-").FullName;

@@ -202,14 +202,14 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
             if (n == 2)
             {
                 int start = disk.OperationCount;
-                using (CheckpointFile.Writer abandoned = CheckpointFile.Create(Directory, group, null, null, new DateTime(2026, 1, 1, 0, 0, 0, DateTimeKind.Utc), disk))
+                using (CheckpointFile.Writer abandoned = CheckpointFile.Create(Directory, group, null, null, null, new DateTime(2026, 1, 1, 0, 0, 0, DateTimeKind.Utc), disk))
                 {
                     abandoned.Add(new byte[100]);
                 }
                 steps.Add(new Step<int>(start, disk.OperationCount, committed, committed));
             }
             int first = disk.OperationCount;
-            using (CheckpointFile.Writer writer = CheckpointFile.Create(Directory, group, null, n == 3 ? new byte[32] : null, new DateTime(2026, 1, 1, 0, n, 0, DateTimeKind.Utc), disk))
+            using (CheckpointFile.Writer writer = CheckpointFile.Create(Directory, group, null, null, n == 3 ? new byte[32] : null, new DateTime(2026, 1, 1, 0, n, 0, DateTimeKind.Utc), disk))
             {
                 foreach (byte[] part in PartsOf(n)) writer.Add(part);
                 writer.Commit();
