@@ -258,6 +258,7 @@ public sealed partial class Group
         _spool?.Dispose();
         _spool = null;
         CheckpointFile.Checked? newest = _restorable.FirstOrDefault();
+        if (newest == null && RefuseToStartEmpty()) return;
         StartStateLineage(self, viewId, newest);
         if (newest != null) Restore(newest);
         if (origin == StateOrigin.HoldersLost)

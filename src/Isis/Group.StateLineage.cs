@@ -53,8 +53,48 @@ public sealed partial class Group
     /// the state continues the lineage of the checkpoint it restored, if that is known; otherwise it
     /// is a new start, named after this member and the view.
     /// </summary>
-    private void StartStateLineage(NodeId self, int viewId, CheckpointFile.Checked? restored) =>
+    private void StartStateLineage(NodeId self, int viewId, CheckpointFile.Checked? restored)
+    {
         StateLineage = restored?.Lineage ?? new Lineage(self, viewId);
+        RecordStateInRegistry();
+    }
+
+    /// <summary>
+    /// Delivery thread, when this member would start the group's state empty: if this machine's
+    /// registry of durable groups says a state of the group was held here (its members were all
+    /// stopped, and the membership service forgot the group), it must not start a second, empty one
+    /// that the returning members would copy. The join fails, saying where the state is, and this
+    /// member leaves without saving.
+    /// </summary>
+    private bool RefuseToStartEmpty()
+    {
+        if (_checkpointDirectory == null || HistoryLog != null || _registryEntry is not { } entry) return false;
+        bool mine = entry.Directories.Contains(Path.GetFullPath(_checkpointDirectory));
+        var refused = new IsisException(
+            $"Group '{Name}': this member has no whole checkpoint in {_checkpointDirectory} and would start the group's state empty, but this machine's registry of durable groups " +
+            $"says a state of the group was kept before ({entry}). " +
+            (mine ? "This member's own directory held it: its checkpoints there are missing or damaged (reported above). " : "") +
+            "Start first a member whose checkpoint holds it, then this one (it then receives the state). " +
+            $"If that state is lost for good, delete {entry.Path} and start this member again to start an empty state.");
+        _runtime.ReportRuntimeError(refused.Message);
+        _joined?.TrySetException(refused);
+        if (_runtime.IsRunning)
+        {
+            try { _ = LeaveWithoutSaving(); }
+            catch (IsisException) { /* already leaving or shut down */ }
+        }
+        return true;
+    }
+
+    /// <summary>Delivery thread: this machine's registry of durable groups records the state's lineage and this member's checkpoint directory.</summary>
+    private void RecordStateInRegistry()
+    {
+        if (_registryFolder == null || HistoryLog != null || _checkpointDirectory == null || StateLineage is not { } lineage) return;
+        if (DurableGroupRegistry.Record(_registryFolder, Name, lineage.ToString(), _checkpointDirectory, DateTime.UtcNow) is { } problem)
+        {
+            _runtime.ReportRuntimeProblem($"group '{Name}': {problem}; if every process stops, one that starts first without a checkpoint may start an empty state");
+        }
+    }
 
     /// <summary>The part that goes before the MakeChkpt parts of a transfer: the lineage the joiners' state will have.</summary>
     private byte[] StateTransferHeaderPart() => StateTransferHeader.Encode(StateLineage);
@@ -68,6 +108,7 @@ public sealed partial class Group
     {
         if (running is { } lineage) KeepForeignCheckpointsAside(lineage);
         StateLineage = running;
+        RecordStateInRegistry();
     }
 
     /// <summary>

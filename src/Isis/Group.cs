@@ -146,11 +146,12 @@ public sealed partial class Group
             if (_state == GroupState.Left) throw ExceptionFactory.RejoinAfterLeave(Name);
             if (_state != GroupState.New) throw ExceptionFactory.AlreadyJoined(Name);
             // Before anything changes: a machine without a folder for the registry throws here, saying what to set.
-            if (_durability == SafeSendDurability.Disk) _registryFolder = _runtime.Options.DurableGroupRegistryFolder;
+            if (_durability == SafeSendDurability.Disk || _checkpointDirectory != null) _registryFolder = _runtime.Options.DurableGroupRegistryFolder;
             _runtime.Register(this);
             historyLog = _durability == SafeSendDurability.Disk ? OpenHistoryLog() : null;
             // A history this machine's processes held: never found another over it (the core waits for its logs).
-            historyFoundedElsewhere = _registryFolder != null && (_registryEntry = DurableGroupRegistry.Read(_registryFolder, Name)) != null;
+            historyFoundedElsewhere = _registryFolder != null && (_registryEntry = DurableGroupRegistry.Read(_registryFolder, Name)) != null
+                && _durability == SafeSendDurability.Disk;
             checkpoints = OpenCheckpoints();
             _state = GroupState.Joining;
             _joined = joined = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);

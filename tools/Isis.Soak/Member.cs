@@ -51,6 +51,9 @@ internal static class Member
             MembershipServiceAddress = System.Net.IPAddress.Loopback,
             MembershipServicePort = o.ServicePort,
             MembershipService = MembershipServiceMode.Auto,
+            // The machine's registry of durable groups goes beside the members' data, which every run
+            // starts empty: a later run on the same port must not take this run's group as its own.
+            MembershipDataDirectory = Path.Combine(Path.GetDirectoryName(Path.GetFullPath(o.DataDirectory))!, "membership"),
             LoggerFactory = logging,
         });
         int exiting = 0, leaving = 0;

@@ -41,6 +41,36 @@ public sealed partial class PersistentCheckpointTests
         CheckpointFile.Open(path, group, out string? problem) ?? throw new InvalidOperationException($"{path} does not open: {problem ?? "missing"}");
 
     [Fact]
+    public void A_member_without_a_checkpoint_refuses_to_start_an_empty_state_over_one_this_machine_kept_and_says_where_it_is()
+    {
+        using var runtimes = new TestRuntimes();
+        List<Replica> before = JoinAll(Enumerable.Range(0, 2).Select(i => new Replica(runtimes.Start(), "orders", Dir(i))));
+        SendAndWait(before, Enumerable.Range(1, 4));
+        foreach (Replica r in before) r.Group.SaveCheckpoint();
+        foreach (Replica r in before) r.Runtime.Crash(); // every instance stops: the embedded service forgets the group
+        DurableGroupRegistry.Entry entry = DurableGroupRegistry.Read(runtimes.Options().DurableGroupRegistryFolder, "orders")!;
+        Assert.Equal(before[0].Group.StateLineage.ToString(), entry.Lineage);
+
+        // A new instance with an empty directory starts first: its join fails, naming where the state is.
+        var stderr = new CapturedStandardError();
+        var fresh = new Replica(runtimes.Start(o => o.StandardError = stderr.Writer), "orders", Dir(2));
+        var refused = Assert.Throws<IsisException>(() => fresh.Group.Join());
+        Assert.Contains("registry of durable groups", refused.Message, StringComparison.Ordinal);
+        Assert.Contains(Path.GetFullPath(Dir(0)), refused.Message, StringComparison.Ordinal);
+        Assert.Contains("registry of durable groups", stderr.Text, StringComparison.Ordinal); // visible without a logger
+        Assert.Empty(Directory.GetFiles(Dir(2), "*.checkpoint*")); // it saved nothing
+
+        // The old instance starts first, then a new one: the state is the old one everywhere.
+        Replica old = JoinAll([new Replica(runtimes.Start(), "orders", Dir(0))])[0];
+        var joiner = new Replica(runtimes.Start(), "orders", Dir(3));
+        joiner.Group.Join();
+        TestRuntimes.WaitUntil(() => joiner.State().Length == 4, "the joiner receives the old state");
+        Assert.Equal([1, 2, 3, 4], old.State().Order());
+        Assert.Equal([1, 2, 3, 4], joiner.State().Order());
+        Assert.Equal(old.Group.StateLineage, joiner.Group.StateLineage);
+    }
+
+    [Fact]
     public void A_member_whose_checkpoint_is_of_another_lineage_keeps_it_aside_and_reports_it_instead_of_taking_the_running_state_over_it()
     {
         using var runtimes = new TestRuntimes();
@@ -56,7 +86,10 @@ public sealed partial class PersistentCheckpointTests
         string newest = CheckpointFile.NewestPath(Dir(1), "orders"), previous = CheckpointFile.PreviousPath(Dir(1), "orders");
         byte[] newestBytes = File.ReadAllBytes(newest), previousBytes = File.ReadAllBytes(previous);
 
-        // A member with an empty directory starts the group alone: an empty state, of a new lineage.
+        // A member with an empty directory starts the group alone, on a machine that does not know
+        // the group (this machine's registry of durable groups is forgotten; with it, the member
+        // would refuse, see the next test): an empty state, of a new lineage.
+        Assert.True(DurableGroupRegistry.Forget(runtimes.Options().DurableGroupRegistryFolder, "orders"));
         Replica fresh = JoinAll([new Replica(runtimes.Start(), "orders", Dir(2))])[0];
         Assert.Empty(fresh.State());
         Lineage started = Assert.IsType<Lineage>(fresh.Group.StateLineage);

@@ -214,13 +214,22 @@ public sealed partial class PersistentCheckpointTests : IDisposable
         Assert.Contains(logger.Lines, l => l.Contains("SHA-256 does not match") && l.Contains(newest));
         second.Runtime.Crash();
 
-        // Both cut short (a full disk): each is reported, and the member starts empty instead of loading part of one.
+        // Both cut short (a full disk): each is reported, and the member does not load part of one.
+        // This machine's registry of durable groups says the group's state was kept, so it does not
+        // start it empty either, until the operator says the state is lost for good (by deleting
+        // the registry's entry, as the refusal says).
         string previous = CheckpointFile.PreviousPath(Dir(0), "solo");
         foreach (string path in new[] { newest, previous })
         {
             using var f = new FileStream(path, FileMode.Open);
             f.SetLength(f.Length - 40);
         }
+        var refusing = new Replica(runtimes.Start(o => o.LoggerFactory = logger), "solo", Dir(0));
+        IsisException refused = Assert.Throws<IsisException>(() => refusing.Group.Join());
+        Assert.Contains("missing or damaged", refused.Message, StringComparison.Ordinal);
+        string entry = DurableGroupRegistry.Read(runtimes.Options().DurableGroupRegistryFolder, "solo")!.Path;
+        Assert.Contains($"delete {entry}", refused.Message, StringComparison.Ordinal);
+        File.Delete(entry);
         var third = JoinAll([new Replica(runtimes.Start(o => o.LoggerFactory = logger), "solo", Dir(0))])[0];
         Assert.Empty(third.State());
         Assert.Equal(0, third.LoadedParts);

@@ -72,6 +72,15 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
                 foreach (SampleInstance i in instances) Assert.True(i.Terminate(TimeSpan.FromSeconds(30)), $"{i.Url} stopped on SIGTERM");
                 output.WriteLine("stopped every instance");
 
+                // A new instance with an empty data directory starts first, before any that kept the
+                // inventory: it must not start an empty inventory that the others would then copy.
+                // It stops instead, saying where the inventory is (this machine's registry of durable groups).
+                var newcomer = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "newcomer"));
+                instances.Add(newcomer);
+                Assert.True(newcomer.WaitForExit(TimeSpan.FromSeconds(60)), "the new instance stops instead of starting an empty inventory");
+                Assert.Contains("registry of durable groups", newcomer.Log, StringComparison.Ordinal);
+                Assert.Contains(Path.Combine(data.FullName, "instance0"), newcomer.Log, StringComparison.Ordinal);
+
                 // One starts again on its directory and serves the inventory from its checkpoint; a new one gets it by transfer.
                 var back = new SampleInstance(dll, isisPort, "--Inventory:DataDirectory=" + Path.Combine(data.FullName, "instance1"));
                 instances.Add(back);

@@ -54,6 +54,9 @@ internal sealed class SampleInstance : IDisposable
     /// <summary>SIGCONT.</summary>
     public void Thaw() => MultiProcess.ProcessSignals.Continue(_process);
 
+    /// <summary>Waits until the instance exits on its own; false if it still runs after <paramref name="timeout"/>.</summary>
+    public bool WaitForExit(TimeSpan timeout) => _process.WaitForExit(timeout);
+
     /// <summary>SIGTERM, as a supervisor stops a service, and waits for the host's graceful stop.</summary>
     public bool Terminate(TimeSpan timeout)
     {
