@@ -122,32 +122,25 @@ public sealed partial class Group
     {
         if (CheckpointDirectory is not { } directory) return;
         string path = CheckpointFile.CopyPath(directory, Name);
+        IDurableFiles files = _runtime.Options.StoreFiles ?? DurableFiles.System;
         try
         {
-            Directory.CreateDirectory(directory);
-            var options = new FileStreamOptions { Mode = c.Offset == 0 ? FileMode.Create : FileMode.Open, Access = FileAccess.Write, Share = FileShare.None };
-            if (!OperatingSystem.IsWindows() && c.Offset == 0) options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite; // it holds the group key
-            using (var file = new FileStream(path, options))
-            {
-                if (file.Length != c.Offset) return; // a copy cut short by a restart: the core starts it over
-                file.Seek(0, SeekOrigin.End);
-                file.Write(c.Bytes);
-                if (c.Offset + c.Bytes.Length < c.Total) return;
-                file.Flush(flushToDisk: true);
-            }
-            CheckpointFile.Checked? copy = CheckpointFile.Open(path, Name, out string? problem);
+            files.CreateDirectory(directory);
+            // A copy cut short by a restart (Stale): the core starts it over.
+            if (CheckpointFile.AppendCopyChunk(files, path, c.Offset, c.Bytes, c.Total) != CheckpointFile.CopyProgress.Whole) return;
+            CheckpointFile.Checked? copy = CheckpointFile.Open(path, Name, out string? problem, files);
             var wanted = new CheckpointFile.HistoryPosition(c.Lineage, c.Index);
             if (copy == null || copy.Position != wanted)
             {
                 copy?.Dispose();
-                File.Delete(path);
+                files.Delete(path);
                 _runtime.ReportHistoryProblem(Name, $"the checkpoint copied from another member to hold the history is not whole or not the one asked for " +
                                                     $"({problem ?? $"it holds {copy?.Position?.MarkName ?? "no history position"}, not {wanted.MarkName}"}); it is copied again", error: true);
                 return;
             }
             copy.Dispose();
-            CheckpointFile.Install(directory, Name, path);
-            CheckpointFile.Checked? installed = CheckpointFile.Open(CheckpointFile.NewestPath(directory, Name), Name, out problem);
+            CheckpointFile.Install(directory, Name, path, files);
+            CheckpointFile.Checked? installed = CheckpointFile.Open(CheckpointFile.NewestPath(directory, Name), Name, out problem, files);
             if (installed == null) throw new IOException(problem ?? "the installed checkpoint cannot be read back");
             _restorable.Insert(0, installed); // the core restores it once the entries after it arrived
             loop.Post(() => loop.Node.CheckpointDurable(Id, wanted.Mark, loop.Now));

@@ -59,6 +59,36 @@ internal static class CheckpointFile
     /// <summary>Where a checkpoint copied from another member is written until it is whole and checked.</summary>
     public static string CopyPath(string directory, string group) => NewestPath(directory, group) + ".copy";
 
+    /// <summary>What <see cref="AppendCopyChunk"/> made of a chunk of a checkpoint copied from another member.</summary>
+    internal enum CopyProgress
+    {
+        /// <summary>The copy on disk does not end where the chunk starts (a restart cut it short): the core starts it over.</summary>
+        Stale,
+
+        /// <summary>Appended; more chunks follow.</summary>
+        More,
+
+        /// <summary>Appended, the copy is whole and synced: check it, then install it.</summary>
+        Whole,
+    }
+
+    /// <summary>
+    /// Appends a chunk (at <paramref name="offset"/> of <paramref name="total"/> bytes) of a
+    /// checkpoint copied from another member to the copy at <paramref name="path"/>; the first chunk
+    /// starts the file anew (readable by this account only: it may hold the group key). The whole
+    /// copy is synced before it is reported whole, so <see cref="Install"/> renames only synced bytes.
+    /// </summary>
+    public static CopyProgress AppendCopyChunk(IDurableFiles files, string path, long offset, ReadOnlySpan<byte> chunk, long total)
+    {
+        if (offset != 0 && !files.Exists(path)) return CopyProgress.Stale;
+        using IDurableFile file = files.OpenAppend(path, truncate: offset == 0, ownerOnly: true);
+        if (file.Length != offset) return CopyProgress.Stale;
+        file.Write(chunk);
+        if (offset + chunk.Length < total) return CopyProgress.More;
+        file.Sync();
+        return CopyProgress.Whole;
+    }
+
     /// <summary>
     /// Makes the checkpoint at <paramref name="checkedPath"/> (written and synced) the newest: the
     /// newest becomes the previous, then it is renamed into place, and the directory is synced.

@@ -240,6 +240,78 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
         output.WriteLine($"persistent checkpoints: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations");
     }
 
+    /// <summary>
+    /// A checkpoint copied from another member (to hold the history): its bytes arrive in chunks,
+    /// appended to the copy file, synced once whole, then installed as the newest. After a crash at
+    /// any point the member loads the checkpoint it had, or the copied one once installing began,
+    /// whole; a copy cut short by the crash is found stale and started over.
+    /// </summary>
+    [Fact]
+    public void A_copied_checkpoint_replaces_the_newest_whole_or_not_at_all_after_a_crash_at_any_point()
+    {
+        const string group = "ledger";
+        var disk = new SimulatedDisk();
+        var steps = new List<Step<int>>();
+        // This member's own checkpoint 1, then a copy of checkpoint 2 made elsewhere.
+        using (CheckpointFile.Writer writer = CheckpointFile.Create(Directory, group, null, null, null, new DateTime(2026, 1, 1, 0, 1, 0, DateTimeKind.Utc), disk))
+        {
+            foreach (byte[] part in PartsOf(1)) writer.Add(part);
+            writer.Commit();
+        }
+        steps.Add(new Step<int>(0, disk.OperationCount, 0, 1));
+        var elsewhere = new SimulatedDisk();
+        using (CheckpointFile.Writer writer = CheckpointFile.Create(Directory, group, null, null, null, new DateTime(2026, 1, 1, 0, 2, 0, DateTimeKind.Utc), elsewhere))
+        {
+            foreach (byte[] part in PartsOf(2)) writer.Add(part);
+            writer.Commit();
+        }
+        byte[] image;
+        using (Stream read = elsewhere.OpenRead(CheckpointFile.NewestPath(Directory, group)))
+        using (var copy = new MemoryStream())
+        {
+            read.CopyTo(copy);
+            image = copy.ToArray();
+        }
+
+        string path = CheckpointFile.CopyPath(Directory, group);
+        int first = disk.OperationCount;
+        const int Chunk = 97; // several chunks, the last one short
+        for (int offset = 0; offset < image.Length; offset += Chunk)
+        {
+            int length = Math.Min(Chunk, image.Length - offset);
+            CheckpointFile.CopyProgress progress = CheckpointFile.AppendCopyChunk(disk, path, offset, image.AsSpan(offset, length), image.Length);
+            Assert.Equal(offset + length < image.Length ? CheckpointFile.CopyProgress.More : CheckpointFile.CopyProgress.Whole, progress);
+            // A chunk that does not start where the copy ends (the copy was cut short by a restart) is refused: the copy starts over.
+            if (offset == 0) Assert.Equal(CheckpointFile.CopyProgress.Stale, CheckpointFile.AppendCopyChunk(disk, path, 2 * Chunk, image.AsSpan(2 * Chunk, Chunk), image.Length));
+        }
+        steps.Add(new Step<int>(first, disk.OperationCount, 1, 1)); // a copy not yet installed loads nowhere
+        int installing = disk.OperationCount;
+        using (CheckpointFile.Checked copy = CheckpointFile.Open(path, group, out string? problem, disk) ?? throw new InvalidOperationException(problem)) { }
+        CheckpointFile.Install(Directory, group, path, disk);
+        steps.Add(new Step<int>(installing, disk.OperationCount, 1, 2));
+        Assert.Equal(CheckpointFile.CopyProgress.Stale, CheckpointFile.AppendCopyChunk(disk, path, Chunk, image.AsSpan(Chunk, Chunk), image.Length)); // installed: no copy left to append to
+
+        (int points, int disks) = CheckEveryCrash(disk, steps, 0, (crashed, allowed) =>
+        {
+            CheckpointFile.Checked? loaded = null;
+            foreach (string p in new[] { CheckpointFile.NewestPath(Directory, group), CheckpointFile.PreviousPath(Directory, group) })
+            {
+                CheckpointFile.Checked? c = CheckpointFile.Open(p, group, out _, crashed);
+                if (loaded == null) loaded = c;
+                else c?.Dispose();
+            }
+            using (loaded)
+            {
+                if (allowed.Min() == 0 && loaded == null) return; // before its own first checkpoint was committed
+                Assert.NotNull(loaded);
+                int n = loaded.WrittenUtc.Minute;
+                Assert.InRange(n, allowed.Min(), allowed.Max());
+                Assert.Equal(PartsOf(n), loaded.ReadParts().ToArray());
+            }
+        });
+        output.WriteLine($"copied checkpoint: {points} crash points, {disks} crashed disks checked");
+    }
+
     // ---------------------------------------------------------------- the membership replica log
 
     private static byte[] ReplicaRecord(int n) => Enumerable.Range(0, 10 + n * 13 % 200).Select(i => (byte)(n ^ i)).ToArray();
