@@ -43,12 +43,15 @@ internal static class JoinerCost
           --window N      SafeSends in flight while building the history (default 2048)
           --out DIR       data directories and results.json (default artifacts/joiner-cost; deleted first)
           --step-timeout T  bound on each join, restart and build (default 20m)
+          --suspicion-count N  IsisOptions.SuspicionCount of every runtime (default 5, the library's: expelled after
+                          about 0.5 s without a heartbeat; a process that pauses longer while it copies or replays a
+                          long history is expelled, and the run stops there)
         """;
 
     private const string GroupName = "joiner-cost";
     private const int Update = 1;
 
-    private sealed record Options(long Entries, long Tail, int Rounds, int Window, string Out, TimeSpan StepTimeout);
+    internal sealed record Options(long Entries, long Tail, int Rounds, int Window, string Out, TimeSpan StepTimeout, int SuspicionCount = 5);
 
     private static Options Parse(string[] args)
     {
@@ -65,12 +68,14 @@ internal static class JoinerCost
                 "--window" => o with { Window = (int)Long() },
                 "--out" => o with { Out = Value() },
                 "--step-timeout" => o with { StepTimeout = SoakOptions.Time(Value()) },
+                "--suspicion-count" => o with { SuspicionCount = (int)Long() },
                 _ => throw new ArgumentException("unknown joiner-cost argument " + args[i]),
             };
         }
         if (o.Tail < 1 || o.Entries <= 2 * o.Tail || o.Entries > 20_000_000) throw new ArgumentException("--tail is at least 1 and below half of --entries, which is at most 20000000");
         if (o.Rounds is < 1 or > 20) throw new ArgumentException("--rounds is 1 to 20");
         if (o.Window is < 1 or > 65_536) throw new ArgumentException("--window is 1 to 65536");
+        if (o.SuspicionCount is < 3 or > 1000) throw new ArgumentException("--suspicion-count is 3 to 1000");
         if (o.StepTimeout < TimeSpan.FromSeconds(10)) throw new ArgumentException("--step-timeout is at least 10s");
         return o;
     }
@@ -85,18 +90,27 @@ internal static class JoinerCost
             .WriteTo.Console(standardErrorFromLevel: LogEventLevel.Verbose, outputTemplate: "{Timestamp:HH:mm:ss.fff} {Level:u3} {Message:lj}{NewLine}{Exception}")
             .CreateLogger(), dispose: true));
         var run = new Experiment(o, logging);
-        return run.All();
+        try
+        {
+            return run.All();
+        }
+        catch (IsisShutdownException e)
+        {
+            // A process that pauses longer than the failure detector allows while it copies or replays a long history.
+            run.Say($"a runtime was shut down, the run stops: {e.Message} (failure detection: {o.SuspicionCount} x 100 ms; --suspicion-count raises it)");
+            return 1;
+        }
     }
 
     /// <summary>One round's figures, in seconds.</summary>
     internal sealed record Round(int Number, string Order, double JoinWithout, double JoinWith, double RestartWithout, double RestartWith,
         double RestartBaseWithout, double RestartBaseWith, long JoinerReplayedWithout, long JoinerReplayedWith, long JoinerLogBytesWithout, long JoinerLogBytesWith,
-        long JoinerCheckpointBytesWith)
+        long JoinerCheckpointBytesWith, Breakdown JoinWithoutParts, Breakdown JoinWithParts)
     {
         public double Ratio => JoinWithout / JoinWith;
     }
 
-    private sealed class Experiment
+    internal sealed class Experiment
     {
         private readonly Stopwatch _clock = Stopwatch.StartNew();
         private readonly string _untrimmed;
@@ -129,7 +143,7 @@ internal static class JoinerCost
                 if (!withoutFirst) without = Phase(r, checkpoints: false);
                 var round = new Round(r, withoutFirst ? "without, then with" : "with, then without",
                     without.Join, with.Join, without.RestartAfter, with.RestartAfter, without.RestartBase, with.RestartBase,
-                    without.JoinerReplayed, with.JoinerReplayed, without.JoinerLogBytes, with.JoinerLogBytes, with.JoinerCheckpointBytes);
+                    without.JoinerReplayed, with.JoinerReplayed, without.JoinerLogBytes, with.JoinerLogBytes, with.JoinerCheckpointBytes, without.Parts, with.Parts);
                 rounds.Add(round);
                 Say($"round {r} (load average at its start {load}): join without a checkpoint {without.Join:F2} s, with one {with.Join:F2} s: ratio {round.Ratio:F1}; " +
                     $"restart on the whole history {without.RestartAfter:F2} s, on checkpoint + tail {with.RestartAfter:F2} s");
@@ -195,7 +209,7 @@ internal static class JoinerCost
             return rate;
         }
 
-        private record struct PhaseResult(double RestartBase, double Join, double RestartAfter, long JoinerReplayed, long JoinerLogBytes, long JoinerCheckpointBytes);
+        private record struct PhaseResult(double RestartBase, double Join, double RestartAfter, long JoinerReplayed, long JoinerLogBytes, long JoinerCheckpointBytes, Breakdown Parts);
 
         /// <summary>
         /// One phase: the source restarts on a copy of its base and issues the tail; a joiner joins
@@ -220,14 +234,20 @@ internal static class JoinerCost
                 GcNow();
                 using (var j = new Member(this, joinerDir, checkpoints, membership, port))
                 {
-                    result.Join = j.Join();
+                    using (var watch = new LogRewriteWatch(joinerDir))
+                    using (var probe = new LoopProbe(j.Runtime))
+                    {
+                        result.Join = j.Join();
+                        probe.Stop();
+                        result.Parts = Breakdown.Of(j, watch.FirstSeen, result.Join, probe);
+                    }
                     Check(j.State.Count == s.State.Count && j.State.Hash == s.State.Hash,
                         $"the joiner's state ({j.State.Count} entries, hash {j.State.Hash:x16}) is not the source's ({s.State.Count}, {s.State.Hash:x16})");
                     result.JoinerReplayed = j.State.Applied;
                     result.JoinerLogBytes = LogBytes(joinerDir);
                     result.JoinerCheckpointBytes = DirectoryBytes(joinerDir) - result.JoinerLogBytes;
                     Say($"round {round} {name} checkpoints: source restarted in {result.RestartBase:F2} s; joiner joined in {result.Join:F2} s " +
-                        $"(restored {j.State.Restored:N0} entries from a checkpoint, replayed {j.State.Applied:N0}; its log {Mib(result.JoinerLogBytes)}, checkpoint {Kib(result.JoinerCheckpointBytes)})");
+                        $"(restored {j.State.Restored:N0} entries from a checkpoint, replayed {j.State.Applied:N0}; its log {Mib(result.JoinerLogBytes)}, checkpoint {Kib(result.JoinerCheckpointBytes)}); {result.Parts}");
                     j.Group.Leave();
                 }
             }
@@ -293,7 +313,7 @@ internal static class JoinerCost
         public void Say(string line) => Console.WriteLine($"[{_clock.Elapsed.TotalSeconds,7:F1} s] {line}");
 
         /// <summary>One member: its own runtime on the phase's membership port, the group with disk durability in its directory.</summary>
-        private sealed class Member : IDisposable
+        internal sealed class Member : IDisposable
         {
             private readonly Experiment _run;
             private readonly IsisRuntime _runtime;
@@ -309,25 +329,38 @@ internal static class JoinerCost
                     MembershipService = MembershipServiceMode.Auto,
                     MembershipDataDirectory = membershipFolder,
                     LoggerFactory = run.Logging,
+                    SuspicionCount = run.O.SuspicionCount,
                 });
                 _runtime.Start();
                 Group = new Group(_runtime, GroupName);
                 Group.SetSafeSendDurability(SafeSendDurability.Disk, directory);
                 if (checkpoints) Group.PersistCheckpoints(directory, Timeout.InfiniteTimeSpan);
                 State.Attach(Group);
+                Group.ViewHandlers += (ViewHandler)(_ =>
+                {
+                    if (FirstView == 0) FirstView = Stopwatch.GetTimestamp();
+                });
             }
 
+            /// <summary>When the first view reached the application (a <see cref="Stopwatch"/> timestamp; 0: not yet): after the history is durable here, before its replay.</summary>
+            public long FirstView { get; private set; }
+
             public Group Group { get; }
+
+            public IsisRuntime Runtime => _runtime;
 
             public AppState State { get; } = new();
 
             /// <summary>Joins (a restart when its directory holds a log); returns the seconds from JoinAsync to its completion.</summary>
             public double Join()
             {
-                var clock = Stopwatch.StartNew();
+                JoinStarted = Stopwatch.GetTimestamp();
                 Group.JoinAsync().WaitAsync(_run.O.StepTimeout).GetAwaiter().GetResult();
-                return clock.Elapsed.TotalSeconds;
+                return Stopwatch.GetElapsedTime(JoinStarted).TotalSeconds;
             }
+
+            /// <summary>When <see cref="Join"/> called JoinAsync (a <see cref="Stopwatch"/> timestamp).</summary>
+            public long JoinStarted { get; private set; }
 
             /// <summary>Issues <paramref name="count"/> SafeSends, a window of them in flight, and waits for all.</summary>
             public void Issue(long count, bool progress)
@@ -367,6 +400,108 @@ internal static class JoinerCost
     }
 
     /// <summary>
+    /// Where a join's time went, in seconds from JoinAsync, as seen from outside the library: the
+    /// joiner's log rewrite began (the copied history is complete and written aside: the file
+    /// "*.safelog.next" appears; -1 if the watch missed it), its first view reached the application
+    /// (the new log is durable, the replay is about to start), the first and the last replayed
+    /// update ran, and JoinAsync completed.
+    /// </summary>
+    internal sealed record Breakdown(double RewriteSeen, double FirstView, double FirstApply, double LastApply, double Joined, double LongestStall, double LongestStallFrom)
+    {
+        public static Breakdown Of(Experiment.Member m, long rewriteSeen, double joined, LoopProbe probe)
+        {
+            double At(long stamp) => stamp == 0 ? -1 : Math.Round(Stopwatch.GetElapsedTime(m.JoinStarted, stamp).TotalSeconds, 3);
+            return new Breakdown(At(rewriteSeen), At(m.FirstView), At(m.State.FirstApply), At(m.State.LastApply), Math.Round(joined, 3),
+                Math.Round(probe.Longest, 3), At(probe.LongestFrom));
+        }
+
+        public override string ToString() =>
+            $"rewrite seen at {RewriteSeen:F2} s, first view {FirstView:F2} s, replay {FirstApply:F2}-{LastApply:F2} s, joined {Joined:F2} s; " +
+            $"the joiner's event loop answered no probe for {LongestStall:F2} s from {LongestStallFrom:F2} s";
+    }
+
+    /// <summary>
+    /// How long the joiner's event loop goes without answering: a thread asks it for its statistics
+    /// (IsisRuntime.GetStatistics posts to the loop and waits for the answer) every 5 ms, and keeps
+    /// the longest wait and when it began. The loop also sends the heartbeats, so a wait longer than
+    /// SuspicionCount x HeartbeatInterval is one in which the membership service may expel it.
+    /// </summary>
+    internal sealed class LoopProbe : IDisposable
+    {
+        private readonly CancellationTokenSource _stop = new();
+        private readonly Thread _thread;
+
+        public LoopProbe(IsisRuntime runtime)
+        {
+            _thread = new Thread(() =>
+            {
+                while (!_stop.IsCancellationRequested)
+                {
+                    long asked = Stopwatch.GetTimestamp();
+                    try
+                    {
+                        runtime.GetStatistics();
+                    }
+                    catch (Exception e) when (e is IsisException or InvalidOperationException or ObjectDisposedException)
+                    {
+                        return; // stopped
+                    }
+                    double waited = Stopwatch.GetElapsedTime(asked).TotalSeconds;
+                    if (waited > Longest) (Longest, LongestFrom) = (waited, asked);
+                    _stop.Token.WaitHandle.WaitOne(5);
+                }
+            }) { IsBackground = true, Name = "loop-probe" };
+            _thread.Start();
+        }
+
+        public double Longest { get; private set; }
+
+        public long LongestFrom { get; private set; }
+
+        public void Stop()
+        {
+            _stop.Cancel();
+            _thread.Join(TimeSpan.FromSeconds(10));
+        }
+
+        public void Dispose()
+        {
+            Stop();
+            _stop.Dispose();
+        }
+    }
+
+    /// <summary>Polls a directory every 2 ms for the SafeSend log written aside ("*.safelog.next"); FirstSeen is when it first appeared (0: never).</summary>
+    private sealed class LogRewriteWatch : IDisposable
+    {
+        private readonly CancellationTokenSource _stop = new();
+        private readonly Thread _thread;
+        private long _firstSeen;
+
+        public LogRewriteWatch(string directory)
+        {
+            _thread = new Thread(() =>
+            {
+                while (!_stop.IsCancellationRequested && Volatile.Read(ref _firstSeen) == 0)
+                {
+                    if (Directory.Exists(directory) && Directory.EnumerateFiles(directory, "*.safelog.next").Any()) Volatile.Write(ref _firstSeen, Stopwatch.GetTimestamp());
+                    else _stop.Token.WaitHandle.WaitOne(2);
+                }
+            }) { IsBackground = true, Name = "rewrite-watch" };
+            _thread.Start();
+        }
+
+        public long FirstSeen => Volatile.Read(ref _firstSeen);
+
+        public void Dispose()
+        {
+            _stop.Cancel();
+            _thread.Join(TimeSpan.FromSeconds(5));
+            _stop.Dispose();
+        }
+    }
+
+    /// <summary>
     /// The replicated state: how many updates were applied, a running hash of them in order (so a
     /// joiner that got any update twice, lost one or reordered two differs), and the last value
     /// written to each of 4,096 slots. Restored and applied are counted apart for the report.
@@ -388,6 +523,11 @@ internal static class JoinerCost
         public long Restored { get { lock (_lock) return _restored; } }
 
         private long _count, _applied, _restored;
+
+        /// <summary>When the first and the latest update ran here (<see cref="Stopwatch"/> timestamps; 0: none yet).</summary>
+        public long FirstApply { get; private set; }
+
+        public long LastApply { get; private set; }
         private ulong _hash = 14695981039346656037UL;
 
         public void Attach(Group group)
@@ -416,6 +556,8 @@ internal static class JoinerCost
                 _hash = (_hash ^ (ulong)value) * 1099511628211UL;
                 _count++;
                 _applied++;
+                LastApply = Stopwatch.GetTimestamp();
+                if (FirstApply == 0) FirstApply = LastApply;
             }
         }
     }
