@@ -31,6 +31,6 @@ try
 catch (ArgumentException e)
 {
     Console.Error.WriteLine("Isis.Soak: " + e.Message);
-    Console.Error.WriteLine(SoakOptions.Usage);
+    Console.Error.WriteLine(args.Length > 0 && args[0] == "joiner-cost" ? JoinerCost.Usage : SoakOptions.Usage);
     return 2;
 }
