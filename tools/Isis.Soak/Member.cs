@@ -198,6 +198,9 @@ internal sealed record MemberOptions
     public int InFlight { get; private set; } = 16;
     public int Seed { get; private set; } = 1;
 
+    /// <summary>"default" (the seeded mix of the four operations) or "safesend" (every operation a SafeSend).</summary>
+    public string Mix { get; private set; } = "default";
+
     public static MemberOptions Parse(string[] args)
     {
         var o = new MemberOptions();
@@ -215,6 +218,7 @@ internal sealed record MemberOptions
                 case "--checkpoint-ms": o.CheckpointMs = Int(); break;
                 case "--inflight": o.InFlight = Int(); break;
                 case "--seed": o.Seed = Int(); break;
+                case "--mix": o.Mix = Value(); break;
                 default: throw new ArgumentException("unknown member argument " + args[i]);
             }
         }
@@ -395,6 +399,7 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
             next = Math.Max(next + interval, clock.Elapsed.TotalSeconds - 1);
             long seq = ++_seq;
             int pick = random.Next(100);
+            if (o.Mix == "safesend") pick = 0; // every operation a SafeSend (the draw above keeps the seeded sequence as it was)
             Interlocked.Increment(ref _issued);
             _ = Issue(pick, seq);
         }

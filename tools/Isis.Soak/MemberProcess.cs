@@ -49,7 +49,8 @@ internal sealed class MemberProcess
         };
         foreach (string a in (string[])[dll, "member", "--index", I(slot.Index), "--port", I(servicePort), "--data", slot.DataDirectory,
                      "--rate", options.RatePerMember.ToString(CultureInfo.InvariantCulture), "--payload", I(options.PayloadBytes),
-                     "--checkpoint-ms", I((int)options.CheckpointInterval.TotalMilliseconds), "--inflight", I(options.InFlight), "--seed", I(options.Seed)])
+                     "--checkpoint-ms", I((int)options.CheckpointInterval.TotalMilliseconds), "--inflight", I(options.InFlight), "--seed", I(options.Seed),
+                     "--mix", options.Mix])
         {
             psi.ArgumentList.Add(a);
         }

@@ -11,6 +11,8 @@ internal sealed class SoakResults
     public int Members { get; set; }
     public double Rate { get; set; }
     public int PayloadBytes { get; set; }
+    public string Mix { get; set; } = "default";
+    public long StopAfterSafeSends { get; set; }
     public int InFlight { get; set; }
     public double CheckpointIntervalSeconds { get; set; }
     public double KillEverySeconds { get; set; }
@@ -41,6 +43,9 @@ internal sealed class ProcessSample
     public long? RssBytes { get; set; }
     public long DiskBytes { get; set; }
     public long LogBytes { get; set; }
+
+    /// <summary>The persistent checkpoint files (the newest, the previous one, and one being written).</summary>
+    public long CheckpointBytes { get; set; }
 }
 
 /// <summary>The group's acknowledged operations per second (SafeSend and SafeQuery, awaited) and all completed operations per second.</summary>
@@ -93,6 +98,23 @@ internal sealed class SoakSummary
     /// <summary>From this second on, the last quarter of the load: where the per-process figures below come from.</summary>
     public double TailFromSeconds { get; set; }
     public List<ProcessTail> Processes { get; set; } = new();
+
+    /// <summary>Each member's largest figures over the whole run, load and final check included (bytes).</summary>
+    public List<ProcessRunMax> RunMaxima { get; set; } = new();
+}
+
+/// <summary>One member's largest sample of each kind over the whole run (bytes; each maximum may come from another second).</summary>
+internal sealed class ProcessRunMax
+{
+    public string Process { get; set; } = "";
+    public int Samples { get; set; }
+    public long RssMax { get; set; }
+    public long DiskMax { get; set; }
+    public long LogMax { get; set; }
+    public long CheckpointMax { get; set; }
+
+    /// <summary>The other files at the second of the largest disk sample: acked.txt, the incarnation number.</summary>
+    public long OtherAtDiskMax { get; set; }
 }
 
 /// <summary>One member's figures over the last quarter of the load (bytes).</summary>

@@ -60,6 +60,8 @@ internal sealed class Soak
             Members = o.Members,
             Rate = o.Rate,
             PayloadBytes = o.PayloadBytes,
+            Mix = o.Mix,
+            StopAfterSafeSends = o.StopAfterSafeSends,
             InFlight = o.InFlight,
             CheckpointIntervalSeconds = o.CheckpointInterval.TotalSeconds,
             KillEverySeconds = o.KillEvery.TotalSeconds,
@@ -92,7 +94,8 @@ internal sealed class Soak
     private int RunAll()
     {
         var wall = Stopwatch.StartNew();
-        Say($"{_o.Members} members, {_o.Rate:F0} operations/s of {_o.PayloadBytes} B, {_o.Duration.TotalSeconds:F0} s, seed {_o.Seed}; membership service port {_servicePort}; out {_o.Out}");
+        Say($"{_o.Members} members, {_o.Rate:F0} operations/s of {_o.PayloadBytes} B ({_o.Mix} mix), {_o.Duration.TotalSeconds:F0} s" +
+            (_o.StopAfterSafeSends > 0 ? $" or {_o.StopAfterSafeSends} acknowledged SafeSends" : "") + $", seed {_o.Seed}; membership service port {_servicePort}; out {_o.Out}");
         _clock.Start();
         using var stopSampling = new CancellationTokenSource();
         var sampler = new Thread(() => Sample(stopSampling.Token)) { IsBackground = true, Name = "sampler" };
@@ -112,6 +115,11 @@ internal sealed class Soak
         double extraLeaves = double.PositiveInfinity;
         while (!_stopped && Now < loadEnd)
         {
+            if (_o.StopAfterSafeSends > 0 && _slots.Sum(s => s.AckedTotal) >= _o.StopAfterSafeSends)
+            {
+                Say($"{_slots.Sum(s => s.AckedTotal)} SafeSends/SafeQueries acknowledged: the load ends (--stop-after-safesends {_o.StopAfterSafeSends})");
+                break;
+            }
             HandleUnplannedExits();
             double now = Now;
             // The fault due first; a fault that came due while another ran goes next.
@@ -516,6 +524,7 @@ internal sealed class Soak
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
                     DiskBytes = ProcFs.DirectoryBytes(s.DataDirectory, _ => true),
                     LogBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.EndsWith(".safelog", StringComparison.Ordinal)),
+                    CheckpointBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.Contains(".checkpoint", StringComparison.Ordinal)),
                 });
             }
             double dt = Math.Max(1e-3, t - lastT);
@@ -567,6 +576,22 @@ internal sealed class Soak
                 LogMax = tail.Max(x => x.LogBytes),
             });
         }
+        foreach (string name in _results.Processes)
+        {
+            var all = _results.Samples.Where(x => x.Process == name).ToList();
+            if (all.Count == 0) continue;
+            ProcessSample largest = all.MaxBy(x => x.DiskBytes)!;
+            m.RunMaxima.Add(new ProcessRunMax
+            {
+                Process = name,
+                Samples = all.Count,
+                RssMax = all.Max(x => x.RssBytes ?? 0),
+                DiskMax = largest.DiskBytes,
+                LogMax = all.Max(x => x.LogBytes),
+                CheckpointMax = all.Max(x => x.CheckpointBytes),
+                OtherAtDiskMax = largest.DiskBytes - largest.LogBytes - largest.CheckpointBytes,
+            });
+        }
     }
 
     private void Write()
@@ -589,6 +614,9 @@ internal sealed class Soak
         Console.WriteLine($"  per process over the last quarter of the load (from {m.TailFromSeconds:F0} s):");
         foreach (ProcessTail p in m.Processes)
             Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)}; disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)}; SafeSend log max {Mib(p.LogMax)} ({p.Samples} samples)");
+        Console.WriteLine("  per process over the whole run (the largest sample of each):");
+        foreach (ProcessRunMax p in m.RunMaxima)
+            Console.WriteLine($"    {p.Process,-9} RSS max {Mib(p.RssMax)}; disk max {Mib(p.DiskMax)} (other files then {Mib(p.OtherAtDiskMax)}); SafeSend log max {Mib(p.LogMax)}; checkpoints max {Mib(p.CheckpointMax)} ({p.Samples} samples)");
         foreach (string v in _results.Violations) Console.WriteLine("  VIOLATION: " + v);
         Console.WriteLine($"  results: {Path.Combine(_o.Out, "results.json")}; report: {Path.Combine(_o.Out, "report.html")}; member logs: {Path.Combine(_o.Out, "logs")}");
     }

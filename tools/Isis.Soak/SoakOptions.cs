@@ -21,6 +21,9 @@ internal sealed record SoakOptions
           --rate N              operations per second over all members (default 200): 40 % SafeSend, 10 % SafeQuery,
                                 25 % OrderedSend, 25 % Send
           --payload BYTES       payload of every operation (default 1024)
+          --mix M               the operations: "default" (the mix above) or "safesend" (every operation a SafeSend)
+          --stop-after-safesends N  end the load once N SafeSends/SafeQueries are acknowledged in all, before --duration
+                                if that comes first (default 0: run for --duration)
           --inflight N          operations in flight per member at most (default 16)
           --checkpoint-interval T   PersistCheckpoints interval of every member (default 10s)
           --kill-every T        SIGKILL of a random member, then its restart, about every T (default 30s; 0: never)
@@ -43,6 +46,12 @@ internal sealed record SoakOptions
     public int Members { get; init; } = 3;
     public double Rate { get; init; } = 200;
     public int PayloadBytes { get; init; } = 1024;
+
+    /// <summary>The members' operations: "default" (40 % SafeSend, 10 % SafeQuery, 25 % OrderedSend, 25 % Send) or "safesend" (all SafeSends).</summary>
+    public string Mix { get; init; } = "default";
+
+    /// <summary>The load ends once this many SafeSends/SafeQueries are acknowledged (0: only --duration ends it).</summary>
+    public long StopAfterSafeSends { get; init; }
     public int InFlight { get; init; } = 16;
     public TimeSpan CheckpointInterval { get; init; } = TimeSpan.FromSeconds(10);
     public TimeSpan KillEvery { get; init; } = TimeSpan.FromSeconds(30);
@@ -72,6 +81,8 @@ internal sealed record SoakOptions
                 "--members" => o with { Members = Int() },
                 "--rate" => o with { Rate = double.Parse(Value(), CultureInfo.InvariantCulture) },
                 "--payload" => o with { PayloadBytes = Int() },
+                "--mix" => o with { Mix = Value() is var m && m is "default" or "safesend" ? m : throw new ArgumentException("--mix is default or safesend") },
+                "--stop-after-safesends" => o with { StopAfterSafeSends = long.Parse(Value(), CultureInfo.InvariantCulture) },
                 "--inflight" => o with { InFlight = Int() },
                 "--checkpoint-interval" => o with { CheckpointInterval = Time(Value()) },
                 "--kill-every" => o with { KillEvery = Time(Value()) },
@@ -89,6 +100,7 @@ internal sealed record SoakOptions
         if (o.Duration <= TimeSpan.Zero || o.Duration > TimeSpan.FromHours(24)) throw new ArgumentException("--duration is more than 0 and at most 24h");
         if (o.Rate is <= 0 or > 20_000) throw new ArgumentException("--rate is more than 0 and at most 20000");
         if (o.PayloadBytes is < 1 or > 1 << 20) throw new ArgumentException("--payload is 1 to 1048576 bytes");
+        if (o.StopAfterSafeSends < 0) throw new ArgumentException("--stop-after-safesends is 0 (never) or more");
         if (o.InFlight is < 1 or > 1024) throw new ArgumentException("--inflight is 1 to 1024");
         if (o.CheckpointInterval < TimeSpan.FromMilliseconds(100)) throw new ArgumentException("--checkpoint-interval is at least 100ms");
         if (o.StepTimeout < TimeSpan.FromSeconds(10)) throw new ArgumentException("--step-timeout is at least 10s");
