@@ -51,7 +51,10 @@ internal sealed partial class DurableHistory
         CheckpointMark? own = Usable(plan.Lineage, plan.Trimmed, plan.Target);
         if (own != null)
         {
-            _pull.Base = own.Index;
+            // The newest is restored, but the log starts at the one before it where the source still
+            // holds the entries after that one: as trimming leaves a log (rule 5), so that one damaged
+            // checkpoint never leaves this member's log without a start.
+            _pull.Base = Usable(plan.Lineage, plan.Trimmed, own.Index - 1)?.Index ?? own.Index;
             _pull.Restore = own;
         }
         else if (plan.Trimmed > 0)
