@@ -133,6 +133,8 @@ internal sealed partial class DurableHistory
 
     private bool AutoRecoverWithoutFirstAcceptor => (_node.Options.Mutations & ProtocolMutations.AutoRecoverWithoutFirstAcceptor) != 0;
 
+    private bool AutoRecoverPastLastView => (_node.Options.Mutations & ProtocolMutations.AutoRecoverPastLastView) != 0;
+
     /// <summary>
     /// True if a recovery from the logs that came back loses nothing though members of the last
     /// logged view <paramref name="last"/> (L) are missing, so it goes ahead without the operator.
@@ -167,7 +169,8 @@ internal sealed partial class DurableHistory
     /// </summary>
     private bool ProvedNothingOnlyTheMissingHeld(HistoryViewRecord last, GroupView view, Func<HistoryStatus, bool> suspect)
     {
-        if (_recoveryDecided || _member.PreviousIncarnation is not { } ended || !ended.Is(last.Key.ViewId, last.Members)) return false;
+        if (_recoveryDecided || _member.PreviousIncarnation is not { } ended) return false;
+        if (!ended.Is(last.Key.ViewId, last.Members) && !AutoRecoverPastLastView) return false; // (deliberately broken if so)
         if (AutoRecoverWithoutFirstAcceptor) return true; // deliberately broken: the first acceptor's log may hold SafeSends no other has
         NodeId firstAcceptor = last.Members[0];
         return view.Members.Select(m => _statuses[m]).Any(s => !suspect(s) && Array.IndexOf(s.Incarnations, firstAcceptor) >= 0);

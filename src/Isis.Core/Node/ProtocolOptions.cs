@@ -320,4 +320,11 @@ internal enum ProtocolMutations
     /// hold SafeSends delivered with phi 1) has not come back.
     /// </summary>
     AutoRecoverWithoutFirstAcceptor = 67108864,
+
+    /// <summary>
+    /// With disk durability, that recovery without the missing members also goes ahead when the
+    /// membership service remembered a later view as the group's last than any returning log names:
+    /// a member of that later view may have carried the history on alone and delivered there.
+    /// </summary>
+    AutoRecoverPastLastView = 134217728,
 }
