@@ -106,6 +106,8 @@ internal sealed record Scenario
     /// (it restarts with no log and no checkpoint) or stays away with it until the heal, and after a
     /// while the operator forces the recovery at a member that waits (see Simulator.cs,
     /// ForceRecoveryWhereWaiting); the given-up process that comes back must not bring its history in.
+    /// (A lost disk that is not the last view's first member's needs no force: the service, which
+    /// stays up, remembers the view, so the group recovers on its own first; see <see cref="AutoRecovery"/>.)
     /// </summary>
     public bool LostDisks { get; init; }
 

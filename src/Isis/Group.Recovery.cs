@@ -84,9 +84,9 @@ public sealed partial class Group
     {
         // A recovery the rules proved complete gave nobody up and lost nothing: the operator hears
         // which members it went ahead without, as a warning, and a forced recovery asked for
-        // meanwhile completes as one that was not needed.
+        // meanwhile completes as not forced, with what the recovery did.
         bool forced = r.Reason != HistoryRecovery.ProvedComplete;
-        _recoveredWithout = forced ? new SafeSendRecovery(true, Array.ConvertAll(r.Missing, n => new Address(n)), r.Entries, r.Text) : null;
+        _recoveredWithout = new SafeSendRecovery(forced, forced ? Array.ConvertAll(r.Missing, n => new Address(n)) : [], r.Entries, r.Text);
         _runtime.ReportHistoryProblem(Name, r.Text, error: forced);
     }
 

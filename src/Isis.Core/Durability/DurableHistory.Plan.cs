@@ -230,8 +230,12 @@ internal sealed partial class DurableHistory
         {
             if (!Allowed(missing))
             {
+                // Where the service vouches for the view, its first member alone is needed: say so, so the operator starts that one first.
+                string firstSuffices = !_recoveryDecided && _member.PreviousIncarnation is { } ended && ended.Is(latest.View.Key.ViewId, latest.View.Members)
+                    ? $" (or only its first member {latest.View.Members[0]}: the membership service remembers that view as the group's last, so the others can hold nothing more)"
+                    : "";
                 Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
-                    $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers, " +
+                    $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers{firstSuffices}, " +
                     "or, if one will never come back (its disk is lost), recover without it by force, which loses the SafeSends only it held " +
                     "(docs/operations.md, \"Forced recovery\")");
                 return null;
