@@ -106,6 +106,8 @@ internal sealed record Scenario
     /// (it restarts with no log and no checkpoint) or stays away with it until the heal, and after a
     /// while the operator forces the recovery at a member that waits (see Simulator.cs,
     /// ForceRecoveryWhereWaiting); the given-up process that comes back must not bring its history in.
+    /// (A lost disk that is not the last view's first member's needs no force: the service, which
+    /// stays up, remembers the view, so the group recovers on its own first; see <see cref="AutoRecovery"/>.)
     /// </summary>
     public bool LostDisks { get; init; }
 
@@ -127,6 +129,20 @@ internal sealed record Scenario
     /// all, and nothing else of that step (packets, deliveries) ever happened.
     /// </summary>
     public bool TornWrites { get; init; }
+
+    /// <summary>
+    /// With <see cref="WholeGroupRestarts"/>, and the membership service staying up: at the
+    /// whole-group crash a member of the last view other than its first never brings its log
+    /// back. Mostly its disk is lost for good (it comes back at the heal with no log), and in some
+    /// of those runs the first member stays away until the heal too, after delivering SafeSends of
+    /// phi 1 alone. Nobody forces anything: the group must recover on its own, as soon as the first
+    /// member is back, because the service remembers the view as the group's last
+    /// (DurableHistory.ProvedNothingOnlyTheMissingHeld). In the other runs that member keeps its
+    /// disk, outlives the others, carries the group on alone in a view of its own and delivers
+    /// there before it crashes, and the others come back only after: the service's last view is
+    /// then its view, so the group must wait for it (it comes back at the heal).
+    /// </summary>
+    public bool AutoRecovery { get; init; }
 
     /// <summary>Members leave and later rejoin.</summary>
     public bool LeaveAndRejoin { get; init; }
@@ -272,6 +288,14 @@ internal sealed record Scenario
     public static readonly string[] ForcedRecoveryFamilies = ["lost-disk", "history-refound"];
 
     /// <summary>
+    /// Recovery of the durable history without the operator: whole-group crashes, with the
+    /// membership service up, in which a member of the last view other than its first never comes
+    /// back with its log, and the first member sometimes only at the heal. Kept out of
+    /// <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] AutoRecoveryFamilies = ["auto-recover"];
+
+    /// <summary>
     /// Compaction families: the membership replicas snapshot their state every few decisions (2 to
     /// 5) and drop their log behind it, while replicas crash and restart (from a snapshot and the
     /// records after it), or, with the embedded service, while the hosts of replicas crash and the
@@ -359,6 +383,11 @@ internal sealed record Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, LostDisks = true, SafeFraction = 0.6, OrderedFraction = 0.2,
                 Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.75),
+            },
+            "auto-recover" => new Scenario
+            {
+                Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, AutoRecovery = true, SafeFraction = 0.6, OrderedFraction = 0.2,
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5),
             },
             "disk-chaos" => new Scenario
             {
@@ -499,7 +528,7 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, host-restart, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}, {string.Join(", ", ForcedRecoveryFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, host-restart, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}, {string.Join(", ", ForcedRecoveryFamilies)}, {string.Join(", ", AutoRecoveryFamilies)}", nameof(family)),
         };
     }
 }

@@ -811,8 +811,8 @@ internal sealed partial class Simulator
         if (s.FlappingLinks) PlanFlapping(healAt);
         if (s.WholeGroupRestarts)
         {
-            // With lost disks, one: its lost or absent member and the operator's force take the rest of the fault phase.
-            for (int i = 0, n = s.LostDisks ? 1 : 1 + _random.Next(2); i < n; i++)
+            // With lost disks (or a disk lost for good), one: its lost or absent member and the recovery take the rest of the fault phase.
+            for (int i = 0, n = s.LostDisks || s.AutoRecovery ? 1 : 1 + _random.Next(2); i < n; i++)
             {
                 At(_random.NextInRange(600_000 + i * 1_200_000, 1_400_000 + i * 1_200_000), () => CrashWholeGroup(healAt));
             }
@@ -874,16 +874,40 @@ internal sealed partial class Simulator
         // process until the operator forced the recovery. The absent one is the oldest member's, the
         // first acceptor, which may alone hold the newest SafeSends, and its application checkpoints
         // as it goes down, so what it brings back runs past the history the group goes on with.
-        SimProcess? lost = null;
+        SimProcess? lost = null, lastDown = null;
         bool wiped = false;
         if (Scenario.LostDisks)
         {
             wiped = _random.Chance(0.4);
             lost = wiped ? _processes[_random.Next(_processes.Length)] : OldestMember() ?? _processes[_random.Next(_processes.Length)];
+            lastDown = lost;
+        }
+        else if (Scenario.AutoRecovery)
+        {
+            // A member of the last view other than its first loses its disk for good: the group must
+            // recover without it and without the operator. In some runs the first member (the first
+            // acceptor) also stays away until the heal, after delivering SafeSends of phi 1 alone:
+            // the group must then wait for it. In others that member does not lose its disk but
+            // outlives the rest, carries the group on alone in a view of its own and delivers there,
+            // then crashes; it comes back at the heal, and the group must wait for it.
+            SimProcess? oldest = OldestMember();
+            NodeId[] members = oldest?.Node!.FindGroup(_group)?.View?.Members ?? [];
+            SimProcess[] others = _processes.Where(p => p != oldest && p.Alive && Array.IndexOf(members, p.Node!.Self) > 0).ToArray();
+            if (others.Length == 0)
+            {
+                // A view change is under way (or the view is not known here yet): try again shortly.
+                if (_now + 100_000 < healAt - 500_000) At(_now + 100_000, () => CrashWholeGroup(healAt));
+                return;
+            }
+            lost = others[_random.Next(others.Length)];
+            if (_random.Chance(0.4)) lastDown = _firstAcceptorAway = oldest;
+            else if (_random.Chance(0.4)) _loneSurvivor = lost;
+            wiped = _loneSurvivor == null;
         }
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
-            if (p == lost)
+            if (p == _loneSurvivor) continue; // it goes down once it carried the group on alone (CarryOnAlone)
+            if (p == lastDown)
             {
                 // It goes down last: as the oldest member (the first acceptor) it delivers a few
                 // SafeSends of phi 1 alone after the others went (a burst: the group's history must be well past the forced recovery before it holds them), then checkpoints on its way out.
@@ -909,10 +933,16 @@ internal sealed partial class Simulator
             }
             At(_now + (spread == 0 ? 0 : _random.NextInRange(0, spread)), () => CrashOnly(p));
         }
+        if (_loneSurvivor != null)
+        {
+            // The others come back only once it is gone, or they would join its view and copy its history.
+            At(_now + spread + 10_000, () => CarryOnAlone(_loneSurvivor, _now + 3_000_000, () => PlanRestarts(healAt, _now + _random.NextInRange(50_000, 400_000), lost, wiped)));
+            return;
+        }
         long restartFrom = _now + spread + _random.NextInRange(50_000, 400_000);
         if (lost != null)
         {
-            At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
+            if (Scenario.LostDisks) At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
             if (wiped)
             {
                 At(_now + spread + 1, () =>
@@ -925,21 +955,85 @@ internal sealed partial class Simulator
                 });
             }
         }
+        PlanRestarts(healAt, restartFrom, lost, wiped);
+    }
+
+    /// <summary>After a whole-group crash: when each process comes back (from <paramref name="restartFrom"/> on, some at the heal).</summary>
+    private void PlanRestarts(long healAt, long restartFrom, SimProcess? lost, bool wiped)
+    {
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
             // Most come back within a second; some only at the heal.
-            // (With a lost disk the others all come back soon, and the absent one at the heal, after the operator forced the recovery.)
-            long at = p == lost && !wiped ? healAt
+            // (With a lost disk the others all come back soon, and the absent one at the heal, after the operator forced the recovery.
+            // With a disk lost for good, that process and an absent first member come back at the heal, the others soon.)
+            long at = (p == lost && (!wiped || Scenario.AutoRecovery)) || p == _firstAcceptorAway ? healAt
                 : lost == null && _random.Chance(0.2) ? healAt : restartFrom + _random.NextInRange(0, 800_000);
             At(at, () =>
             {
                 if (p.Alive) return;
                 Start(p);
-                // Some crash again while the group recovers, and come back later.
-                if (_random.Chance(0.25)) At(_now + _random.NextInRange(1_000, 150_000), () => { if (!_healed) Crash(p); });
+                // Some crash again while the group recovers, and come back later. A recovery without
+                // a member lost for good needs the oldest member of the group's first view after the
+                // crash, which alone knows how the group ended (GroupMember.PreviousIncarnation):
+                // there, only members of a view at a later rank crash again.
+                if (_random.Chance(0.25))
+                {
+                    At(_now + _random.NextInRange(1_000, 150_000), () =>
+                    {
+                        if (_healed) return;
+                        if (Scenario.AutoRecovery && (p.Node?.FindGroup(_group)?.View is not { } v || v.Members[0] == p.Node.Self)) return;
+                        Crash(p);
+                    });
+                }
             });
         }
     }
+
+    // AutoRecovery: the first member of the last view, staying away until the heal in this run (null: it comes back with the others).
+    private SimProcess? _firstAcceptorAway;
+
+    // AutoRecovery: the member of the last view that outlives the others and carries the group on alone in this run (null: none does).
+    private SimProcess? _loneSurvivor;
+
+    /// <summary>AutoRecovery: a member of the last view carried the group on alone, delivered, crashed, and came back only at the heal.</summary>
+    internal bool LoneSurvivorCarriedOn { get; private set; }
+
+    /// <summary>
+    /// AutoRecovery: once the service has expelled every other member and <paramref name="p"/> is
+    /// alone in a view of its own, it delivers a burst of SafeSends there (phi 1: it alone accepts
+    /// them), then crashes, and <paramref name="then"/> plans the others' restarts. If that view does
+    /// not come by <paramref name="deadline"/>, it crashes anyway.
+    /// </summary>
+    private void CarryOnAlone(SimProcess p, long deadline, Action then)
+    {
+        bool alone = p.Alive && p.Node!.FindGroup(_group) is { State: MemberState.Active, View.Members: [var only], History.Current: true } && only == p.Node.Self;
+        if (!alone && p.Alive && _now < deadline)
+        {
+            At(_now + 10_000, () => CarryOnAlone(p, deadline, then));
+            return;
+        }
+        if (alone)
+        {
+            LoneSurvivorCarriedOn = true;
+            for (int k = 0; k < 30; k++)
+            {
+                At(_now + 150 * (k + 1), () =>
+                {
+                    if (!p.Alive) return;
+                    p.Node!.Send(_group, NextPayload(p), _now, MessageKind.Safe, 1);
+                    Flush(p);
+                });
+            }
+        }
+        At(_now + 10_000, () =>
+        {
+            CrashOnly(p);
+            then();
+        });
+    }
+
+    /// <summary>AutoRecovery: the first member of the last view stayed away until the heal (the group had to wait for it).</summary>
+    internal bool FirstAcceptorStayedAway => _firstAcceptorAway != null;
 
     /// <summary>The live process that is the oldest member of the group's view, if any.</summary>
     private SimProcess? OldestMember() =>

@@ -82,8 +82,12 @@ public sealed partial class Group
     /// <summary>Event loop: this member came to hold the history through a recovery that went ahead without members of the last view.</summary>
     internal void OnRecoveredWithout(HistoryRecoveredWithout r)
     {
-        _recoveredWithout = new SafeSendRecovery(true, Array.ConvertAll(r.Missing, n => new Address(n)), r.Entries, r.Text);
-        _runtime.ReportHistoryProblem(Name, r.Text, error: true);
+        // A recovery the rules proved complete gave nobody up and lost nothing: the operator hears
+        // which members it went ahead without, as a warning, and a forced recovery asked for
+        // meanwhile completes as not forced, with what the recovery did.
+        bool forced = r.Reason != HistoryRecovery.ProvedComplete;
+        _recoveredWithout = new SafeSendRecovery(forced, forced ? Array.ConvertAll(r.Missing, n => new Address(n)) : [], r.Entries, r.Text);
+        _runtime.ReportHistoryProblem(Name, r.Text, error: forced);
     }
 
     /// <summary>Event loop: this member holds the history; a forced recovery the operator asked for is over.</summary>

@@ -44,7 +44,9 @@ internal static class SimCommand
             Console.WriteLine("  digests gossiped to 2 random members a round, stability through a binary tree), relay, relay-chaos (the same, with data");
             Console.WriteLine("  relayed along the tree as over the TCP overlay); state-transfer, state-transfer-chaos (joins under traffic, the member");
             Console.WriteLine("  making a checkpoint crashing while it streams); secured, secured-chaos (a system key and a group key, with an attacker");
-            Console.WriteLine("  replaying captured packets and forging Data packets in members' names)");
+            Console.WriteLine("  replaying captured packets and forging Data packets in members' names); lost-disk (at a whole-group crash of a durable group a");
+            Console.WriteLine("  member's disk is lost or stays away, and the operator forces the recovery); auto-recover (at a whole-group crash a member");
+            Console.WriteLine("  of the last view other than its first loses its disk for good, the service stays up: the group recovers on its own)");
             Console.WriteLine("mutations: " + string.Join(", ", Enum.GetNames<ProtocolMutations>().Where(n => n != nameof(ProtocolMutations.None))));
             return args.Length == 0 ? 2 : 0;
         }

@@ -115,8 +115,68 @@ internal sealed partial class DurableHistory
     /// longest of their logs holds everything any of them delivered (each is a prefix of it). If
     /// that log is trimmed, some member must bring a checkpoint of its lineage that covers the
     /// trimmed part (its owner's, normally: it trims only to the older of its two newest).
+    /// Members of that view may be missing when the rules prove they held nothing the others lack
+    /// (<see cref="ProvedNothingOnlyTheMissingHeld"/>), or when the operator allows it (forced).
     /// </summary>
     private HistoryPlan? DecideRecovery(GroupView view)
+    {
+        HistoryPlan? plan = DecideRecoveryPlan(view);
+        // From now on some member may hold the history in this incarnation of the group (and then
+        // fail), so the proof of ProvedNothingOnlyTheMissingHeld no longer holds here.
+        if (plan != null) _recoveryDecided = true;
+        return plan;
+    }
+
+    // Set once this member (the oldest of every view since the group's incarnation began, if it
+    // knows how the previous one ended) decided a recovery: see ProvedNothingOnlyTheMissingHeld.
+    private bool _recoveryDecided;
+
+    private bool AutoRecoverWithoutFirstAcceptor => (_node.Options.Mutations & ProtocolMutations.AutoRecoverWithoutFirstAcceptor) != 0;
+
+    private bool AutoRecoverPastLastView => (_node.Options.Mutations & ProtocolMutations.AutoRecoverPastLastView) != 0;
+
+    /// <summary>
+    /// True if a recovery from the logs that came back loses nothing though members of the last
+    /// logged view <paramref name="last"/> (L) are missing, so it goes ahead without the operator.
+    /// All of these must hold:
+    /// <list type="number">
+    /// <item><b>No view after L delivered anything.</b> The membership service told this incarnation
+    /// of the group that its previous one ended with L (<see cref="GroupMember.PreviousIncarnation"/>:
+    /// the same view id and the same members): every member of L was gone (failed or left) without
+    /// installing a later view, and the views between L and this incarnation had no members. So
+    /// no member of L carried the history on alone, and the view-change flush of L delivered
+    /// nothing: it delivers at the install of the next view, which no member of L installed.</item>
+    /// <item><b>Nobody held the history in this incarnation yet.</b> This member was the oldest
+    /// of the incarnation's first view, hence of every view since, and has decided no recovery in
+    /// any of them; only such a decision makes a member current where none is (joiners never are,
+    /// and no view after the first founds a history). A member made current by an earlier plan
+    /// may have delivered and failed, and its log, which would name a later view, is not here.</item>
+    /// <item><b>L's first member came back with its log</b> (the incarnation L named, as the
+    /// Incarnation records of a log that came back show, and not one a forced recovery gave up).
+    /// It is an acceptor of every SafeSend whatever its phi (TotalOrder.Acceptors is at least
+    /// one, counted from rank 0), and an acceptor logs a position, durably, before it acknowledges
+    /// it, and only while it holds the history. So every SafeSend delivered in L on the normal path
+    /// is in its log, which then names L; if its log names an earlier view it held nothing in L,
+    /// acknowledged nothing, and L delivered nothing. Logs of L are prefixes of one sequence, so the
+    /// longest one that came back (the source) holds its log, and everything delivered before L
+    /// (in every log of L, as of L's start).</item>
+    /// </list>
+    /// Where its log is the only copy of some of those SafeSends, a log damaged on disk (records cut
+    /// off at open) breaks the third point, as it breaks the recovery with every member back.
+    /// Trimming changes none of this: the plan still needs a checkpoint that covers the source's
+    /// trimmed part (checked after), and the missing members' own checkpoints hold only delivered
+    /// SafeSends, a prefix of the recovered history, so they stay usable: nobody is given up.
+    /// </summary>
+    private bool ProvedNothingOnlyTheMissingHeld(HistoryViewRecord last, GroupView view, Func<HistoryStatus, bool> suspect)
+    {
+        if (_recoveryDecided || _member.PreviousIncarnation is not { } ended) return false;
+        if (!ended.Is(last.Key.ViewId, last.Members) && !AutoRecoverPastLastView) return false; // (deliberately broken if so)
+        if (AutoRecoverWithoutFirstAcceptor) return true; // deliberately broken: the first acceptor's log may hold SafeSends no other has
+        NodeId firstAcceptor = last.Members[0];
+        return view.Members.Select(m => _statuses[m]).Any(s => !suspect(s) && Array.IndexOf(s.Incarnations, firstAcceptor) >= 0);
+    }
+
+    private HistoryPlan? DecideRecoveryPlan(GroupView view)
     {
         // Incarnations an earlier forced recovery gave up: their logs and checkpoints are not the history's.
         var gaveUp = new HashSet<NodeId>(_gaveUp);
@@ -162,12 +222,20 @@ internal sealed partial class DurableHistory
         var present = new HashSet<NodeId>(_statuses.Values.SelectMany(s => s.Incarnations));
         NodeId[] missing = latest.View!.Members.Where(m => !present.Contains(m)).ToArray();
         HistoryRecovery reason = HistoryRecovery.None;
-        if (missing.Length > 0)
+        if (missing.Length > 0 && ProvedNothingOnlyTheMissingHeld(latest.View, view, Suspect))
+        {
+            reason = HistoryRecovery.ProvedComplete;
+        }
+        else if (missing.Length > 0)
         {
             if (!Allowed(missing))
             {
+                // Where the service vouches for the view, its first member alone is needed: say so, so the operator starts that one first.
+                string firstSuffices = !_recoveryDecided && _member.PreviousIncarnation is { } ended && ended.Is(latest.View.Key.ViewId, latest.View.Members)
+                    ? $" (or only its first member {latest.View.Members[0]}: the membership service remembers that view as the group's last, so the others can hold nothing more)"
+                    : "";
                 Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +
-                    $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers, " +
+                    $"({string.Join(", ", missing)}) have not come back; every member of that view must restart with its log before the group delivers{firstSuffices}, " +
                     "or, if one will never come back (its disk is lost), recover without it by force, which loses the SafeSends only it held " +
                     "(docs/operations.md, \"Forced recovery\")");
                 return null;
@@ -202,7 +270,8 @@ internal sealed partial class DurableHistory
             Reason = reason,
             Missing = missing,
             LastView = latest.View.Key,
-            GaveUp = [.. gaveUp, .. missing],
+            // Only a forced recovery gives the missing members up: their logs may hold SafeSends the history lacks.
+            GaveUp = reason == HistoryRecovery.Forced ? [.. gaveUp, .. missing] : [.. gaveUp],
         };
     }
 

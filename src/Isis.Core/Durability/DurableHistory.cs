@@ -12,7 +12,7 @@ internal enum HistoryPlanMode : byte
     /// <summary>A member of the view holds the history: copy it from that member.</summary>
     Transfer = 1,
 
-    /// <summary>Nobody in the view holds it (a total crash): rebuild it from the longest log of the last view, once every member of that view is back.</summary>
+    /// <summary>Nobody in the view holds it (a total crash): rebuild it from the longest log of the last view, once every member of that view is back (or the missing ones provably held nothing more).</summary>
     Recover = 2,
 
     /// <summary>Nobody has ever held a history of this group: start an empty one.</summary>
@@ -47,6 +47,13 @@ internal enum HistoryRecovery : byte
 
     /// <summary>The operator forced it (some member allowed it): SafeSends only the missing members held are lost.</summary>
     Forced = 1,
+
+    /// <summary>
+    /// On its own, because the rules prove that the missing members held nothing the recovered
+    /// history lacks (the membership service remembered the last logged view as the group's last,
+    /// and its first member came back: DurableHistory.ProvedNothingOnlyTheMissingHeld). Nothing is lost.
+    /// </summary>
+    ProvedComplete = 2,
 }
 
 /// <summary>
@@ -72,7 +79,10 @@ internal enum HistoryRecovery : byte
 /// as it stood when the view began (Transfer). If none is (all members are new, as after every
 /// member crashed), the history is rebuilt from logs (Recover): among the logs the members bring,
 /// take the one with the latest view in which its owner was current; once every member of that
-/// view has come back, the longest log of that view is the history. Only when no member brings a
+/// view has come back, the longest log of that view is the history. Members of that view may stay
+/// missing when the membership service told this incarnation of the group that the view was its
+/// last and the view's first member came back (DurableHistory.Plan.cs,
+/// ProvedNothingOnlyTheMissingHeld), or when the operator forces it. Only when no member brings a
 /// log that was ever current does the group start an empty history (Fresh).</item>
 /// <item><b>Nothing is lost by copying.</b> A member's old log is replaced only by a history it
 /// received in full, written aside and renamed over it; a log of another lineage is kept aside.</item>
@@ -365,7 +375,12 @@ internal sealed partial class DurableHistory
         }
     }
 
-    private static string DescribeRecovery(HistoryPlan plan) => plan.Mode == HistoryPlanMode.Fresh
+    private static string DescribeRecovery(HistoryPlan plan) => plan.Reason == HistoryRecovery.ProvedComplete
+        ? $"the SafeSend history was recovered without {plan.Missing.Length} member(s) of its last view {plan.LastView} ({string.Join(", ", plan.Missing)}), " +
+          "on its own and with nothing lost: the membership service remembered that view as the group's last before all its members were gone, " +
+          "so no later view delivered anything, and that view's first member, which logged every SafeSend of the view before any member could deliver it, " +
+          $"came back with its log. The history holds {plan.Target} entries, from {plan.Source}'s log; a missing member that comes back copies it"
+        : plan.Mode == HistoryPlanMode.Fresh
         ? "the SafeSend history was founded anew by force: no member brought a log of the group's earlier history, so that history is lost " +
           "(a log of it that comes back later is kept aside, not merged)"
         : $"the SafeSend history was recovered by force without {plan.Missing.Length} member(s) of its last view {plan.LastView} " +

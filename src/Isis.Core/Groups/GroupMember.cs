@@ -98,6 +98,16 @@ internal sealed partial class GroupMember
     /// <summary>With disk durability: the group's SafeSend history as this member holds it (null in memory).</summary>
     public DurableHistory? History { get; }
 
+    /// <summary>
+    /// The last view of the group's previous incarnation, kept if this member was the oldest member
+    /// (rank 0) of the first view of the current incarnation, which carried it (see
+    /// <see cref="GroupView.PreviousIncarnation"/>); null otherwise. Survivors keep their order and
+    /// joiners come after them, so it has been the oldest member of every view since: with disk
+    /// durability it alone decided every plan of the history since the incarnation began, which
+    /// <see cref="DurableHistory"/>'s recovery without missing members relies on.
+    /// </summary>
+    internal LastLiveView? PreviousIncarnation { get; private set; }
+
     /// <summary>This member takes part: always in memory; with disk durability, once it holds the history.</summary>
     private bool HistoryCurrent => History == null || History.Current;
 
@@ -215,6 +225,8 @@ internal sealed partial class GroupMember
 
         View = view;
         MyRank = rank;
+        // Only a view none of whose members was in the group before carries one: this member's first.
+        if (view.PreviousIncarnation != null) PreviousIncarnation = rank == 0 ? view.PreviousIncarnation : null;
         _order.Reset(view.Members.Length);
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _sentLogStart = 0;

@@ -40,8 +40,8 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     private readonly ExpelledIncarnations _expelled = new();
     private readonly List<NodeId> _recentlyExpelled = new();
     private readonly Dictionary<GroupId, GroupRecord> _groups = new();
-    // The last view of recently deleted groups, oldest deletion first (see DeletedGroupLastView).
-    private readonly Dictionary<GroupId, int> _deletedGroupViews = new();
+    // The last view (and last live view) of recently deleted groups, oldest deletion first (see DeletedGroupLastView).
+    private readonly Dictionary<GroupId, DeletedGroup> _deletedGroupViews = new();
     private readonly Queue<GroupId> _deletionOrder = new();
     private int _forgottenDeletedViews;
     private long _epoch;
@@ -145,6 +145,8 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         public NodeId[] Leavers = [];
         public ulong Multicast;
         public bool HasView;
+        /// <summary>The group's previous incarnation's last live view, if this view is the first of a new one (see <see cref="GroupView.PreviousIncarnation"/>).</summary>
+        public LastLiveView? PreviousIncarnation;
 
         // Leader only.
         public readonly List<NodeId> PendingJoins = new();
@@ -549,13 +551,26 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     private void ApplyView(ViewDecision v)
     {
-        if (!_groups.TryGetValue(v.Group, out GroupRecord? g))
+        // The view before this one with members: the group's current one, or for a group created
+        // anew (a leader's record made for a join has no view yet: it is no committed state) the
+        // last live view of the deleted group, if still remembered.
+        LastLiveView? before;
+        if (!_groups.TryGetValue(v.Group, out GroupRecord? g) || !g.HasView)
         {
-            _groups[v.Group] = g = new GroupRecord(v.Name, v.ViewId - 1);
-            _deletedGroupViews.Remove(v.Group); // its place in _deletionOrder goes when it comes up
+            if (g == null) _groups[v.Group] = g = new GroupRecord(v.Name, v.ViewId - 1);
+            // Its place in _deletionOrder goes when it comes up.
+            before = _deletedGroupViews.Remove(v.Group, out DeletedGroup deleted) ? deleted.LastLive : null;
+        }
+        else
+        {
+            before = g.Members.Length > 0 ? new LastLiveView(g.ViewId, g.Members) : g.PreviousIncarnation;
         }
         Invariant.Check(v.ViewId == g.ViewId + 1, $"views of a group are committed in order: at {g.ViewId}, committing {v.ViewId}");
         Invariant.Check(v.Members.Distinct().Count() == v.Members.Length, "a view lists each member once");
+        // A view none of whose members was in the last live view begins a new incarnation of the
+        // group (an empty view ends one): every member of that view was gone, failed or left,
+        // without installing a later view, so nobody delivered anything after it.
+        g.PreviousIncarnation = before != null && !v.Members.Any(m => Array.IndexOf(before.Members, m) >= 0) ? before : null;
         g.ViewId = v.ViewId;
         g.HasView = true;
         g.Members = v.Members;
@@ -587,7 +602,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         _groups.Remove(d.Group);
         // A group created again under the same name continues the view numbering, so no packet of
         // the old group can pass for one of the new.
-        RememberDeletedGroup(d.Group, d.LastViewId);
+        RememberDeletedGroup(d.Group, d.LastViewId, g.PreviousIncarnation);
         if (!_leading) return;
         // Joins that arrived while the deletion was being decided start the group afresh.
         foreach (NodeId j in g.PendingJoins) OnJoinRequest(j, d.Group, g.Name);
@@ -600,8 +615,8 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         for (int i = 0; i < g.Members.Length; i++)
         {
             NodeId m = g.Members[i];
-            g.InstallPackets[i] = _writer.Begin(Header(PacketKind.InstallView, id, g.ViewId, 0))
-                .Node(m).Nodes(g.Members).Nodes(g.Joiners).Nodes(g.Leavers).I64((long)g.Multicast).Finish();
+            g.InstallPackets[i] = LastLiveView.WriteOptional(_writer.Begin(Header(PacketKind.InstallView, id, g.ViewId, 0))
+                .Node(m).Nodes(g.Members).Nodes(g.Joiners).Nodes(g.Leavers).I64((long)g.Multicast), g.PreviousIncarnation).Finish();
             // An incarnation expelled since the view was decided never acknowledges; the next change removes it.
             if (_expelled.Contains(m)) continue;
             g.AwaitingInstallAck.Add(m);

@@ -120,6 +120,8 @@ internal enum HistoryNoticeKind
 /// without members of the group's last view (<paramref name="Missing"/>; none when a new history
 /// was founded because no log came back), with <paramref name="Entries"/> entries. What
 /// <paramref name="Text"/> says may be lost is for the operator (the driver logs it as an error).
+/// With <paramref name="Reason"/> ProvedComplete nothing was lost: the recovery went ahead on its
+/// own, and <paramref name="Text"/> says why that was safe (the driver logs it as a warning).
 /// </summary>
 internal sealed record HistoryRecoveredWithout(GroupId Group, Durability.HistoryRecovery Reason, NodeId[] Missing, long Entries, Durability.HistoryViewKey LastView, string Text) : NodeEvent;
 

@@ -851,12 +851,13 @@ internal sealed class ProcessNode : IProtocolNode
                 NodeId[] joiners = r.Nodes();
                 NodeId[] leavers = r.Nodes();
                 ulong multicast = (ulong)r.I64();
+                LastLiveView? previousIncarnation = LastLiveView.ReadOptional(ref r, h.View, members);
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
                 HeardFromService();
                 if (_groups.TryGetValue(h.Group, out GroupMember? member))
                 {
-                    member.OnInstallView(new GroupView(h.View, members, joiners, leavers, multicast), _now);
+                    member.OnInstallView(new GroupView(h.View, members, joiners, leavers, multicast, previousIncarnation), _now);
                 }
                 else
                 {

@@ -312,4 +312,19 @@ internal enum ProtocolMutations
     /// second history over the one the returning members' logs hold.
     /// </summary>
     FoundOverKnownHistory = 33554432,
+
+    /// <summary>
+    /// With disk durability, a group restarted after a total crash recovers its history without
+    /// the missing members of the last view whenever the membership service remembered that view
+    /// as the group's last, even when the view's first member (its first acceptor, which may alone
+    /// hold SafeSends delivered with phi 1) has not come back.
+    /// </summary>
+    AutoRecoverWithoutFirstAcceptor = 67108864,
+
+    /// <summary>
+    /// With disk durability, that recovery without the missing members also goes ahead when the
+    /// membership service remembered a later view as the group's last than any returning log names:
+    /// a member of that later view may have carried the history on alone and delivered there.
+    /// </summary>
+    AutoRecoverPastLastView = 134217728,
 }

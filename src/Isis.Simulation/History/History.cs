@@ -152,7 +152,8 @@ internal sealed class History
             case GroupKeyRotated k:
                 Add(new HistoryEvent(time, process, HistoryEventKind.KeyRotated) { Group = k.Group, ViewId = k.ViewId, PayloadHash = System.Buffers.Binary.BinaryPrimitives.ReadUInt64BigEndian(k.Fingerprint) });
                 break;
-            case HistoryRecoveredWithout f:
+            case HistoryRecoveredWithout f when f.Reason != Isis.Core.Durability.HistoryRecovery.ProvedComplete:
+                // Only a forced recovery may lose SafeSends (the checker allows exactly that); one the rules proved complete must lose none.
                 Add(new HistoryEvent(time, process, HistoryEventKind.ForcedRecovery) { Group = f.Group, LogIndex = f.Entries, Members = f.Missing });
                 break;
             case HistoryReplayed r:
