@@ -737,6 +737,20 @@ internal sealed partial class Simulator
         // The units that reach the disk one after another: each appended record, each rewrite as a whole.
         int units = o.HistoryWrites.Sum(w => w.Rewrite ? 1 : w.Records.Count);
         int survive = _random.Next(units + 1);
+        // The prefix ends before the step's first View record: a View record on disk says the member
+        // installed that view (recovery reads it so, and so the members of the view before came
+        // through it), which the history could only show with the step's events, and those (the
+        // install, the deliveries that end the view before) never reach the application here. A
+        // crash that keeps the View record is the same as one right after the step's writes.
+        int firstView = 0;
+        foreach (HistoryWrite w in o.HistoryWrites)
+        {
+            if (w.Rewrite ? w.Records.Any(r => Isis.Core.Durability.HistoryLog.IsViewRecord(r)) : false) break;
+            int at = w.Rewrite ? -1 : w.Records.ToList().FindIndex(r => Isis.Core.Durability.HistoryLog.IsViewRecord(r));
+            if (at >= 0) { firstView += at; break; }
+            firstView += w.Rewrite ? 1 : w.Records.Count;
+        }
+        survive = Math.Min(survive, firstView);
         if (survive > 0 && survive < units) TornWritesCutShort++;
         foreach (HistoryWrite w in o.HistoryWrites)
         {

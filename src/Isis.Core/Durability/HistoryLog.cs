@@ -75,6 +75,9 @@ internal static class HistoryLog
 {
     private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5, ForcedRecoveryRecord = 6, GaveUpRecord = 7;
 
+    /// <summary>True if <paramref name="record"/> is a View record (the simulator's torn writes keep the records before a step's first one).</summary>
+    public static bool IsViewRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == ViewRecord;
+
     public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
 
     public static byte[] View(PacketWriter w, HistoryViewRecord v) => WriteViewBody(w.BeginRecord().U8(ViewRecord), v).FinishRecord();

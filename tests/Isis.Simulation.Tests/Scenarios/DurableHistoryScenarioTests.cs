@@ -97,7 +97,8 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
     {
         // disk-chaos crashes about half its victims while a step's records are being written
         // (Scenario.TornWrites, the rules of SimulatedDisk): a prefix of the appended records
-        // survives, a rewrite whole or not at all, and the step's packets never leave. Recovery,
+        // survives (ending before the step's View record, if it has one), a rewrite whole or not
+        // at all, and the step's packets never leave. Recovery,
         // copying and replay must take such logs as they are.
         int torn = 0, cutShort = 0;
         var failures = new List<string>();
@@ -111,7 +112,8 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         output.WriteLine($"60 disk-chaos runs: {torn} crashes in the middle of a step's writes, {cutShort} of them kept some of its records but not all");
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
         Assert.True(torn >= 40, $"only {torn} crashes in the middle of writing in 60 runs");
-        Assert.True(cutShort >= 10, $"only {cutShort} torn steps kept a strict prefix in 60 runs");
+        // (Fewer cut a step short than crash in one: most steps write one record, and a cut never keeps the step's View record.)
+        Assert.True(cutShort >= 5, $"only {cutShort} torn steps kept a strict prefix in 60 runs");
     }
 
     [Fact]
