@@ -17,10 +17,12 @@ namespace Isis.Runtime;
 /// start an empty state), and the members that come back later with the real one would copy the
 /// empty one. The registry outlives the processes, so such a process knows a history exists and
 /// waits for the members that hold it (docs/semantics.md, "A history founded twice").</para>
-/// <para>Writes go to a temporary file that is fsynced, renamed over the old one, and the folder
-/// fsynced; a process rewrites only what changed, under a lock file, so processes of one machine
-/// that hold the group at once merge their directories. A file that cannot be read counts as an
-/// entry whose lineage is unknown: a history may exist, so nothing is founded over it.</para>
+/// <para>Writes go to a temporary file of the writing process that is fsynced, renamed over the
+/// old one, and the folder fsynced; a process rewrites only what changed. Processes of one machine
+/// that record the group at once hold the same lineage, so the last rename wins with at most a
+/// directory missing from the list (it only helps the operator, and its process records it again
+/// at its next join). A file that cannot be read counts as an entry whose lineage is unknown: a
+/// history may exist, so nothing is founded over it.</para>
 /// </remarks>
 internal static class DurableGroupRegistry
 {
@@ -93,7 +95,6 @@ internal static class DurableGroupRegistry
         try
         {
             Directory.CreateDirectory(folder);
-            using FileStream held = Lock(path + ".lock");
             Entry? old = File.Exists(path) ? Parse(File.ReadAllLines(path), group, path) : null;
             if (old != null && old.Lineage == lineage && old.Directories.Count > 0 && old.Directories[0] == directory) return null;
             IEnumerable<string> others = old != null && old.Lineage == lineage ? old.Directories.Where(d => d != directory) : [];
@@ -104,7 +105,7 @@ internal static class DurableGroupRegistry
                 .Append("held ").Append(nowUtc.ToString("O", CultureInfo.InvariantCulture)).Append('\n');
             foreach (string d in others.Prepend(directory).Take(MaxDirectories)) text.Append("directory ").Append(d).Append('\n');
             IDurableFiles files = DurableFiles.System;
-            string temporary = path + ".next";
+            string temporary = $"{path}.{Environment.ProcessId}.next";
             using (IDurableFile file = files.OpenAppend(temporary, truncate: true))
             {
                 file.Write(Encoding.UTF8.GetBytes(text.ToString()));
@@ -127,21 +128,5 @@ internal static class DurableGroupRegistry
         if (!File.Exists(path)) return false;
         File.Delete(path);
         return true;
-    }
-
-    /// <summary>An exclusive lock on <paramref name="path"/> (the file system's advisory lock), waiting up to 5 s; the last failure is thrown.</summary>
-    private static FileStream Lock(string path)
-    {
-        for (int attempt = 0; ; attempt++)
-        {
-            try
-            {
-                return new FileStream(path, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None);
-            }
-            catch (IOException) when (attempt < 100)
-            {
-                Thread.Sleep(50); // another process of this machine records the group now
-            }
-        }
     }
 }
