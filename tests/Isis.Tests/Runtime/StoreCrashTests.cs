@@ -220,13 +220,7 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
 
         (int points, int disks) = CheckEveryCrash(disk, steps, 0, (crashed, allowed) =>
         {
-            CheckpointFile.Checked? loaded = null;
-            foreach (string path in new[] { CheckpointFile.NewestPath(Directory, group), CheckpointFile.PreviousPath(Directory, group) })
-            {
-                CheckpointFile.Checked? c = CheckpointFile.Open(path, group, out _, crashed);
-                if (loaded == null) loaded = c;
-                else c?.Dispose();
-            }
+            CheckpointFile.Checked? loaded = LoadWhole(crashed, group);
             using (loaded)
             {
                 int expected = allowed.Max(); // the newest a crash may keep; at least the earliest allowed must load
@@ -293,13 +287,7 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
 
         (int points, int disks) = CheckEveryCrash(disk, steps, 0, (crashed, allowed) =>
         {
-            CheckpointFile.Checked? loaded = null;
-            foreach (string p in new[] { CheckpointFile.NewestPath(Directory, group), CheckpointFile.PreviousPath(Directory, group) })
-            {
-                CheckpointFile.Checked? c = CheckpointFile.Open(p, group, out _, crashed);
-                if (loaded == null) loaded = c;
-                else c?.Dispose();
-            }
+            CheckpointFile.Checked? loaded = LoadWhole(crashed, group);
             using (loaded)
             {
                 if (allowed.Min() == 0 && loaded == null) return; // before its own first checkpoint was committed
@@ -310,6 +298,19 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
             }
         });
         output.WriteLine($"copied checkpoint: {points} crash points, {disks} crashed disks checked");
+    }
+
+    /// <summary>What a join loads from a crashed disk: the newest checkpoint if whole, else the previous one if whole.</summary>
+    private static CheckpointFile.Checked? LoadWhole(SimulatedDisk crashed, string group)
+    {
+        CheckpointFile.Checked? loaded = null;
+        foreach (string path in new[] { CheckpointFile.NewestPath(Directory, group), CheckpointFile.PreviousPath(Directory, group) })
+        {
+            CheckpointFile.Checked? c = CheckpointFile.Open(path, group, out _, crashed);
+            if (loaded == null) loaded = c;
+            else c?.Dispose();
+        }
+        return loaded;
     }
 
     // ---------------------------------------------------------------- the membership replica log
