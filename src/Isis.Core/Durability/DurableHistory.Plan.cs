@@ -324,7 +324,7 @@ internal sealed partial class DurableHistory
             LastView = lastView,
             GaveUp = gaveUp,
         };
-        AdoptGaveUp(gaveUp);
+        SetAsideGivenUp(gaveUp);
         switch (mode)
         {
             case HistoryPlanMode.Fresh:

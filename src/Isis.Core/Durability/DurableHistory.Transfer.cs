@@ -185,7 +185,7 @@ internal sealed partial class DurableHistory
         long offset = r.I64();
         if (!r.Complete || index < 1 || offset < 0) { r.Fail(); return; }
         var lineage = new Lineage(founder, foundedIn);
-        CheckpointMark? mark = _kept.FirstOrDefault(k => k.Lineage == lineage && k.Index == index);
+        CheckpointMark? mark = _kept.FirstOrDefault(k => k.Lineage == lineage && k.Index == index && !_setAside.Contains(k));
         if (mark == null) { _node.Counters.DroppedNotForMe++; return; }
         RequestCheckpointRead(from, mark, offset);
     }

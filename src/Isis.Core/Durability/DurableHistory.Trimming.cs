@@ -37,7 +37,7 @@ internal sealed partial class DurableHistory
         CheckpointMark? best = null;
         foreach (CheckpointMark c in _kept)
         {
-            if (c.Lineage == lineage && c.Index >= from && c.Index <= to && (best == null || c.Index > best.Index)) best = c;
+            if (c.Lineage == lineage && c.Index >= from && c.Index <= to && !_setAside.Contains(c) && (best == null || c.Index > best.Index)) best = c;
         }
         return best;
     }
@@ -50,6 +50,7 @@ internal sealed partial class DurableHistory
     {
         _driverKeepsCheckpoints = true;
         _kept.RemoveAll(k => k.Name == mark.Name); // a file saved again under the same name holds the new one only
+        _setAside.RemoveWhere(k => k.Name == mark.Name);
         _kept.Insert(0, mark);
         if (_kept.Count > KeptLimit)
         {

@@ -121,9 +121,14 @@ internal sealed partial class DurableHistory
     private readonly Dictionary<NodeId, HistoryStatus> _statuses = new();
 
     // Forced recovery: allowed by the operator here (until this member holds the history), and the
-    // incarnations forced recoveries of this history gave up (their logs and checkpoints are suspect).
+    // incarnations forced recoveries of this history gave up (their logs and checkpoints are suspect):
+    // those its log names, and those of the plan it came to hold the history by (logged then). A plan
+    // it only follows binds nothing yet: a view change voids it before anyone holds the history by it.
     private NodeId[]? _forcedWithout;
     private readonly HashSet<NodeId> _gaveUp = new();
+    // Not current: this member's own checkpoints, set aside because the plan it follows gives up an
+    // incarnation that wrote its log (dropped once it holds the history, usable again if a view change voids the plan).
+    private readonly HashSet<CheckpointMark> _setAside = new();
     private HistoryPlan? _decided;
     private string? _lastWaiting;
 
@@ -174,8 +179,10 @@ internal sealed partial class DurableHistory
         _statuses.Clear();
         _decided = null;
         _lastWaiting = null;
-        // A new view restarts the plan: the history may now come from another member.
+        // A new view restarts the plan: the history may now come from another member. A plan
+        // nobody here came to hold the history by gave nobody up (see SetAsideGivenUp).
         _plan = null;
+        if (!Current) _setAside.Clear();
         _pull = null;
         _answered = false;
         _allCurrent = false;
@@ -244,6 +251,13 @@ internal sealed partial class DurableHistory
     private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite)
     {
         HistoryPlan plan = _plan!;
+        // The plan's give-ups bind from here on (logged below): this member's history is the one it continues.
+        _gaveUp.UnionWith(plan.GaveUp);
+        if (_setAside.Count > 0)
+        {
+            _kept.RemoveAll(_setAside.Contains);
+            _setAside.Clear();
+        }
         _entries = entries;
         _trimmed = trimmed;
         _epoch = plan.Epoch;
@@ -359,21 +373,27 @@ internal sealed partial class DurableHistory
     private bool GivenUpHistoryUsed => (_node.Options.Mutations & ProtocolMutations.GivenUpHistoryUsed) != 0;
 
     /// <summary>
-    /// A plan names the incarnations forced recoveries gave up: remember them, and if this
-    /// member's log was written by one of them, its checkpoints may hold SafeSends the group lost,
-    /// so none of them is used (the log is kept aside when the history is copied).
+    /// A plan names the incarnations forced recoveries gave up, its own included. They bind this
+    /// member only once it holds the history by the plan (<see cref="BecomeCurrent"/> logs them):
+    /// until then a view change voids the plan, and the next view's oldest member decides again
+    /// from the logs and give-ups that are on disk, so a given-up member's log that came back
+    /// meanwhile counts again (nobody holds a history without it; whoever came to hold one by the
+    /// plan logged its give-ups and a later view, and is current or brings that log, or its member
+    /// of the last view is missing). If this member's log was written by one of them, its
+    /// checkpoints may hold SafeSends the plan's history lacks: none is used while it follows the plan.
     /// </summary>
-    private void AdoptGaveUp(NodeId[] gaveUp)
+    private void SetAsideGivenUp(NodeId[] gaveUp)
     {
-        _gaveUp.UnionWith(gaveUp);
-        if (IsGivenUp && _kept.Count > 0)
-        {
-            _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
-                $"this member's {_kept.Count} persistent checkpoint(s) were made by an incarnation a forced recovery of the group gave up, " +
-                "so they may hold SafeSends the group lost: none is used, and the group's history is copied"));
-            _kept.Clear();
-        }
+        if (VoidedPlanGivesUp) _gaveUp.UnionWith(gaveUp); // deliberately broken: bound before anyone holds the history by the plan
+        if (GivenUpHistoryUsed || !_image.Incarnations.Any(i => _gaveUp.Contains(i) || gaveUp.Contains(i))) return;
+        foreach (CheckpointMark c in _kept) _setAside.Add(c);
+        if (_setAside.Count == 0) return;
+        _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
+            $"this member's {_setAside.Count} persistent checkpoint(s) were made by an incarnation a forced recovery of the group gave up, " +
+            "so they may hold SafeSends the group lost: none is used, and the group's history is copied"));
     }
+
+    private bool VoidedPlanGivesUp => (_node.Options.Mutations & ProtocolMutations.VoidedPlanGivesUp) != 0;
 
     private static string DescribeRecovery(HistoryPlan plan) => plan.Reason == HistoryRecovery.ProvedComplete
         ? $"the SafeSend history was recovered without {plan.Missing.Length} member(s) of its last view {plan.LastView} ({string.Join(", ", plan.Missing)}), " +

@@ -327,4 +327,13 @@ internal enum ProtocolMutations
     /// a member of that later view may have carried the history on alone and delivered there.
     /// </summary>
     AutoRecoverPastLastView = 134217728,
+
+    /// <summary>
+    /// With disk durability, a member takes the incarnations a forced recovery's plan gives up as
+    /// given up for good as soon as the plan reaches it, though nobody has yet come to hold the
+    /// history by it: when a view change voids the plan and the given-up member's log comes back,
+    /// the next view's recovery still leaves that log out (the longest of the last view), and with
+    /// it the SafeSends its member delivered alone, though nobody is missing and nothing was forced.
+    /// </summary>
+    VoidedPlanGivesUp = 268435456,
 }

@@ -68,4 +68,59 @@ public sealed class ForcedRecoveryScenarioTests(ITestOutputHelper output)
         output.WriteLine($"the mutation was caught in {caught.Count} of 120 seeds: {string.Join(", ", caught)}");
         Assert.True(caught.Count >= 4, $"the checker caught the mutation in only {caught.Count} of 120 seeds");
     }
+    [Fact]
+    public void A_forced_plan_that_a_view_change_voided_gives_nobody_up_once_the_missing_member_is_back()
+    {
+        // lost-disk seed 1164: the first acceptor s4#1 delivers a burst of SafeSends of phi 1 alone
+        // and goes down last, its disk intact. Its process comes back only after the operator forced
+        // the recovery: the oldest member's forced plan (without s4#1) is decided in a view that a
+        // view change with s4#2 in it ends before anyone comes to hold the history by the plan. The
+        // next view's recovery must count s4#1's log again (the longest of the last view) and lose
+        // nothing; taking the voided plan's give-ups for good (the mutation) recovers from a shorter
+        // log without reporting a forced recovery, and the checker sees the burst missing.
+        const ulong seed = 1164;
+        var (run, forcedPlans, forcedRecoveries, logsKeptAside) = Observe(seed, ProtocolMutations.None);
+        Assert.True(run.Passed, run.Report);
+        Assert.True(forcedPlans > 0, "no member followed a forced plan: the seed no longer reaches the voided plan");
+        Assert.Equal(0, forcedRecoveries);
+        Assert.Equal(0, logsKeptAside);
+
+        var (broken, _, brokenForced, brokenKeptAside) = Observe(seed, ProtocolMutations.VoidedPlanGivesUp);
+        Assert.True(broken.Result.Violates("RecoveredHistory"), broken.Report);
+        Assert.Equal(0, brokenForced); // the loss is not even reported as a forced recovery
+        Assert.True(brokenKeptAside > 0, "the returning member's log was not kept aside under the mutation");
+    }
+
+    private static (SimulationRun Run, int ForcedPlans, int ForcedRecoveries, int LogsKeptAside) Observe(ulong seed, ProtocolMutations mutations)
+    {
+        int forcedPlans = 0, forcedRecoveries = 0, logsKeptAside = 0;
+        var followed = new HashSet<(string, int)>();
+        Scenario scenario = Scenario.ForFamily("lost-disk", seed);
+        scenario = scenario with { Protocol = scenario.Protocol with { Mutations = mutations } };
+        SimulationRun run = SimulationRun.Execute(seed, scenario, sim =>
+        {
+            sim.Observer = (_, e) =>
+            {
+                switch (e)
+                {
+                    case HistoryRecoveredWithout { Missing.Length: > 0 }: forcedRecoveries++; break;
+                    case HistoryNotice { Kind: HistoryNoticeKind.ForeignLog } n when n.Text.Contains("gave up", StringComparison.Ordinal): logsKeptAside++; break;
+                }
+            };
+            void Poll()
+            {
+                for (int i = 0; i < sim.Scenario.Processes; i++)
+                {
+                    if (sim.NodeOf(i) is not { IsShutDown: false } node) continue;
+                    foreach (var g in node.Groups)
+                    {
+                        if (g.History?.Plan is { Reason: HistoryRecovery.Forced } && g.View is { } v && followed.Add((node.Self.ToString(), v.Id))) forcedPlans++;
+                    }
+                }
+                if (sim.Now < 4_000_000) sim.Schedule(sim.Now + 1_000, Poll);
+            }
+            sim.Schedule(0, Poll);
+        });
+        return (run, forcedPlans, forcedRecoveries, logsKeptAside);
+    }
 }
