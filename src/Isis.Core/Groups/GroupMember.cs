@@ -176,6 +176,9 @@ internal sealed partial class GroupMember
         // Out of the group: nothing of ours is pending in it any more.
         // A member that never came to hold the history hands the application nothing of the group.
         if (!HistoryCurrent) _held.Clear();
+        // One that holds it and is still replaying it hands over the rest now, and what waited behind
+        // it: the group goes with this step (the node drops a member that left), its GroupLeft last.
+        if (_replay != null) ContinueReplay(all: true);
         foreach (var (token, _, _) in _flushWaiters) Publish(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
         _node.Emit(new GroupLeft(Id, terminated, viewId));
@@ -656,6 +659,7 @@ internal sealed partial class GroupMember
         if (_terminating && State == MemberState.Active && now >= _nextRequestAt) RequestTerminate(now);
         if (View == null || State == MemberState.Left) return;
 
+        if (_replay != null && now >= _replay.NextAt) ContinueReplay(all: false);
         Coordinator?.Tick(now);
         History?.Tick(now);
         TickKeyRotation(now);
@@ -725,6 +729,7 @@ internal sealed partial class GroupMember
             long d = long.MaxValue;
             if (State is MemberState.Joining or MemberState.Leaving || (_terminating && State == MemberState.Active)) d = _nextRequestAt;
             if (View == null || State == MemberState.Left) return d;
+            if (_replay != null) d = Math.Min(d, _replay.NextAt);
             if (Coordinator != null) d = Math.Min(d, Coordinator.NextDeadline);
             if (History != null) d = Math.Min(d, History.NextDeadline);
             d = Math.Min(d, KeyRotationDeadline);
@@ -791,19 +796,79 @@ internal sealed partial class GroupMember
         });
         int firstView = _held.FindIndex(e => e is ViewInstalled);
         for (int i = 0; i <= firstView; i++) _node.Emit(_held[i]);
+        _held.RemoveRange(0, firstView + 1);
         long replayAfter = 0;
         if (checkpoint != null)
         {
             _node.Emit(new CheckpointRestored(Id, checkpoint));
             replayAfter = checkpoint.Index + ((Options.Mutations & ProtocolMutations.RestoreSkipsAnEntry) != 0 ? 1 : 0);
         }
-        // The entries after the checkpoint (a trimmed history's entries start after the trim point, which the checkpoint covers).
-        foreach (HistoryEntry e in entries)
+        // The entries after the checkpoint (a trimmed history's entries start after the trim point,
+        // which the checkpoint covers; indices are consecutive). A copy of the list: the history's
+        // own is trimmed in place, and grows with this view's SafeSends.
+        int from = entries.Count == 0 ? 0 : (int)Math.Clamp(replayAfter + 1 - entries[0].Index, 0, entries.Count);
+        _replay = new HistoryReplay(entries.GetRange(from, entries.Count - from), count, plan.Mode, lineage);
+        ContinueReplay(all: State == MemberState.Left); // a member that left gets no more ticks
+    }
+
+    /// <summary>
+    /// The history's replay, handed to the application one slice per step
+    /// (<see cref="ProtocolOptions.HistoryReplaySliceEntries"/>): a history of a million entries
+    /// handed over in one step would hold the driver, and the heartbeats it sends, for seconds.
+    /// </summary>
+    /// <remarks>
+    /// While it runs the member takes part (it holds the history, durably: it logs and acknowledges
+    /// this view's SafeSends), but what it would hand the application (deliveries, views, query and
+    /// flush completions, a leave) waits, in order, behind the replay's last slice, exactly as it
+    /// waited behind the copy: the application sees the whole history before anything else, each
+    /// entry once, in order, however many steps the replay takes.
+    /// </remarks>
+    private sealed class HistoryReplay(List<HistoryEntry> entries, long count, HistoryPlanMode how, Lineage lineage)
+    {
+        public List<HistoryEntry> Entries { get; } = entries;
+        public long Count { get; } = count;
+        public HistoryPlanMode How { get; } = how;
+        public Lineage Lineage { get; } = lineage;
+        public int Next;      // the next entry to hand over
+        public long NextAt;   // when the next slice is due
+    }
+
+    private HistoryReplay? _replay;
+
+    /// <summary>The replay still runs: this member holds the history, its application does not yet.</summary>
+    internal bool Replaying => _replay != null;
+
+    private bool LiveBeforeReplayEnds => (Options.Mutations & ProtocolMutations.LiveBeforeReplayEnds) != 0;
+
+    /// <summary>
+    /// Hands the next slice of the replay to the application (with <paramref name="all"/>, the rest
+    /// of it); after the last one, that this member holds the history, then what waited, in order,
+    /// and it sends what it queued.
+    /// </summary>
+    private void ContinueReplay(bool all)
+    {
+        HistoryReplay r = _replay!;
+        int limit = all ? int.MaxValue : Math.Max(1, Options.HistoryReplaySliceEntries);
+        long bytes = 0;
+        int n = 0;
+        while (r.Next < r.Entries.Count && n < limit && (all || n == 0 || bytes + r.Entries[r.Next].Payload.Length <= Options.HistoryReplaySliceBytes))
         {
-            if (e.Index > replayAfter) _node.Emit(new HistoryReplayed(Id, e));
+            HistoryEntry e = r.Entries[r.Next++];
+            bytes += e.Payload.Length;
+            n++;
+            _node.Emit(new HistoryReplayed(Id, e));
         }
-        _node.Emit(new HistoryReady(Id, count, plan.Mode, lineage));
-        for (int i = firstView + 1; i < _held.Count; i++) _node.Emit(_held[i]);
+        if (n > 0) _node.Counters.HistoryReplaySlices++;
+        if (r.Next < r.Entries.Count)
+        {
+            // The next slice at the next tick: a driver ticks at most this soon (the runtime every
+            // millisecond, at most), and takes its other inputs, the heartbeats' too, in between.
+            r.NextAt = _node.Outbox.StepTime + 1;
+            return;
+        }
+        _replay = null;
+        _node.Emit(new HistoryReady(Id, r.Count, r.How, r.Lineage));
+        foreach (NodeEvent e in _held) _node.Emit(e);
         _held.Clear();
         if (State == MemberState.Left) return;
         DeliverOrdered();
@@ -812,7 +877,8 @@ internal sealed partial class GroupMember
 
     /// <summary>A one-line dump of this member's streams, for replay diagnostics.</summary>
     public string Describe() =>
-        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()} streams " +
+        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()}" +
+        (_replay is { } replay ? $" replaying {replay.Next}/{replay.Entries.Count} ({_held.Count} held)" : "") + " streams " +
         string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
         (_tree != null ? " " + _tree.Describe() : "") +
         (_incomingState is { } st ? $" awaiting state of v{st.Cut} from {(st.Maker.IsNone ? "its maker" : st.Maker)} ({st.Received} chunks)" : "") +
