@@ -332,7 +332,7 @@ internal sealed record Scenario
         var dr = new DeterministicRandom(seed ^ 0xD15C_9A27);
         return new ProtocolOptions
         {
-            HistoryChunkBytes = 40 + dr.Next(400),
+            HistoryChunkBytes = 200 + dr.Next(1000),
             HistoryCopyPartBytes = 60 + dr.Next(1000),
             HistoryReplaySliceEntries = 1 + dr.Next(6),
             HistoryReplaySliceBytes = 30 + dr.Next(300),

@@ -44,6 +44,9 @@ internal sealed partial class DurableHistory
 
     private PullState? _pull;
 
+    /// <summary>At most this many bytes per chunk of a checkpoint copied from another member (one chunk in flight; the driver writes each to the file it copies into).</summary>
+    private const int CheckpointChunkBytes = 60 * 1024;
+
     /// <summary>Whether this member copies entries from the source (false: the source is this member, recovering from its own log).</summary>
     private bool FromOwnLog => _plan!.Source == _node.Self;
 
@@ -238,7 +241,7 @@ internal sealed partial class DurableHistory
 
     /// <summary>The driver reads the checkpoint's bytes from its disk and answers with <see cref="AnswerCheckpointRead"/>.</summary>
     private void RequestCheckpointRead(NodeId requester, CheckpointMark mark, long offset) =>
-        _node.Emit(new CheckpointReadRequested(_member.Id, requester, mark, offset, _node.Options.HistoryChunkBytes));
+        _node.Emit(new CheckpointReadRequested(_member.Id, requester, mark, offset, CheckpointChunkBytes));
 
     /// <summary>The driver read part of a checkpoint a member asked for (null: it could not, and says why).</summary>
     public void AnswerCheckpointRead(NodeId requester, CheckpointMark mark, long offset, byte[]? bytes, long total, string? problem)

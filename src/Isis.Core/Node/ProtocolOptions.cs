@@ -104,8 +104,8 @@ internal sealed record ProtocolOptions
     public int StateWindowBytes { get; init; } = 4 << 20;
 
     /// <summary>
-    /// Disk durability: at most this many payload bytes per chunk of a history or checkpoint copied
-    /// from another member (one chunk in flight per copier). Defaults to 60 KiB.
+    /// Disk durability: at most this many payload bytes per chunk of history entries copied from
+    /// another member (one chunk in flight per copier). Defaults to 60 KiB.
     /// </summary>
     public int HistoryChunkBytes { get; init; } = 60 * 1024;
 
