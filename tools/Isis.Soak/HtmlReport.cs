@@ -40,7 +40,7 @@ internal static class HtmlReport
             .Append(Row("group", E(Inv($"{r.Members} member processes on 127.0.0.1 (plus an extra one that joins and leaves), embedded membership service, ") +
                                    Inv($"SafeSend disk durability and persistent checkpoints every {r.CheckpointIntervalSeconds} s, each member in a data directory of its own kept across its restarts"))))
             .Append(Row("load", E(Inv($"{r.Rate} operations/s over the members, {r.PayloadBytes} B each, at most {r.InFlight} in flight per member: ") +
-                                  "40 % SafeSend, 10 % SafeQuery (all replies), 25 % OrderedSend, 25 % Send")))
+                                  (r.Mix == "safesend" ? "every operation a SafeSend" : "40 % SafeSend, 10 % SafeQuery (all replies), 25 % OrderedSend, 25 % Send"))))
             .Append(Row("faults", E(Inv($"about every {r.KillEverySeconds} s a SIGKILL of one member and its restart; every {r.CrashEverySeconds} s a SIGKILL of every member and their restart in random order; ") +
                                     Inv($"every {r.JoinEverySeconds} s an extra member that joins and leaves gracefully {r.ExtraStaysSeconds} s later (0: never); one at a time, seed {r.Seed}"))))
             .Append(Row("time", E(Inv($"{r.LoadSeconds:F0} s of load ({r.DurationSeconds:F0} s asked), {r.WallSeconds:F0} s in all"))))
@@ -51,25 +51,25 @@ internal static class HtmlReport
             .Append(r.Violations.Count == 0
                 ? Inv($"<span class=\"good\">No violation.</span> {m.ChecksPassed} of {m.Checks} durability checks passed.")
                 : Inv($"<span class=\"bad\">{r.Violations.Count} violations.</span> {m.ChecksPassed} of {m.Checks} durability checks passed."))
-            .Append(Inv($" {m.AcknowledgedOperations} SafeSends and SafeQueries acknowledged, {m.CompletedOperations} operations completed in all, {m.FailedOperations} failed (never acknowledged, so nothing is claimed about them); "))
+            .Append(Inv($" {m.AcknowledgedOperations} SafeSends and SafeQueries acknowledged ({m.AcknowledgedPerSecond:F1} per second over the load), {m.CompletedOperations} operations completed in all, {m.FailedOperations} failed (never acknowledged, so nothing is claimed about them); "))
             .Append(Inv($"{m.Kills} kills, {m.WholeGroupCrashes} whole-group crashes, {m.Joins} joins, {m.Leaves} leaves, {m.UnplannedExits} unplanned exits.</p>"));
         if (r.Violations.Count > 0) html.Append("<ul>").Append(string.Concat(r.Violations.Select(v => $"<li class=\"bad\">{E(v)}</li>"))).Append("</ul>");
         html.Append("<p class=\"note\">A check (after every whole-group restart, and at the end) pauses the load, waits until every running member holds a history of the same length, ")
             .Append("and requires: the same history at every member; no operation twice in it; each sender's operations in its order; the previous check's history a prefix of it; ")
             .Append("and every operation that any incarnation of any member recorded as acknowledged (awaited) in it.</p>");
 
-        html.Append(Inv($"<h2>Per process over the last quarter of the load (from {m.TailFromSeconds:F0} s)</h2>"))
-            .Append("<table><tr><th>process</th><th>samples</th><th>RSS median</th><th>RSS max</th><th>disk median</th><th>disk max</th><th>SafeSend log max</th></tr>");
+        html.Append(Inv($"<h2>Per process from {m.TailFromSeconds:F0} s to the end of the load</h2>"))
+            .Append("<table><tr><th>process</th><th>samples</th><th>RSS median</th><th>RSS max</th><th>max/median</th><th>disk median</th><th>disk max</th><th>max/median</th><th>SafeSend log max</th></tr>");
         foreach (ProcessTail p in m.Processes)
         {
-            html.Append(Inv($"<tr><td>{E(p.Process)}</td><td>{p.Samples}</td><td>{Soak.Mib(p.RssMedian)}</td><td>{Soak.Mib(p.RssMax)}</td>"))
-                .Append(Inv($"<td>{Soak.Mib(p.DiskMedian)}</td><td>{Soak.Mib(p.DiskMax)}</td><td>{Soak.Mib(p.LogMax)}</td></tr>"));
+            html.Append(Inv($"<tr><td>{E(p.Process)}</td><td>{p.Samples}</td><td>{Soak.Mib(p.RssMedian)}</td><td>{Soak.Mib(p.RssMax)}</td><td>{p.RssMaxOverMedian:F2}</td>"))
+                .Append(Inv($"<td>{Soak.Mib(p.DiskMedian)}</td><td>{Soak.Mib(p.DiskMax)}</td><td>{p.DiskMaxOverMedian:F2}</td><td>{Soak.Mib(p.LogMax)}</td></tr>"));
         }
         html.Append("</table>");
 
         html.Append("<h2>Over time</h2><p class=\"note\">Vertical lines: ")
             .Append(string.Join(", ", FaultColors.Select(f => $"<span style=\"color:{f.Value}\">{E(f.Key)}</span>")))
-            .Append(". The SafeSend history log is not trimmed yet, so its size grows with the run. A gap in RSS is a process that was not running.</p><div class=\"charts\">");
+            .Append(". Disk is the library's files in each member's data directory (the harness's acknowledgement file is left out). A gap in RSS is a process that was not running.</p><div class=\"charts\">");
         const double Mebi = 1024 * 1024;
         html.Append(Chart(r, "Resident memory (VmRSS) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.RssBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Data directory on disk per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.DiskBytes / Mebi))).ToList()));

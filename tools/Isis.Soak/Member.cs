@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Globalization;
-using System.Security.Cryptography;
 using System.Text;
 using System.Text.Json.Nodes;
 using Microsoft.Extensions.Logging;
@@ -16,18 +15,19 @@ namespace Isis.Soak;
 /// P, private to this run), SafeSend disk durability and persistent checkpoints in DIR (kept across
 /// its restarts), and then sends a seeded mix of SafeSend, SafeQuery, OrderedSend and Send at R per
 /// second with at most N in flight.
-/// <para>Its replicated state is the history: the (member, seq) of every SafeSend and SafeQuery in
-/// the order its handlers ran (the effect of a replicated log or of a dictionary updated by them),
-/// checkpointed with MakeChkpt/LoadChkpt. After a restart the library restores this member's
-/// checkpoint and replays the SafeSends after it, or, for a member that rejoins a running group,
-/// copies and replays the whole history; either way the state must come back equal to the group's.</para>
+/// <para>Its replicated state is a <see cref="Ledger"/> of the history: the (member, seq) of every
+/// SafeSend and SafeQuery folded in the order its handlers ran (the effect of a replicated log or
+/// of a dictionary updated by them), in a size that does not grow with the run, checkpointed with
+/// MakeChkpt/LoadChkpt. After a restart the library restores this member's checkpoint and replays
+/// the SafeSends after it, or, for a member that rejoins a running group, transfers the state;
+/// either way the ledger must come back equal to the group's.</para>
 /// <para>Every SafeSend or SafeQuery whose completion it awaited is appended to DIR/acked.txt
 /// ("member seq" per line) and flushed to the OS before the next one, so a SIGKILL leaves every
 /// acknowledgement but possibly the last one: the checker requires each listed operation to be in
 /// the recovered history exactly once.</para>
 /// <para>Output: one JSON object per line (joined, view, progress each second, paused, status,
 /// dumped, left, shutdown, violation, error). Commands on stdin: "pause" (stop issuing, wait for
-/// the operations in flight), "resume", "status", "dump PATH" (write the history there), "leave"
+/// the operations in flight), "resume", "status", "dump PATH" (write the ledger there), "leave"
 /// (graceful Leave, then exit 0). Closing stdin leaves too.</para>
 /// </summary>
 internal static class Member
@@ -133,8 +133,8 @@ internal static class Member
                     output.Write(load.Progress("status", state.Count));
                     break;
                 case "dump" when words.Length == 2:
-                    (int count, string sha) = state.Dump(words[1]);
-                    output.Write(new JsonObject { ["event"] = "dumped", ["count"] = count, ["sha256"] = sha });
+                    (long count, string hash) = state.Dump(words[1]);
+                    output.Write(new JsonObject { ["event"] = "dumped", ["count"] = count, ["hash"] = hash });
                     break;
                 case "leave":
                     Volatile.Write(ref leaving, 1);
@@ -167,6 +167,9 @@ internal static class Member
             output.Write(new JsonObject { ["event"] = "error", ["message"] = $"leave: {e.GetType().Name}: {e.Message}" });
         }
     }
+
+    /// <summary>The harness's own files in a member's data directory (acknowledgements, incarnation counter), which are not the library's store.</summary>
+    public static bool HarnessFile(string name) => name == "acked.txt" || name.StartsWith("incarnation", StringComparison.Ordinal);
 
     /// <summary>This start's number (1, 2, ...), kept in DIR/incarnation so that sequence numbers never repeat across restarts.</summary>
     private static int NextIncarnation(string directory)
@@ -228,19 +231,19 @@ internal sealed record MemberOptions
 }
 
 /// <summary>
-/// The replicated state: the history of SafeSends and SafeQueries in delivery order, checkpointed.
-/// Handlers also check every payload; a mismatch is reported as a violation.
+/// The replicated state: a <see cref="Ledger"/> of the SafeSends and SafeQueries in delivery order,
+/// checkpointed whole (it stays some kilobytes however long the run). Handlers also check every
+/// payload; a mismatch is reported as a violation.
 /// </summary>
 internal sealed class HistoryState(int payloadBytes, JsonLines output)
 {
-    private const int PairsPerPart = 8_192;
     private readonly Lock _lock = new();
-    private readonly List<(int Member, long Seq)> _history = new();
+    private Ledger _ledger = new();
     private Group? _group;
 
-    public int Count
+    public long Count
     {
-        get { lock (_lock) return _history.Count; }
+        get { lock (_lock) return _ledger.Count; }
     }
 
     public void Attach(Group group, int index)
@@ -255,20 +258,10 @@ internal sealed class HistoryState(int payloadBytes, JsonLines output)
         group.Handlers[Protocol.PlainSend] += (Action<int, long, byte[]>)((member, seq, payload) => Check("Send", member, seq, payload));
         group.Handlers[Protocol.Ordered] += (Action<int, long, byte[]>)((member, seq, payload) => Check("OrderedSend", member, seq, payload));
         group.MakeChkpt += (ChkptMaker)(_ => Make());
-        group.LoadChkpt += (Action<int>)(count =>
+        group.LoadChkpt += (Action<byte[]>)(bytes =>
         {
-            lock (_lock)
-            {
-                _history.Clear();
-                _history.EnsureCapacity(count);
-            }
-        });
-        group.LoadChkpt += (Action<int[], long[]>)((members, seqs) =>
-        {
-            lock (_lock)
-            {
-                for (int i = 0; i < members.Length; i++) _history.Add((members[i], seqs[i]));
-            }
+            Ledger loaded = Ledger.Deserialize(bytes);
+            lock (_lock) _ledger = loaded;
         });
         group.Undeliverable += (_, e) => output.Write(new JsonObject { ["event"] = "violation", ["message"] = $"undeliverable message, opcode {e.Opcode}: {e.Reason}" });
     }
@@ -276,7 +269,7 @@ internal sealed class HistoryState(int payloadBytes, JsonLines output)
     private void Apply(string kind, int member, long seq, byte[] payload)
     {
         Check(kind, member, seq, payload);
-        lock (_lock) _history.Add((member, seq));
+        lock (_lock) _ledger.Append(member, seq);
     }
 
     private void Check(string kind, int member, long seq, byte[] payload)
@@ -287,37 +280,26 @@ internal sealed class HistoryState(int payloadBytes, JsonLines output)
         }
     }
 
-    /// <summary>The checkpoint: the count, then the history in parts.</summary>
+    /// <summary>The checkpoint: the ledger, serialized.</summary>
     private void Make()
     {
-        (int Member, long Seq)[] pairs;
-        lock (_lock) pairs = [.. _history];
-        _group!.SendChkpt(pairs.Length);
-        for (int i = 0; i < pairs.Length; i += PairsPerPart)
-        {
-            int n = Math.Min(PairsPerPart, pairs.Length - i);
-            var members = new int[n];
-            var seqs = new long[n];
-            for (int j = 0; j < n; j++) (members[j], seqs[j]) = pairs[i + j];
-            _group.SendChkpt(members, seqs);
-        }
+        byte[] bytes;
+        lock (_lock) bytes = _ledger.Serialize();
+        _group!.SendChkpt(bytes);
         _group.EndOfChkpt();
     }
 
-    /// <summary>Writes the history to <paramref name="path"/> ("member seq" lines); returns its length and SHA-256.</summary>
-    public (int Count, string Sha256) Dump(string path)
+    /// <summary>Writes the ledger to <paramref name="path"/>; returns the history's length and hash.</summary>
+    public (long Count, string Hash) Dump(string path)
     {
-        var text = new StringBuilder();
-        lock (_lock)
-        {
-            foreach ((int member, long seq) in _history)
-                text.Append(member.ToString(CultureInfo.InvariantCulture)).Append(' ').Append(seq.ToString(CultureInfo.InvariantCulture)).Append('\n');
-        }
-        byte[] bytes = Encoding.ASCII.GetBytes(text.ToString());
+        byte[] bytes;
+        long count;
+        string hash;
+        lock (_lock) (bytes, count, hash) = (_ledger.Serialize(), _ledger.Count, _ledger.HashHex);
         string aside = path + ".new";
         File.WriteAllBytes(aside, bytes);
         File.Move(aside, path, overwrite: true);
-        return (text.Length == 0 ? 0 : bytes.Count(b => b == (byte)'\n'), Convert.ToHexStringLower(SHA256.HashData(bytes)));
+        return (count, hash);
     }
 }
 
@@ -368,7 +350,10 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
     private readonly SemaphoreSlim _slots = new(o.InFlight, o.InFlight);
     private readonly ManualResetEventSlim _running = new(true);
     private readonly Lock _pauseLock = new();
-    private long _seq = incarnation * Protocol.SeqBase;
+    // Durable operations (SafeSend, SafeQuery) are numbered 1, 2, 3... in the incarnation, so the
+    // ledger's runs break only where one was never delivered; the others count from the middle.
+    private long _durableSeq = incarnation * Protocol.SeqBase;
+    private long _otherSeq = incarnation * Protocol.SeqBase + Protocol.SeqBase / 2;
     private long _issued, _acked, _completed, _failed;
     private int _inFlight;
     private string? _lastFailure;
@@ -397,9 +382,9 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
             double now = clock.Elapsed.TotalSeconds;
             if (next > now) Thread.Sleep(TimeSpan.FromSeconds(next - now));
             next = Math.Max(next + interval, clock.Elapsed.TotalSeconds - 1);
-            long seq = ++_seq;
             int pick = random.Next(100);
             if (o.Mix == "safesend") pick = 0; // every operation a SafeSend (the draw above keeps the seeded sequence as it was)
+            long seq = pick < 50 ? ++_durableSeq : ++_otherSeq;
             Interlocked.Increment(ref _issued);
             _ = Issue(pick, seq);
         }
@@ -445,7 +430,7 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
 
     public void Resume() => _running.Set();
 
-    public JsonObject Progress(string kind, int history) => new()
+    public JsonObject Progress(string kind, long history) => new()
     {
         ["event"] = kind,
         ["issued"] = Interlocked.Read(ref _issued),

@@ -26,7 +26,7 @@ internal sealed class MemberProcess
     public long Acked { get; private set; }
     public long Completed { get; private set; }
     public long Failed { get; private set; }
-    public int History { get; private set; }
+    public long History { get; private set; }
     public string? LastFailure { get; private set; }
     public string? ShutdownReason { get; private set; }
     public double JoinMs { get; private set; }
@@ -131,7 +131,7 @@ internal sealed class MemberProcess
         {
             case "joined":
                 JoinMs = (double?)json["ms"] ?? 0;
-                History = (int?)json["history"] ?? History;
+                History = (long?)json["history"] ?? History;
                 Joined = true;
                 break;
             case "view":
@@ -141,7 +141,7 @@ internal sealed class MemberProcess
                 Acked = (long?)json["acked"] ?? Acked;
                 Completed = (long?)json["completed"] ?? Completed;
                 Failed = (long?)json["failed"] ?? Failed;
-                History = (int?)json["history"] ?? History;
+                History = (long?)json["history"] ?? History;
                 LastFailure = (string?)json["lastFailure"] ?? LastFailure;
                 break;
             case "shutdown":

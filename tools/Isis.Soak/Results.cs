@@ -34,7 +34,11 @@ internal sealed class SoakResults
     public SoakSummary Summary { get; set; } = new();
 }
 
-/// <summary>One second of one member's process (RSS is null while no incarnation runs; its directory is measured anyway).</summary>
+/// <summary>
+/// One second of one member's process (RSS is null while no incarnation runs; its directory is measured anyway).
+/// Disk counts the library's files in the member's data directory: the harness's own files there
+/// (acked.txt, which grows with every acknowledgement, and the incarnation counter) are left out.
+/// </summary>
 internal sealed class ProcessSample
 {
     public double T { get; set; }
@@ -74,9 +78,9 @@ internal sealed class CheckResult
     public double T { get; set; }
     public string After { get; set; } = "";
     public int MembersCompared { get; set; }
-    public int HistoryLength { get; set; }
+    public long HistoryLength { get; set; }
     public int AcknowledgedChecked { get; set; }
-    public int PreviousHistoryLength { get; set; }
+    public long PreviousHistoryLength { get; set; }
     public bool Passed { get; set; }
     public List<string> Problems { get; set; } = new();
 }
@@ -95,7 +99,10 @@ internal sealed class SoakSummary
     public int Checks { get; set; }
     public int Violations { get; set; }
 
-    /// <summary>From this second on, the last quarter of the load: where the per-process figures below come from.</summary>
+    /// <summary>Acknowledged SafeSends and SafeQueries per second, over the whole load (faults and checks included).</summary>
+    public double AcknowledgedPerSecond { get; set; }
+
+    /// <summary>From this second on to the end of the load (--tail, or its last quarter): where the per-process figures below come from.</summary>
     public double TailFromSeconds { get; set; }
     public List<ProcessTail> Processes { get; set; } = new();
 
@@ -113,7 +120,7 @@ internal sealed class ProcessRunMax
     public long LogMax { get; set; }
     public long CheckpointMax { get; set; }
 
-    /// <summary>The other files at the second of the largest disk sample: acked.txt, the incarnation number.</summary>
+    /// <summary>The library's other files at the second of the largest disk sample (beside the SafeSend log and the checkpoints).</summary>
     public long OtherAtDiskMax { get; set; }
 }
 
@@ -127,4 +134,10 @@ internal sealed class ProcessTail
     public long DiskMedian { get; set; }
     public long DiskMax { get; set; }
     public long LogMax { get; set; }
+
+    /// <summary>RSS maximum over median: 1.2 or less is what the issue calls flat.</summary>
+    public double RssMaxOverMedian { get; set; }
+
+    /// <summary>Disk maximum over median.</summary>
+    public double DiskMaxOverMedian { get; set; }
 }

@@ -26,7 +26,7 @@ internal sealed class Soak
     private readonly Lock _resultsLock = new();
     private readonly string _dumps;
     private readonly int _servicePort;
-    private List<(int Member, long Seq)> _previousHistory = new();
+    private Ledger _previousHistory = new();
     private bool _stopped; // a hang: the run ends at once
 
     private Soak(SoakOptions o)
@@ -309,10 +309,11 @@ internal sealed class Soak
 
     /// <summary>
     /// The durability check. Every running member stops issuing and finishes what it has in flight;
-    /// once all hold histories of the same length, each writes its history, and:
-    /// every member's history is the same; no operation is in it twice; each sender's sequence
-    /// numbers grow along it (FIFO per sender, across its restarts); the history of the previous
-    /// check is a prefix of it (nothing lost or reordered since, through the crashes); and every
+    /// once all hold histories of the same length, each writes its <see cref="Ledger"/>, and:
+    /// every member's history is the same (length and hash chain); no operation is in it twice and
+    /// each sender's sequence numbers grow along it (FIFO per sender, across its restarts), as each
+    /// ledger saw while appending; the history of the previous check is a prefix of it (its marks
+    /// are among this one's: nothing lost or reordered since, through the crashes); and every
     /// operation that any incarnation of any member recorded as acknowledged is in it.
     /// </summary>
     private void Check(string after, bool resume = true)
@@ -334,10 +335,10 @@ internal sealed class Soak
         });
         // A SafeSend is delivered at its sender first and at the others a moment later: wait until all hold as many.
         var settle = Stopwatch.StartNew();
-        int[] lengths = [];
+        long[] lengths = [];
         while (settle.Elapsed < TimeSpan.FromSeconds(30))
         {
-            lengths = live.Select(s => (int?)s.Current!.Ask("status", "status", TimeSpan.FromSeconds(10))?["history"] ?? -1).ToArray();
+            lengths = live.Select(s => (long?)s.Current!.Ask("status", "status", TimeSpan.FromSeconds(10))?["history"] ?? -1).ToArray();
             if (lengths.Distinct().Count() == 1) break;
             Thread.Sleep(200);
         }
@@ -349,60 +350,43 @@ internal sealed class Soak
         foreach (MemberSlot s in _slots.Where(s => s.Starts > 0)) acked.AddRange(ReadAcked(s));
         check.AcknowledgedChecked = acked.Count;
 
-        var histories = new List<(MemberSlot Slot, List<(int Member, long Seq)> History)>();
+        var histories = new List<(MemberSlot Slot, Ledger History)>();
         int k = _results.Checks.Count + 1;
         foreach (MemberSlot s in live)
         {
-            string path = Path.GetFullPath(Path.Combine(_dumps, $"check-{k}-{Path.GetFileName(s.DataDirectory)}.txt"));
+            string path = Path.GetFullPath(Path.Combine(_dumps, $"check-{k}-{Path.GetFileName(s.DataDirectory)}.ledger"));
             if (s.Current!.Ask("dump " + path, "dumped", _o.StepTimeout) == null || !File.Exists(path))
             {
                 check.Problems.Add($"{s.Name} did not write its history");
                 continue;
             }
-            histories.Add((s, ReadHistory(path)));
+            histories.Add((s, Ledger.Deserialize(File.ReadAllBytes(path))));
         }
 
         if (k == 1) InjectViolation(acked, histories);
         if (histories.Count > 0)
         {
-            List<(int Member, long Seq)> reference = histories.MaxBy(h => h.History.Count).History;
+            Ledger reference = histories.MaxBy(h => h.History.Count).History;
             check.HistoryLength = reference.Count;
             check.PreviousHistoryLength = _previousHistory.Count;
             foreach (var (slot, history) in histories)
             {
-                int differ = FirstDifference(history, reference);
-                if (differ >= 0 || history.Count != reference.Count)
+                if (!history.SameHistory(reference))
                 {
-                    check.Problems.Add($"{slot.Name}'s history differs from the longest one ({history.Count} against {reference.Count} operations)" +
-                        (differ >= 0 ? $", first at position {differ}: {Op(history[differ])} against {Op(reference[differ])}" : ", one is a prefix of the other"));
+                    check.Problems.Add($"{slot.Name}'s history differs from the longest one ({history.Count} against {reference.Count} operations, " +
+                        $"first apart within the first {history.FirstMarkDifference(reference)})");
                 }
+                // Duplicates and operations out of their sender's order, as each member's ledger saw them.
+                foreach (string problem in history.Problems) check.Problems.Add($"{slot.Name}: {problem}");
+                if (history.ProblemCount > history.Problems.Count) check.Problems.Add($"{slot.Name}: {history.ProblemCount - history.Problems.Count} more such problems");
             }
-            var seen = new Dictionary<(int, long), int>();
-            var lastSeq = new Dictionary<int, long>();
-            for (int i = 0; i < reference.Count; i++)
-            {
-                (int member, long seq) = reference[i];
-                if (seen.TryGetValue(reference[i], out int first))
-                {
-                    check.Problems.Add($"{Op(reference[i])} is in the history twice, at positions {first} and {i}");
-                    if (check.Problems.Count > 20) break;
-                }
-                else
-                {
-                    seen[reference[i]] = i;
-                }
-                if (lastSeq.TryGetValue(member, out long last) && seq <= last)
-                    check.Problems.Add($"member {member}'s operations out of its order at position {i}: seq {seq} after {last}");
-                lastSeq[member] = Math.Max(last, seq);
-            }
-            int lost = FirstDifference(_previousHistory, reference);
-            if (lost >= 0) check.Problems.Add($"the history of the previous check is not a prefix of this one: position {lost} held {Op(_previousHistory[lost])}, now {Op(reference[lost])}");
-            else if (reference.Count < _previousHistory.Count) check.Problems.Add($"the history shrank from {_previousHistory.Count} to {reference.Count} operations since the previous check");
-            var missing = acked.Where(a => !seen.ContainsKey((a.Member, a.Seq))).ToList();
+            if (reference.WhereNotPrefix(_previousHistory) is string lost)
+                check.Problems.Add($"the history of the previous check ({_previousHistory.Count} operations) is not a prefix of this one: {lost}");
+            var missing = acked.Where(a => !reference.Contains(a.Member, a.Seq)).ToList();
             if (missing.Count > 0)
             {
                 check.Problems.Add($"{missing.Count} acknowledged operations are missing from the recovered history, e.g. " +
-                    string.Join(", ", missing.Take(5).Select(m => $"{Op((m.Member, m.Seq))} ({m.Where})")));
+                    string.Join(", ", missing.Take(5).Select(m => $"{Ledger.Op(m.Member, m.Seq)} ({m.Where})")));
             }
             _previousHistory = reference;
         }
@@ -417,39 +401,19 @@ internal sealed class Soak
     }
 
     /// <summary>--inject-violation: plants what the checker must find, in its input only (the members and their files are untouched).</summary>
-    private void InjectViolation(List<(int Member, long Seq, string Where)> acked, List<(MemberSlot Slot, List<(int Member, long Seq)> History)> histories)
+    private void InjectViolation(List<(int Member, long Seq, string Where)> acked, List<(MemberSlot Slot, Ledger History)> histories)
     {
         switch (_o.InjectViolation)
         {
             case "missing-ack":
-                acked.Add((0, Protocol.SeqBase + Protocol.SeqBase - 1, "planted by --inject-violation missing-ack"));
+                acked.Add((0, Protocol.SeqBase + Protocol.SeqBase / 2 - 1, "planted by --inject-violation missing-ack"));
                 Say("--inject-violation: an acknowledgement of an operation never sent is planted in this check");
                 break;
-            case "duplicate" when histories.Count > 0 && histories[^1].History.Count > 0:
-                histories[^1].History.Add(histories[^1].History[0]);
-                Say($"--inject-violation: {histories[^1].Slot.Name}'s history as read repeats its first operation at its end");
+            case "duplicate" when histories.Count > 0 && Enumerable.Range(0, _o.Members).FirstOrDefault(m => histories[^1].History.Last(m) != null, -1) is int member and >= 0:
+                histories[^1].History.Append(member, histories[^1].History.Last(member)!.Value);
+                Say($"--inject-violation: {histories[^1].Slot.Name}'s history as read repeats member {member}'s last operation at its end");
                 break;
         }
-    }
-
-    private static string Op((int Member, long Seq) op) => $"(member {op.Member}, seq {op.Seq} = incarnation {op.Seq / Protocol.SeqBase} #{op.Seq % Protocol.SeqBase})";
-
-    /// <summary>The first position where <paramref name="a"/> and <paramref name="b"/> differ within the shorter one, or -1.</summary>
-    private static int FirstDifference(List<(int, long)> a, List<(int, long)> b)
-    {
-        for (int i = 0; i < Math.Min(a.Count, b.Count); i++)
-            if (a[i] != b[i]) return i;
-        return -1;
-    }
-
-    private static List<(int Member, long Seq)> ReadHistory(string path)
-    {
-        var history = new List<(int, long)>();
-        foreach (string line in File.ReadLines(path))
-        {
-            if (Parse(line) is { } op) history.Add(op);
-        }
-        return history;
     }
 
     /// <summary>The slot's acknowledgements; a last line cut short by a SIGKILL (no newline) is not one.</summary>
@@ -522,7 +486,7 @@ internal sealed class Soak
                     Process = s.Name,
                     Pid = pid,
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
-                    DiskBytes = ProcFs.DirectoryBytes(s.DataDirectory, _ => true),
+                    DiskBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => !Member.HarnessFile(f)),
                     LogBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.EndsWith(".safelog", StringComparison.Ordinal)),
                     CheckpointBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.Contains(".checkpoint", StringComparison.Ordinal)),
                 });
@@ -558,22 +522,26 @@ internal sealed class Soak
         m.Checks = _results.Checks.Count;
         m.ChecksPassed = _results.Checks.Count(c => c.Passed);
         m.Violations = _results.Violations.Count;
-        m.TailFromSeconds = Math.Round(loadStart + 0.75 * _results.LoadSeconds, 1);
+        m.AcknowledgedPerSecond = Math.Round(m.AcknowledgedOperations / Math.Max(1e-3, _results.LoadSeconds), 1);
+        double tail = Math.Min(_results.LoadSeconds, _o.Tail?.TotalSeconds ?? 0.25 * _results.LoadSeconds);
+        m.TailFromSeconds = Math.Round(loadStart + _results.LoadSeconds - tail, 1);
         foreach (string name in _results.Processes)
         {
-            var tail = _results.Samples.Where(x => x.Process == name && x.T >= m.TailFromSeconds && x.T <= loadStart + _results.LoadSeconds).ToList();
-            if (tail.Count == 0) continue;
-            long[] rss = tail.Where(x => x.RssBytes != null).Select(x => x.RssBytes!.Value).Order().ToArray();
-            long[] disk = tail.Select(x => x.DiskBytes).Order().ToArray();
+            var window = _results.Samples.Where(x => x.Process == name && x.T >= m.TailFromSeconds && x.T <= loadStart + _results.LoadSeconds).ToList();
+            if (window.Count == 0) continue;
+            long[] rss = window.Where(x => x.RssBytes != null).Select(x => x.RssBytes!.Value).Order().ToArray();
+            long[] disk = window.Select(x => x.DiskBytes).Order().ToArray();
             m.Processes.Add(new ProcessTail
             {
                 Process = name,
-                Samples = tail.Count,
+                Samples = window.Count,
                 RssMedian = rss.Length > 0 ? rss[rss.Length / 2] : 0,
                 RssMax = rss.Length > 0 ? rss[^1] : 0,
                 DiskMedian = disk[disk.Length / 2],
                 DiskMax = disk[^1],
-                LogMax = tail.Max(x => x.LogBytes),
+                LogMax = window.Max(x => x.LogBytes),
+                RssMaxOverMedian = rss.Length > 0 ? Math.Round((double)rss[^1] / rss[rss.Length / 2], 3) : 0,
+                DiskMaxOverMedian = Math.Round((double)disk[^1] / Math.Max(1, disk[disk.Length / 2]), 3),
             });
         }
         foreach (string name in _results.Processes)
@@ -611,9 +579,10 @@ internal sealed class Soak
         Console.WriteLine($"  operations acknowledged: {m.AcknowledgedOperations} SafeSend/SafeQuery (the members' acknowledgement files); {m.CompletedOperations} operations completed in all, {m.FailedOperations} failed (not acknowledged)");
         Console.WriteLine($"  faults: {m.Kills} kills, {m.WholeGroupCrashes} whole-group crashes, {m.Joins} joins, {m.Leaves} leaves, {m.UnplannedExits} unplanned exits");
         Console.WriteLine($"  checks: {m.ChecksPassed} of {m.Checks} passed; violations: {m.Violations}");
-        Console.WriteLine($"  per process over the last quarter of the load (from {m.TailFromSeconds:F0} s):");
+        Console.WriteLine($"  acknowledged SafeSend/SafeQuery per second over the load: {m.AcknowledgedPerSecond:F1}");
+        Console.WriteLine($"  per process from {m.TailFromSeconds:F0} s to the end of the load (disk: the library's files):");
         foreach (ProcessTail p in m.Processes)
-            Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)}; disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)}; SafeSend log max {Mib(p.LogMax)} ({p.Samples} samples)");
+            Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)} ({p.RssMaxOverMedian:F2}x); disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)} ({p.DiskMaxOverMedian:F2}x); SafeSend log max {Mib(p.LogMax)} ({p.Samples} samples)");
         Console.WriteLine("  per process over the whole run (the largest sample of each):");
         foreach (ProcessRunMax p in m.RunMaxima)
             Console.WriteLine($"    {p.Process,-9} RSS max {Mib(p.RssMax)}; disk max {Mib(p.DiskMax)} (other files then {Mib(p.OtherAtDiskMax)}); SafeSend log max {Mib(p.LogMax)}; checkpoints max {Mib(p.CheckpointMax)} ({p.Samples} samples)");

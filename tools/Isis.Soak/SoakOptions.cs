@@ -30,6 +30,8 @@ internal sealed record SoakOptions
           --crash-every T       whole-group crash and restart about every T (default 60s; 0: never)
           --join-every T        an extra member joins about every T and leaves gracefully after --extra-stays (default 45s; 0: never)
           --extra-stays T       how long the extra member stays (default 10s)
+          --tail T              the end of the load over which the per-process figures (median and maximum of RSS and disk)
+                                are taken, to judge whether they stay flat (default: the last quarter of the load)
           --step-timeout T      bound on each recovery step and check; past it the run stops with a violation (default 120s)
           --seed N              seed of the fault schedule, the victims and the load mix (default 1)
           --inject-violation K  a self-test of the checker: at the first check, "missing-ack" adds an acknowledgement of an
@@ -59,6 +61,9 @@ internal sealed record SoakOptions
     public TimeSpan JoinEvery { get; init; } = TimeSpan.FromSeconds(45);
     public TimeSpan ExtraStays { get; init; } = TimeSpan.FromSeconds(10);
     public TimeSpan StepTimeout { get; init; } = TimeSpan.FromSeconds(120);
+
+    /// <summary>The end of the load over which the per-process medians and maxima are taken (null: its last quarter).</summary>
+    public TimeSpan? Tail { get; init; }
     public int Seed { get; init; } = 1;
 
     /// <summary>A falsehood planted in the first check's input (missing-ack, duplicate), to show the checker finds it; null normally.</summary>
@@ -90,6 +95,7 @@ internal sealed record SoakOptions
                 "--join-every" => o with { JoinEvery = Time(Value()) },
                 "--extra-stays" => o with { ExtraStays = Time(Value()) },
                 "--step-timeout" => o with { StepTimeout = Time(Value()) },
+                "--tail" => o with { Tail = Time(Value()) },
                 "--seed" => o with { Seed = Int() },
                 "--inject-violation" => o with { InjectViolation = Value() is var k && k is "missing-ack" or "duplicate" ? k : throw new ArgumentException("--inject-violation is missing-ack or duplicate") },
                 "--out" => o with { Out = Value() },
@@ -103,6 +109,7 @@ internal sealed record SoakOptions
         if (o.StopAfterSafeSends < 0) throw new ArgumentException("--stop-after-safesends is 0 (never) or more");
         if (o.InFlight is < 1 or > 1024) throw new ArgumentException("--inflight is 1 to 1024");
         if (o.CheckpointInterval < TimeSpan.FromMilliseconds(100)) throw new ArgumentException("--checkpoint-interval is at least 100ms");
+        if (o.Tail is TimeSpan tail && (tail <= TimeSpan.Zero || tail > o.Duration)) throw new ArgumentException("--tail is more than 0 and at most --duration");
         if (o.StepTimeout < TimeSpan.FromSeconds(10)) throw new ArgumentException("--step-timeout is at least 10s");
         return o;
     }

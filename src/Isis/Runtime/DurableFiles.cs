@@ -65,7 +65,7 @@ internal interface IDurableFile : IDisposable
 internal sealed class DurableFiles : IDurableFiles
 {
     /// <summary>The real file system.</summary>
-    public static IDurableFiles System { get; } = new DurableFiles();
+    public static readonly IDurableFiles System = new DurableFiles(); // stateless: one instance serves every runtime
 
     private DurableFiles()
     {

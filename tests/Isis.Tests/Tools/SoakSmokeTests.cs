@@ -8,7 +8,7 @@ namespace Isis.Tests.Tools;
 /// <summary>
 /// Smoke test of the soak harness (tools/Isis.Soak, issue 25 item 7) as CI runs it: a durable group
 /// of three member processes on 127.0.0.1 under SafeSend, SafeQuery, OrderedSend and Send load for
-/// 75 s, with member kills about every 15 s, a whole-group crash about every 30 s and an extra
+/// 2 minutes (what the issue asks CI to run), with member kills about every 15 s, a whole-group crash about every 30 s and an extra
 /// member that joins and leaves. Asserts what the harness found and recorded, never a timing: it
 /// exited 0 with no violation, the faults happened (at least two kills and one whole-group crash),
 /// every durability check passed (each acknowledged SafeSend and SafeQuery back exactly once, in one
@@ -18,11 +18,11 @@ namespace Isis.Tests.Tools;
 [Collection(MultiProcessCollection.Name)]
 public sealed class SoakSmokeTests(ITestOutputHelper output)
 {
-    /// <summary>A liveness bound: 75 s of load, the starts and restarts, the checks, the shutdown.</summary>
-    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(300);
+    /// <summary>A liveness bound: 120 s of load, the starts and restarts, the checks, the shutdown.</summary>
+    private static readonly TimeSpan Limit = TimeSpan.FromSeconds(360);
 
     [Fact]
-    public async Task Seventy_five_seconds_with_kills_a_whole_group_crash_and_a_join_lose_and_duplicate_no_acknowledged_SafeSend()
+    public async Task Two_minutes_with_kills_whole_group_crashes_and_joins_lose_and_duplicate_no_acknowledged_SafeSend()
     {
         string dll = typeof(SoakSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisSoakDll").Value!;
         Assert.True(File.Exists(dll), $"tools/Isis.Soak was not built: {dll} is missing");
@@ -30,7 +30,7 @@ public sealed class SoakSmokeTests(ITestOutputHelper output)
         try
         {
             var (exitCode, log) = await DotnetTool.RunToExit(
-                [dll, "--duration", "75s", "--members", "3", "--rate", "150", "--kill-every", "15s", "--crash-every", "30s",
+                [dll, "--duration", "120s", "--members", "3", "--rate", "150", "--kill-every", "15s", "--crash-every", "30s",
                  "--join-every", "25s", "--extra-stays", "8s", "--checkpoint-interval", "5s", "--step-timeout", "60s", "--seed", "7", "--out", dir],
                 Limit);
             output.WriteLine(log);
@@ -42,7 +42,7 @@ public sealed class SoakSmokeTests(ITestOutputHelper output)
             JsonElement summary = root.GetProperty("summary");
             Assert.Equal(0, summary.GetProperty("violations").GetInt32());
             Assert.True(summary.GetProperty("kills").GetInt32() >= 2, "fewer than two member kills happened");
-            Assert.True(summary.GetProperty("wholeGroupCrashes").GetInt32() >= 1, "no whole-group crash happened");
+            Assert.True(summary.GetProperty("wholeGroupCrashes").GetInt32() >= 2, "fewer than two whole-group crashes happened");
 
             // A check after each whole-group restart and one at the end, all passed, the last one over every acknowledgement.
             JsonElement[] checks = [.. root.GetProperty("checks").EnumerateArray()];
