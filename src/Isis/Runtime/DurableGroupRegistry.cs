@@ -17,10 +17,10 @@ namespace Isis.Runtime;
 /// start an empty state), and the members that come back later with the real one would copy the
 /// empty one. The registry outlives the processes, so such a process knows a history exists and
 /// waits for the members that hold it (docs/semantics.md, "A history founded twice").</para>
-/// <para>Writes go to a temporary file of the writing process that is fsynced, renamed over the
-/// old one, and the folder fsynced; a process rewrites only what changed. Processes of one machine
-/// that record the group at once hold the same lineage, so the last rename wins with at most a
-/// directory missing from the list (it only helps the operator, and its process records it again
+/// <para>Writes go to a temporary file of the writer's own that is fsynced, renamed over the old
+/// one, and the folder fsynced; a process rewrites only what changed, and the runtimes of one
+/// process record one at a time. Processes of one machine that record the group at once hold the
+/// same lineage, so the last rename wins with at most a directory missing from the list (it only helps the operator, and its process records it again
 /// at its next join). A file that cannot be read counts as an entry whose lineage is unknown: a
 /// history may exist, so nothing is founded over it.</para>
 /// </remarks>
@@ -28,6 +28,10 @@ internal static class DurableGroupRegistry
 {
     private const string Magic = "isis-durable-group 1";
     private const int MaxDirectories = 16;
+
+    // Runtimes of one process record one at a time, so that one's read-modify-write never loses
+    // another's directory; across processes the last rename wins (see the remarks).
+    private static readonly Lock RecordGate = new();
 
     /// <summary>What the registry holds for one group.</summary>
     /// <param name="Lineage">The lineage last held on this machine ("?" if the file is damaged).</param>
@@ -92,6 +96,14 @@ internal static class DurableGroupRegistry
     {
         string path = PathFor(folder, group);
         directory = System.IO.Path.GetFullPath(directory);
+        lock (RecordGate)
+        {
+            return RecordLocked(folder, group, lineage, directory, nowUtc, path);
+        }
+    }
+
+    private static string? RecordLocked(string folder, string group, string lineage, string directory, DateTime nowUtc, string path)
+    {
         try
         {
             Directory.CreateDirectory(folder);
@@ -105,7 +117,7 @@ internal static class DurableGroupRegistry
                 .Append("held ").Append(nowUtc.ToString("O", CultureInfo.InvariantCulture)).Append('\n');
             foreach (string d in others.Prepend(directory).Take(MaxDirectories)) text.Append("directory ").Append(d).Append('\n');
             IDurableFiles files = DurableFiles.System;
-            string temporary = $"{path}.{Environment.ProcessId}.next";
+            string temporary = $"{path}.{Environment.ProcessId}-{Guid.NewGuid():N}.next"; // this writer's own
             using (IDurableFile file = files.OpenAppend(temporary, truncate: true))
             {
                 file.Write(Encoding.UTF8.GetBytes(text.ToString()));
