@@ -42,9 +42,7 @@ internal sealed class Ledger
     public long ProblemCount { get; private set; }
 
     public IReadOnlyList<string> Problems => _problems;
-    public IReadOnlyList<(long Position, byte[] Hash)> Marks => _marks;
     public string HashHex => Convert.ToHexStringLower(_hash);
-    public int Runs => _runs.Values.Sum(r => r.Count);
 
     /// <summary>The next operation of the history; a duplicate or an operation out of its sender's order is recorded as a problem, and still counted.</summary>
     public void Append(int member, long seq)
