@@ -24,27 +24,32 @@ internal static class ProcFs
     }
 
     /// <summary>The sizes of the files under <paramref name="directory"/> whose names pass <paramref name="include"/>; files that vanish meanwhile count 0.</summary>
-    public static long DirectoryBytes(string directory, Func<string, bool> include)
+    public static long DirectoryBytes(string directory, Func<string, bool> include) =>
+        Files(directory).Where(f => include(f.Name)).Sum(f => f.Bytes);
+
+    /// <summary>Every file under <paramref name="directory"/> with its size, read in one listing (a file that vanishes meanwhile counts 0).</summary>
+    public static List<(string Name, long Bytes)> Files(string directory)
     {
-        long total = 0;
+        var files = new List<(string Name, long Bytes)>();
         try
         {
             foreach (FileInfo f in new DirectoryInfo(directory).EnumerateFiles("*", SearchOption.AllDirectories))
             {
-                if (!include(f.Name)) continue;
+                long length = 0;
                 try
                 {
-                    total += f.Length;
+                    length = f.Length;
                 }
                 catch (FileNotFoundException)
                 {
                     // renamed or deleted between the listing and the read (a checkpoint put in place)
                 }
+                files.Add((f.Name, length));
             }
         }
         catch (DirectoryNotFoundException)
         {
         }
-        return total;
+        return files;
     }
 }

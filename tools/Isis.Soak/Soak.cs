@@ -480,15 +480,16 @@ internal sealed class Soak
                 acked += s.AckedBefore + (p?.Acked ?? 0);
                 completed += s.CompletedBefore + (p?.Completed ?? 0);
                 int? pid = p is { HasExited: false } ? p.Pid : null;
+                List<(string Name, long Bytes)> files = ProcFs.Files(s.DataDirectory); // one listing for the three sums
                 samples.Add(new ProcessSample
                 {
                     T = Math.Round(t, 2),
                     Process = s.Name,
                     Pid = pid,
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
-                    DiskBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => !Member.HarnessFile(f)),
-                    LogBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.EndsWith(".safelog", StringComparison.Ordinal)),
-                    CheckpointBytes = ProcFs.DirectoryBytes(s.DataDirectory, f => f.Contains(".checkpoint", StringComparison.Ordinal)),
+                    DiskBytes = files.Where(f => !Member.HarnessFile(f.Name)).Sum(f => f.Bytes),
+                    LogBytes = files.Where(f => f.Name.EndsWith(".safelog", StringComparison.Ordinal)).Sum(f => f.Bytes),
+                    CheckpointBytes = files.Where(f => f.Name.Contains(".checkpoint", StringComparison.Ordinal)).Sum(f => f.Bytes),
                 });
             }
             double dt = Math.Max(1e-3, t - lastT);

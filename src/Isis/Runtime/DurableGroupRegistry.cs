@@ -20,8 +20,8 @@ namespace Isis.Runtime;
 /// <para>Writes go to a temporary file of the writer's own that is fsynced, renamed over the old
 /// one, and the folder fsynced; a process rewrites only what changed, and the runtimes of one
 /// process record one at a time. Processes of one machine that record the group at once hold the
-/// same lineage, so the last rename wins with at most a directory missing from the list (it only helps the operator, and its process records it again
-/// at its next join). A file that cannot be read counts as an entry whose lineage is unknown: a
+/// same lineage, so the last rename wins with at most a directory missing from the list (it only
+/// helps the operator, and its process records it again at its next join). A file that cannot be read counts as an entry whose lineage is unknown: a
 /// history may exist, so nothing is founded over it.</para>
 /// </remarks>
 internal static class DurableGroupRegistry
@@ -98,38 +98,33 @@ internal static class DurableGroupRegistry
         directory = System.IO.Path.GetFullPath(directory);
         lock (RecordGate)
         {
-            return RecordLocked(folder, group, lineage, directory, nowUtc, path);
-        }
-    }
-
-    private static string? RecordLocked(string folder, string group, string lineage, string directory, DateTime nowUtc, string path)
-    {
-        try
-        {
-            Directory.CreateDirectory(folder);
-            Entry? old = File.Exists(path) ? Parse(File.ReadAllLines(path), group, path) : null;
-            if (old != null && old.Lineage == lineage && old.Directories.Count > 0 && old.Directories[0] == directory) return null;
-            IEnumerable<string> others = old != null && old.Lineage == lineage ? old.Directories.Where(d => d != directory) : [];
-            var text = new StringBuilder()
-                .Append(Magic).Append('\n')
-                .Append("group ").Append(group).Append('\n')
-                .Append("lineage ").Append(lineage).Append('\n')
-                .Append("held ").Append(nowUtc.ToString("O", CultureInfo.InvariantCulture)).Append('\n');
-            foreach (string d in others.Prepend(directory).Take(MaxDirectories)) text.Append("directory ").Append(d).Append('\n');
-            IDurableFiles files = DurableFiles.System;
-            string temporary = $"{path}.{Environment.ProcessId}-{Guid.NewGuid():N}.next"; // this writer's own
-            using (IDurableFile file = files.OpenAppend(temporary, truncate: true))
+            try
             {
-                file.Write(Encoding.UTF8.GetBytes(text.ToString()));
-                file.Sync();
+                Directory.CreateDirectory(folder);
+                Entry? old = File.Exists(path) ? Parse(File.ReadAllLines(path), group, path) : null;
+                if (old != null && old.Lineage == lineage && old.Directories.Count > 0 && old.Directories[0] == directory) return null;
+                IEnumerable<string> others = old != null && old.Lineage == lineage ? old.Directories.Where(d => d != directory) : [];
+                var text = new StringBuilder()
+                    .Append(Magic).Append('\n')
+                    .Append("group ").Append(group).Append('\n')
+                    .Append("lineage ").Append(lineage).Append('\n')
+                    .Append("held ").Append(nowUtc.ToString("O", CultureInfo.InvariantCulture)).Append('\n');
+                foreach (string d in others.Prepend(directory).Take(MaxDirectories)) text.Append("directory ").Append(d).Append('\n');
+                IDurableFiles files = DurableFiles.System;
+                string temporary = $"{path}.{Environment.ProcessId}-{Guid.NewGuid():N}.next"; // this writer's own
+                using (IDurableFile file = files.OpenAppend(temporary, truncate: true))
+                {
+                    file.Write(Encoding.UTF8.GetBytes(text.ToString()));
+                    file.Sync();
+                }
+                files.Rename(temporary, path);
+                files.SyncDirectory(folder);
+                return null;
             }
-            files.Rename(temporary, path);
-            files.SyncDirectory(folder);
-            return null;
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            return $"the registry of durable groups could not record group '{group}' in {path} ({e.Message})";
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                return $"the registry of durable groups could not record group '{group}' in {path} ({e.Message})";
+            }
         }
     }
 
