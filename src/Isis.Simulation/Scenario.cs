@@ -319,6 +319,26 @@ internal sealed record Scenario
     internal static readonly Core.Membership.MulticastPlan SimulatedMulticast = new(0xEFC0_4D00, 4, 7346);
 
     /// <summary>The scenario a seed stands for: the family is seed modulo the family count, the rest comes from the seed.</summary>
+    /// <summary>
+    /// The durable families' sizes of a history's copy and replay, small and drawn per seed (from a
+    /// random of their own, so the seeds' other draws stay as they were): the simulator's histories
+    /// are a few hundred short entries, which the runtime's sizes would copy in one chunk, write in
+    /// one part and replay in one slice. So every copy here arrives in many chunks, is written aside
+    /// in several parts (HistoryStage) that crashes and torn writes cut short, and every replay takes
+    /// many ticks, while the view's traffic, view changes and leaves go on.
+    /// </summary>
+    internal static ProtocolOptions DurableParts(ulong seed)
+    {
+        var dr = new DeterministicRandom(seed ^ 0xD15C_9A27);
+        return new ProtocolOptions
+        {
+            HistoryChunkBytes = 200 + dr.Next(1000),
+            HistoryCopyPartBytes = 60 + dr.Next(1000),
+            HistoryReplaySliceEntries = 1 + dr.Next(6),
+            HistoryReplaySliceBytes = 30 + dr.Next(300),
+        };
+    }
+
     public static Scenario FromSeed(ulong seed) => ForFamily(Families[(int)(seed % (ulong)Families.Length)], seed);
 
     public static Scenario ForFamily(string family, ulong seed)
@@ -377,23 +397,23 @@ internal sealed record Scenario
             "whole-restart" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, SafeFraction = 0.6, OrderedFraction = 0.2,
-                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5),
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5), Protocol = DurableParts(seed),
             },
             "lost-disk" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, LostDisks = true, SafeFraction = 0.6, OrderedFraction = 0.2,
-                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.75),
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.75), Protocol = DurableParts(seed),
             },
             "auto-recover" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, WholeGroupRestarts = true, AutoRecovery = true, SafeFraction = 0.6, OrderedFraction = 0.2,
-                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5),
+                Faults = new NetworkFaults { LossRate = loss / 4, MaxDelay = 1_000 }, PersistentCheckpoints = r.Chance(0.5), Protocol = DurableParts(seed),
             },
             "disk-chaos" => new Scenario
             {
                 Name = family, Processes = processes, DiskDurability = true, Crashes = true, RoleCrashes = processes >= 4, LeaveAndRejoin = true,
                 WholeGroupRestarts = r.Chance(0.5), SafeFraction = 0.5, TornWrites = true,
-                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 }, PersistentCheckpoints = r.Chance(0.5),
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 2_000 }, PersistentCheckpoints = r.Chance(0.5), Protocol = DurableParts(seed),
             },
             "host-crash" => new Scenario
             {
@@ -520,7 +540,7 @@ internal sealed record Scenario
                 // Hosts of the embedded service with a durable group: the whole system restarts with a
                 // new process first (docs/semantics.md, "A history founded twice").
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, DiskDurability = true,
-                NewcomerFirstAfterSystemRestart = true, SafeFraction = 0.6, OrderedFraction = 0.2, PersistentCheckpoints = hr.Chance(0.5),
+                NewcomerFirstAfterSystemRestart = true, SafeFraction = 0.6, OrderedFraction = 0.2, PersistentCheckpoints = hr.Chance(0.5), Protocol = DurableParts(seed),
                 Crashes = hr.Chance(0.3), FaultPhase = 7_000_000, Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
             "host-quorum-loss" => new Scenario

@@ -152,6 +152,13 @@ internal sealed partial class Simulator
         /// <summary>Disk durability: the group's history log, which survives crashes as a disk would.</summary>
         public readonly List<byte[]> Disk = new();
 
+        /// <summary>
+        /// A replacement of the log written aside in parts (a copied history, HistoryStage) until its
+        /// last part renames it over <see cref="Disk"/>: lost at a crash, as the runtime deletes it at
+        /// the next start.
+        /// </summary>
+        public readonly List<byte[]> Staged = new();
+
         /// <summary>Logs this process kept aside (another lineage's) instead of replacing them.</summary>
         public readonly List<List<byte[]>> KeptAside = new();
 
@@ -440,6 +447,7 @@ internal sealed partial class Simulator
     private void Start(SimProcess p)
     {
         p.Incarnation++;
+        p.Staged.Clear(); // the runtime deletes an unfinished copy aside when it opens the log
         p.App.Reset();
         p.CopyingCheckpoint = null;
         p.Paused = false;
@@ -604,12 +612,8 @@ internal sealed partial class Simulator
         // Made durable before the packets leave, as the driver contract asks.
         foreach (HistoryWrite w in p.Node.Outbox.HistoryWrites)
         {
-            if (w.Rewrite)
-            {
-                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-                p.Disk.Clear();
-            }
-            p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+            WriteObserver?.Invoke(p.Node.Self, w);
+            Write(p, w);
         }
         if (p.Node.Outbox.Events.Any(e => e is HistoryReady))
         {
@@ -626,6 +630,39 @@ internal sealed partial class Simulator
             OnShutDown(p);
         }
     }
+
+    /// <summary>Makes one history write durable on the process's disk, as the runtime's HistoryLogFile does.</summary>
+    private static void Write(SimProcess p, HistoryWrite w)
+    {
+        switch (w.Stage)
+        {
+            case HistoryStage.Begin:
+                p.Staged.Clear();
+                p.Staged.AddRange(w.Records.Select(r => r.ToArray()));
+                return;
+            case HistoryStage.Continue:
+                p.Staged.AddRange(w.Records.Select(r => r.ToArray()));
+                return;
+            case HistoryStage.Commit:
+                // The parts and this end are renamed over the log, whole.
+                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
+                p.Disk.Clear();
+                p.Disk.AddRange(p.Staged);
+                p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+                p.Staged.Clear();
+                return;
+        }
+        if (w.Rewrite)
+        {
+            if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
+            p.Disk.Clear();
+            p.Staged.Clear(); // a rewrite goes through the same file aside
+        }
+        p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+    }
+
+    /// <summary>Sees every history write a process makes durable (tests: the sizes of a copy's parts), before it is applied.</summary>
+    public Action<NodeId, HistoryWrite>? WriteObserver { get; set; }
 
     private void Record(NodeId process, NodeEvent e)
     {
@@ -734,18 +771,23 @@ internal sealed partial class Simulator
     {
         p.CrashInNextWrite = false;
         Outbox o = p.Node!.Outbox;
-        // The units that reach the disk one after another: each appended record, each rewrite as a whole.
-        int units = o.HistoryWrites.Sum(w => w.Rewrite ? 1 : w.Records.Count);
+        // The units that reach the disk one after another: each appended record, each rewrite as a
+        // whole, and the end of a copy written aside (its rename). Parts of a copy aside are no units:
+        // whatever of them a crash keeps is deleted at the next start, as the runtime does.
+        var writes = o.HistoryWrites.Where(w => w.Stage is HistoryStage.None or HistoryStage.Commit).ToList();
+        static bool Whole(HistoryWrite w) => w.Rewrite || w.Stage == HistoryStage.Commit;
+        int units = writes.Sum(w => Whole(w) ? 1 : w.Records.Count);
         int survive = _random.Next(units + 1);
         // The prefix ends before the step's first View record: a View record on disk says the member
         // installed that view (recovery reads it so, and so the members of the view before came
         // through it), which the history could only show with the step's events, and those (the
         // install, the deliveries that end the view before) never reach the application here. A
         // crash that keeps the View record is the same as one right after the step's writes.
+        // (A copy's end renames a log that starts with a View record.)
         int firstView = 0;
-        foreach (HistoryWrite w in o.HistoryWrites)
+        foreach (HistoryWrite w in writes)
         {
-            if (w.Rewrite ? w.Records.Any(r => Isis.Core.Durability.HistoryLog.IsViewRecord(r)) : false) break;
+            if (w.Stage == HistoryStage.Commit || (w.Rewrite && w.Records.Any(r => Isis.Core.Durability.HistoryLog.IsViewRecord(r)))) break;
             int at = w.Rewrite ? -1 : w.Records.ToList().FindIndex(r => Isis.Core.Durability.HistoryLog.IsViewRecord(r));
             if (at >= 0) { firstView += at; break; }
             firstView += w.Rewrite ? 1 : w.Records.Count;
@@ -754,12 +796,15 @@ internal sealed partial class Simulator
         if (survive > 0 && survive < units) TornWritesCutShort++;
         foreach (HistoryWrite w in o.HistoryWrites)
         {
-            if (survive == 0) break;
-            if (w.Rewrite)
+            if (w.Stage is HistoryStage.Begin or HistoryStage.Continue)
             {
-                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-                p.Disk.Clear();
-                p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+                Write(p, w); // aside: gone with the crash anyway
+                continue;
+            }
+            if (survive == 0) break;
+            if (Whole(w))
+            {
+                Write(p, w);
                 survive--;
                 continue;
             }
@@ -963,6 +1008,7 @@ internal sealed partial class Simulator
                 {
                     if (lost.Alive) return;
                     lost.Disk.Clear();
+                    lost.Staged.Clear();
                     lost.Checkpoints.Clear();
                     lost.CheckpointFiles.Clear();
                     lost.EverCurrent = false;

@@ -103,6 +103,11 @@ public sealed partial class Group
         (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files);
         HistoryLog = log;
         if (log.Damage != null) _runtime.ReportHistoryProblem(Name, log.Damage, error: true);
+        if (log.StaleCopyBytes > 0)
+        {
+            _runtime.ReportHistoryProblem(Name, $"an unfinished replacement of the SafeSend log ({log.StaleCopyBytes} bytes aside, a copy of the history cut short by a stop) " +
+                $"was deleted; the log {log.Path} is as it was before it, and the history is copied again", error: false);
+        }
         return records;
     }
 

@@ -416,9 +416,14 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         foreach (HistoryWrite w in writes)
         {
             if (!_groups.TryGetValue(w.Group, out Group? g) || g.HistoryLog is not { } log) continue;
-            if (w.Rewrite)
+            if (w.Stage is HistoryStage.Begin or HistoryStage.Continue)
             {
-                string? kept = log.Rewrite(w.Records, w.KeepOldAside);
+                log.Stage(w.Records, begin: w.Stage == HistoryStage.Begin); // synced there: the log itself is untouched
+                continue;
+            }
+            if (w.Rewrite || w.Stage == HistoryStage.Commit)
+            {
+                string? kept = w.Rewrite ? log.Rewrite(w.Records, w.KeepOldAside) : log.CommitStaged(w.Records, w.KeepOldAside);
                 if (kept != null) ReportHistoryProblem(g.Name, $"the old SafeSend log of another history was kept as {kept}", error: true);
             }
             else

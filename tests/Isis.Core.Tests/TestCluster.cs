@@ -208,6 +208,7 @@ internal sealed class TestCluster
         foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue(new Envelope(node.Endpoint, p.Destination, p.Bytes.ToArray()));
         List<NodeEvent> log = node == Oracle ? OracleEvents : Events[(int)node.Endpoint - 1];
         log.AddRange(node.Outbox.Events);
+        if (node != Oracle) BeforeClear?.Invoke((int)node.Endpoint - 1, node.Outbox);
         StateRequested[] asked = node.Outbox.Events.OfType<StateRequested>().ToArray();
         node.Outbox.Clear();
         // The application's checkpoint, all of it at once (empty unless a test sets Checkpoint).
@@ -220,6 +221,9 @@ internal sealed class TestCluster
             Collect(node);
         }
     }
+
+    /// <summary>Sees each step's outbox of process i (its history writes, its events) before it is cleared.</summary>
+    public Action<int, Outbox>? BeforeClear { get; set; }
 
     /// <summary>What the application of process i puts in a checkpoint it is asked for (null: nothing, an empty checkpoint).</summary>
     public Func<int, StateRequested, byte[][]>? Checkpoint { get; set; }

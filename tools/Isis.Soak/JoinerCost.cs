@@ -403,8 +403,9 @@ internal static class JoinerCost
 
     /// <summary>
     /// Where a join's time went, in seconds from JoinAsync, as seen from outside the library: the
-    /// joiner's log rewrite began (the copied history is complete and written aside: the file
-    /// "*.safelog.next" appears; -1 if the watch missed it), its first view reached the application
+    /// joiner's log rewrite began (the copied history's first part is written aside: the file
+    /// "*.safelog.next" appears; the copy is written there in parts as it arrives and renamed over
+    /// the log with its last; -1 if the watch missed it), its first view reached the application
     /// (the new log is durable, the replay is about to start), the first and the last replayed
     /// update ran, and JoinAsync completed.
     /// </summary>

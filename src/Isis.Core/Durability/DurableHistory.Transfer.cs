@@ -19,9 +19,17 @@ internal sealed partial class DurableHistory
         public CheckpointFetch? Fetch;     // a checkpoint being copied, before the entries
         public long NextAt;                // when to ask again
 
+        // The copy is written aside in parts as it arrives (HistoryCopyPartBytes each), never whole at its end.
+        public int StagedParts;            // parts written aside (the first carries the log's header)
+        public int Staged;                 // of Pulled, the entries they hold
+        public long Unstaged;              // record bytes of the pulled entries after those
+        public (int ViewId, long Trimmed, int GaveUp) StagedHeader; // what the first part's header said
+
         public string Describe() => Fetch is { } f
             ? $"fetching checkpoint {f.Index} from {f.From} {f.Offset}/{f.Total}{(f.Complete ? " awaiting disk" : "")}"
             : $"pulled {Base}+{Pulled.Count}";
+
+        public string DescribeAside() => StagedParts > 0 ? $" ({StagedParts} part(s) aside, {Staged} entries)" : "";
     }
 
     /// <summary>A checkpoint copied from another member, in chunks the driver writes to a file and then makes durable.</summary>
@@ -35,6 +43,9 @@ internal sealed partial class DurableHistory
     }
 
     private PullState? _pull;
+
+    /// <summary>At most this many bytes per chunk of a checkpoint copied from another member (one chunk in flight; the driver writes each to the file it copies into).</summary>
+    private const int CheckpointChunkBytes = 60 * 1024;
 
     /// <summary>Whether this member copies entries from the source (false: the source is this member, recovering from its own log).</summary>
     private bool FromOwnLog => _plan!.Source == _node.Self;
@@ -137,7 +148,8 @@ internal sealed partial class DurableHistory
         int count = 0;
         long bytes = 0;
         int at = (int)(first - _trimmed - 1);
-        for (long i = first; i <= target && (count == 0 || bytes + _entries[at + count].Payload.Length <= ChunkBytes); i++)
+        int chunkBytes = _node.Options.HistoryChunkBytes;
+        for (long i = first; i <= target && (count == 0 || bytes + _entries[at + count].Payload.Length <= chunkBytes); i++)
         {
             bytes += _entries[at + count].Payload.Length;
             count++;
@@ -159,10 +171,47 @@ internal sealed partial class DurableHistory
         if (Current || _pull is not { Fetch: null } pull || from != _plan!.Source || first != pull.Base + pull.Pulled.Count + 1) { _node.Counters.Duplicates++; return; }
         foreach (HistoryEntry e in entries)
         {
-            if (pull.Base + pull.Pulled.Count < _plan.Target) pull.Pulled.Add(e);
+            if (pull.Base + pull.Pulled.Count >= _plan.Target) break;
+            pull.Pulled.Add(e);
+            pull.Unstaged += e.Payload.Length + EntryRecordOverhead;
         }
-        if (pull.Base + pull.Pulled.Count == _plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true);
-        else SendPull(now);
+        if (pull.Base + pull.Pulled.Count == _plan.Target)
+        {
+            BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, staged: pull);
+            return;
+        }
+        if (pull.Unstaged >= _node.Options.HistoryCopyPartBytes) StagePart(pull);
+        SendPull(now);
+    }
+
+    // What an entry's log record adds to its payload (HistoryLog.Entry: kind, index, sender, view,
+    // seq, phi, length; the driver's frame), about: it only sizes the parts of a copy.
+    private const int EntryRecordOverhead = 48;
+
+    /// <summary>
+    /// Writes the entries pulled since the last part aside, as the next part of the new log (the
+    /// first part starts with the log's header: incarnations, this view, the trim point), durable in
+    /// this step (<see cref="HistoryStage"/>). The log itself is untouched: the copy replaces it only
+    /// with its last part (<see cref="RewriteLog"/>), so a crash before leaves the old log, and the
+    /// copy aside, which no reader takes for a log, is discarded at the next start. Without this the
+    /// step that completes a long copy would encode and write the whole history at once, holding the
+    /// driver (and the heartbeats it sends) for as long as that takes.
+    /// </summary>
+    private void StagePart(PullState pull)
+    {
+        HistoryPlan plan = _plan!;
+        bool first = pull.StagedParts == 0;
+        List<byte[]> records = first ? LogHeader(plan.Epoch, plan.Lineage, pull.Base, pull.Pulled.Count) : new List<byte[]>(pull.Pulled.Count - pull.Staged);
+        for (int k = pull.Staged; k < pull.Pulled.Count; k++) records.Add(HistoryLog.Entry(_node.Writer, pull.Pulled[k]));
+        if (first) pull.StagedHeader = HeaderKey(pull.Base);
+        HistoryWrite write = CopyOverLogInPlace
+            ? new HistoryWrite(_member.Id, records, Rewrite: first, KeepOldAside: false) // deliberately broken: the log is overwritten by a part
+            : new HistoryWrite(_member.Id, records, Rewrite: false, KeepOldAside: false, first ? HistoryStage.Begin : HistoryStage.Continue);
+        _node.Outbox.HistoryWrites.Add(write);
+        pull.StagedParts++;
+        pull.Staged = pull.Pulled.Count;
+        pull.Unstaged = 0;
+        _node.Counters.HistoryCopyParts++;
     }
 
     // ---------------------------------------------------------------- copying a checkpoint
@@ -192,7 +241,7 @@ internal sealed partial class DurableHistory
 
     /// <summary>The driver reads the checkpoint's bytes from its disk and answers with <see cref="AnswerCheckpointRead"/>.</summary>
     private void RequestCheckpointRead(NodeId requester, CheckpointMark mark, long offset) =>
-        _node.Emit(new CheckpointReadRequested(_member.Id, requester, mark, offset, ChunkBytes));
+        _node.Emit(new CheckpointReadRequested(_member.Id, requester, mark, offset, CheckpointChunkBytes));
 
     /// <summary>The driver read part of a checkpoint a member asked for (null: it could not, and says why).</summary>
     public void AnswerCheckpointRead(NodeId requester, CheckpointMark mark, long offset, byte[]? bytes, long total, string? problem)

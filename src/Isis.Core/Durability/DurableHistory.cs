@@ -95,9 +95,6 @@ internal enum HistoryRecovery : byte
 /// </remarks>
 internal sealed partial class DurableHistory
 {
-    /// <summary>At most this many payload bytes per chunk of a transfer (one chunk in flight per receiver).</summary>
-    private const int ChunkBytes = 60 * 1024;
-
     private readonly ProcessNode _node;
     private readonly GroupMember _member;
     private readonly HistoryLogImage _image;
@@ -166,6 +163,8 @@ internal sealed partial class DurableHistory
     private bool RecoverFromOldestOnly => (_node.Options.Mutations & ProtocolMutations.RecoverFromOldestOnly) != 0;
 
     private bool FoundOverKnownHistory => (_node.Options.Mutations & ProtocolMutations.FoundOverKnownHistory) != 0;
+
+    private bool CopyOverLogInPlace => (_node.Options.Mutations & ProtocolMutations.CopyOverLogInPlace) != 0;
 
     private void Append(byte[] record) => _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, [record], Rewrite: false, KeepOldAside: false));
 
@@ -248,7 +247,12 @@ internal sealed partial class DurableHistory
     /// record after the entries its log already holds), replay it to the application, and take
     /// part from now on.
     /// </summary>
-    private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite)
+    /// <remarks>
+    /// A copy written aside in parts as it arrived (<paramref name="staged"/>, see
+    /// <see cref="StagePart"/>) is completed by its last part and renamed over the log in this
+    /// step, instead of being written whole here.
+    /// </remarks>
+    private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite, PullState? staged = null)
     {
         HistoryPlan plan = _plan!;
         // The plan's give-ups bind from here on (logged below): this member's history is the one it continues.
@@ -289,7 +293,7 @@ internal sealed partial class DurableHistory
                     "that a forced recovery of the group gave up: it may hold SafeSends the group lost, so it is kept aside, not merged, " +
                     "and this member copied the group's history"));
             }
-            RewriteLog(keepOldAside: foreign || givenUp);
+            RewriteLog(keepOldAside: foreign || givenUp, staged);
         }
         else
         {
@@ -319,17 +323,44 @@ internal sealed partial class DurableHistory
     /// have dropped an earlier incarnation of this member may still name it, and a recovery must
     /// recognise it), this view, the trim point, and the entries after it.
     /// </summary>
-    private void RewriteLog(bool keepOldAside)
+    private void RewriteLog(bool keepOldAside, PullState? staged = null)
     {
-        var records = new List<byte[]>(_entries.Count + _image.Incarnations.Count + 3);
-        foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
-        records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
-        records.Add(HistoryLog.View(_node.Writer, CurrentViewRecord()));
-        if (_trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, _trimmed));
-        if (_gaveUp.Count > 0) records.Add(HistoryLog.GaveUp(_node.Writer, _gaveUp));
+        if (staged is { StagedParts: > 0 } && staged.StagedHeader == HeaderKey(staged.Base))
+        {
+            // The copy is aside already but for the entries received since its last part: they end
+            // it, and only then (durable, whole) does it replace the log.
+            var rest = new List<byte[]>(_entries.Count - staged.Staged);
+            for (int k = staged.Staged; k < _entries.Count; k++) rest.Add(HistoryLog.Entry(_node.Writer, _entries[k]));
+            _node.Outbox.HistoryWrites.Add(CopyOverLogInPlace
+                ? new HistoryWrite(_member.Id, rest, Rewrite: false, KeepOldAside: false)
+                : new HistoryWrite(_member.Id, rest, Rewrite: false, KeepOldAside: keepOldAside, HistoryStage.Commit));
+            return;
+        }
+        List<byte[]> records = LogHeader(_epoch, _lineage, _trimmed, _entries.Count);
         foreach (HistoryEntry e in _entries) records.Add(HistoryLog.Entry(_node.Writer, e));
         _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, records, Rewrite: true, KeepOldAside: keepOldAside));
     }
+
+    /// <summary>
+    /// The records a rewritten log starts with: its incarnations (a view not yet known to have
+    /// dropped an earlier incarnation of this member may still name it, and a recovery must
+    /// recognise it), this view as one in which this member holds the history of
+    /// <paramref name="lineage"/> in <paramref name="epoch"/>, the trim point, and the incarnations
+    /// forced recoveries gave up; room for <paramref name="entries"/> more.
+    /// </summary>
+    private List<byte[]> LogHeader(long epoch, Lineage lineage, long trimmed, int entries)
+    {
+        var records = new List<byte[]>(entries + _image.Incarnations.Count + 4);
+        foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
+        records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
+        records.Add(HistoryLog.View(_node.Writer, new HistoryViewRecord(new HistoryViewKey(epoch, _view!.Id), lineage, _node.Self, _view.Members)));
+        if (trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, trimmed));
+        if (_gaveUp.Count > 0) records.Add(HistoryLog.GaveUp(_node.Writer, _gaveUp));
+        return records;
+    }
+
+    /// <summary>What a log header written now says, but for the epoch and lineage (the plan's): a copy's parts and its end must agree on it.</summary>
+    private (int ViewId, long Trimmed, int GaveUp) HeaderKey(long trimmed) => (_view!.Id, trimmed, _gaveUp.Count);
 
     /// <summary>
     /// The newest persistent checkpoint that holds a prefix of this history: made in the same
@@ -436,6 +467,6 @@ internal sealed partial class DurableHistory
 
     public string Describe() =>
         Current ? $"history current {Count} (trimmed {_trimmed}) e{_epoch} {_lineage} checkpoints [{string.Join(",", _kept.Select(k => $"{k.Lineage}#{k.Index}"))}]{(_allCurrent ? " all current" : "")}"
-        : $"history pending plan={_plan?.Mode.ToString() ?? "none"} {_pull?.Describe() ?? "no pull"}/{_plan?.Target ?? -1} " +
+        : $"history pending plan={_plan?.Mode.ToString() ?? "none"} {_pull?.Describe() ?? "no pull"}/{_plan?.Target ?? -1}{_pull?.DescribeAside()} " +
           $"log={_image.Trimmed}+{_image.Entries.Count}@{_image.LastView?.Key.ToString() ?? "-"} statuses={_statuses.Count}";
 }

@@ -56,7 +56,7 @@ internal sealed partial class GroupMember
     private bool StateLoaded => _incomingState == null || (Options.Mutations & ProtocolMutations.JoinerSkipsState) != 0;
 
     /// <summary>The application sees this member's deliveries and views: it holds the history (disk durability) and its state.</summary>
-    private bool Current => HistoryCurrent && StateLoaded;
+    private bool Current => HistoryCurrent && StateLoaded && (_replay == null || LiveBeforeReplayEnds);
 
     /// <summary>Checkpoint bytes this member, as a maker, holds and has not seen acknowledged by every receiver: the driver waits while it is above the window.</summary>
     public long StateBacklogBytes

@@ -176,6 +176,9 @@ internal sealed partial class GroupMember
         // Out of the group: nothing of ours is pending in it any more.
         // A member that never came to hold the history hands the application nothing of the group.
         if (!HistoryCurrent) _held.Clear();
+        // One that holds it and is still replaying it hands over the rest now, and what waited behind
+        // it: the group goes with this step (the node drops a member that left), its GroupLeft last.
+        if (_replay != null) ContinueReplay(all: true);
         foreach (var (token, _, _) in _flushWaiters) Publish(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
         _node.Emit(new GroupLeft(Id, terminated, viewId));
@@ -656,6 +659,7 @@ internal sealed partial class GroupMember
         if (_terminating && State == MemberState.Active && now >= _nextRequestAt) RequestTerminate(now);
         if (View == null || State == MemberState.Left) return;
 
+        if (_replay != null && now >= _replay.NextAt) ContinueReplay(all: false);
         Coordinator?.Tick(now);
         History?.Tick(now);
         TickKeyRotation(now);
@@ -725,6 +729,7 @@ internal sealed partial class GroupMember
             long d = long.MaxValue;
             if (State is MemberState.Joining or MemberState.Leaving || (_terminating && State == MemberState.Active)) d = _nextRequestAt;
             if (View == null || State == MemberState.Left) return d;
+            if (_replay != null) d = Math.Min(d, _replay.NextAt);
             if (Coordinator != null) d = Math.Min(d, Coordinator.NextDeadline);
             if (History != null) d = Math.Min(d, History.NextDeadline);
             d = Math.Min(d, KeyRotationDeadline);
@@ -758,61 +763,10 @@ internal sealed partial class GroupMember
         else _held.Add(e);
     }
 
-    /// <summary>
-    /// This member now holds the history (<see cref="DurableHistory"/> made it durable): the
-    /// application gets the current view, then the whole history in order, then whatever waited in
-    /// this view; then this member acknowledges what it holds of the view and sends what it queued.
-    /// </summary>
-    /// <remarks>
-    /// Views and deliveries of earlier views that waited are dropped: this member took no part in
-    /// them, and the history it now holds (copied or recovered in this view) already has their
-    /// SafeSends, so handing them over as well would deliver those twice. Queries among them get a
-    /// null reply.
-    /// With a persistent <paramref name="checkpoint"/>, the application restores it instead of
-    /// replaying the entries it holds, and only the entries after them are replayed.
-    /// </remarks>
-    internal void OnHistoryCurrent(List<HistoryEntry> entries, long count, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint)
-    {
-        int current = View!.Id;
-        foreach (NodeEvent e in _held)
-        {
-            // A query of an earlier view waits for our reply: this member had no part in that
-            // view, so it answers with a null reply (as a handler that does not reply would).
-            if (e is MessageDelivered { Kind: var kind } d && d.ViewId < current && kind.IsQuery() && d.Sender != Self)
-            {
-                Reply(d.Sender, MessageKinds.QueryIdOf(d.Payload.Span), ReplyKind.Null, []);
-            }
-        }
-        _held.RemoveAll(e => e switch
-        {
-            ViewInstalled v => v.View.Id < current,
-            MessageDelivered d => d.ViewId < current,
-            _ => false,
-        });
-        int firstView = _held.FindIndex(e => e is ViewInstalled);
-        for (int i = 0; i <= firstView; i++) _node.Emit(_held[i]);
-        long replayAfter = 0;
-        if (checkpoint != null)
-        {
-            _node.Emit(new CheckpointRestored(Id, checkpoint));
-            replayAfter = checkpoint.Index + ((Options.Mutations & ProtocolMutations.RestoreSkipsAnEntry) != 0 ? 1 : 0);
-        }
-        // The entries after the checkpoint (a trimmed history's entries start after the trim point, which the checkpoint covers).
-        foreach (HistoryEntry e in entries)
-        {
-            if (e.Index > replayAfter) _node.Emit(new HistoryReplayed(Id, e));
-        }
-        _node.Emit(new HistoryReady(Id, count, plan.Mode, lineage));
-        for (int i = firstView + 1; i < _held.Count; i++) _node.Emit(_held[i]);
-        _held.Clear();
-        if (State == MemberState.Left) return;
-        DeliverOrdered();
-        SendPending();
-    }
-
     /// <summary>A one-line dump of this member's streams, for replay diagnostics.</summary>
     public string Describe() =>
-        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()} streams " +
+        $"{Self} {State} {View} rank {MyRank} wedged={_wedged} reported={_reportedAttempt} committed={_committedAttempt} {History?.Describe()}" +
+        (_replay is { } replay ? $" replaying {replay.Next}/{replay.Entries.Count} ({_held.Count} held)" : "") + " streams " +
         string.Join(" ", _streams.Select((s, r) => $"r{r}:c{s.Contiguous}/d{s.Delivered}/s{s.Stable}/h{s.Held.Count}")) +
         (_tree != null ? " " + _tree.Describe() : "") +
         (_incomingState is { } st ? $" awaiting state of v{st.Cut} from {(st.Maker.IsNone ? "its maker" : st.Maker)} ({st.Received} chunks)" : "") +

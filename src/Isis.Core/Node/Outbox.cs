@@ -13,8 +13,33 @@ internal readonly record struct OutboundPacket(ulong Destination, ReadOnlyMemory
 /// packets leave: <paramref name="Records"/> appended, or (<paramref name="Rewrite"/>) the whole log
 /// replaced by them atomically (written aside, synced, renamed over the old one); with
 /// <paramref name="KeepOldAside"/> the old log is kept under another name instead of replaced.
+/// A <paramref name="Stage"/> other than None writes a replacement log in parts, one step each
+/// (a history copied from another member, written as it arrives): see <see cref="HistoryStage"/>.
 /// </summary>
-internal readonly record struct HistoryWrite(GroupId Group, IReadOnlyList<byte[]> Records, bool Rewrite, bool KeepOldAside);
+internal readonly record struct HistoryWrite(GroupId Group, IReadOnlyList<byte[]> Records, bool Rewrite, bool KeepOldAside, HistoryStage Stage = HistoryStage.None);
+
+/// <summary>
+/// A replacement of a history log written in parts over several steps (a copied history, as it
+/// arrives, so that no step writes the whole of it). The parts go to a file aside (the runtime's
+/// "*.safelog.next"), each made durable in its step; the log itself is untouched until
+/// <see cref="Commit"/>, which renames the whole replacement over it. So a crash at any moment
+/// leaves the old log under the log's name, never a part of the copy: a driver that starts again
+/// discards what it finds aside (the core copies the history anew).
+/// </summary>
+internal enum HistoryStage : byte
+{
+    /// <summary>Not staged: an append or a whole rewrite.</summary>
+    None = 0,
+
+    /// <summary>The records start a new replacement aside (any unfinished one is dropped); the log is unchanged.</summary>
+    Begin = 1,
+
+    /// <summary>The records follow the replacement's; the log is unchanged.</summary>
+    Continue = 2,
+
+    /// <summary>The records end the replacement, which then replaces the log atomically (<see cref="HistoryWrite.KeepOldAside"/> as for a rewrite).</summary>
+    Commit = 3,
+}
 
 /// <summary>
 /// Everything one step of a node produced. The driver's contract (docs/architecture.md): after

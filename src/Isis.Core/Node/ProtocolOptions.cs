@@ -103,6 +103,32 @@ internal sealed record ProtocolOptions
     /// </summary>
     public int StateWindowBytes { get; init; } = 4 << 20;
 
+    /// <summary>
+    /// Disk durability: at most this many payload bytes per chunk of history entries copied from
+    /// another member (one chunk in flight per copier). Defaults to 60 KiB.
+    /// </summary>
+    public int HistoryChunkBytes { get; init; } = 60 * 1024;
+
+    /// <summary>
+    /// Disk durability: a member that copies the history writes it to disk as it arrives, in parts of
+    /// about this many record bytes (the chunks received since the last part), each one durable in its
+    /// own step, instead of the whole history in the step that completes the copy: the step that writes
+    /// a part holds the event loop for a bounded time, so heartbeats keep flowing during a long copy.
+    /// The parts go aside; the log is replaced by them only once the last one is durable
+    /// (<see cref="HistoryStage"/>). Defaults to 4 MiB.
+    /// </summary>
+    public int HistoryCopyPartBytes { get; init; } = 4 << 20;
+
+    /// <summary>
+    /// Disk durability: a member that comes to hold the history hands its replay to the application
+    /// in slices of at most this many entries (and <see cref="HistoryReplaySliceBytes"/>), one slice
+    /// per tick, with whatever else happens meanwhile handed over after the last slice. Defaults to 4,096.
+    /// </summary>
+    public int HistoryReplaySliceEntries { get; init; } = 4096;
+
+    /// <summary>Disk durability: at most this many payload bytes per replay slice (at least one entry). Defaults to 1 MiB.</summary>
+    public int HistoryReplaySliceBytes { get; init; } = 1 << 20;
+
     /// <summary>Most messages one NAK asks for. Defaults to 512.</summary>
     public int MaxNakRange { get; init; } = 512;
 
@@ -336,4 +362,19 @@ internal enum ProtocolMutations
     /// it the SafeSends its member delivered alone, though nobody is missing and nothing was forced.
     /// </summary>
     VoidedPlanGivesUp = 268435456,
+
+    /// <summary>
+    /// With disk durability, a member whose history's replay runs in slices hands over what happens
+    /// meanwhile (this view's deliveries, views, query completions) at once, between the slices,
+    /// instead of after the last one: the application sees live messages before the history ends.
+    /// </summary>
+    LiveBeforeReplayEnds = 536870912,
+
+    /// <summary>
+    /// With disk durability, a member copying the history writes its first part over its log at once
+    /// (a whole rewrite) and appends the later parts to the log, instead of writing them aside until
+    /// the last one is durable: a crash in the middle of the copy leaves a log that says this member
+    /// held the history in that view with only a prefix of it.
+    /// </summary>
+    CopyOverLogInPlace = 1073741824,
 }

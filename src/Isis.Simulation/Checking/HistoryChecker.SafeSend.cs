@@ -171,6 +171,9 @@ internal static partial class HistoryChecker
         var replays = new Dictionary<(NodeId, GroupId, int), (long Count, int Index)>();
         var firstView = new Dictionary<(NodeId, GroupId, int), int>();
         var deliveredHere = new HashSet<(NodeId, GroupId, int)>();
+        // Replays that ended (HistoryHeld): a replay runs over several steps, and one a crash cut short
+        // is a prefix the dead application saw, checked for its order and entries but not for completeness.
+        var ended = new HashSet<(NodeId, GroupId, int)>();
         // Forced recoveries, in order (each once, though every member reports it): where, the entries kept, and every incarnation given up so far.
         // A recovery that founded a new history (no members given up, no entries kept) gave up everything before it: GaveUp is null.
         var forced = new List<(int At, GroupId Group, long Kept, HashSet<NodeId>? GaveUp)>();
@@ -213,6 +216,9 @@ internal static partial class HistoryChecker
                     break;
                 case HistoryEventKind.Deliver:
                     deliveredHere.Add((e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))));
+                    break;
+                case HistoryEventKind.HistoryHeld:
+                    ended.Add((e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group))));
                     break;
                 case HistoryEventKind.Replay or HistoryEventKind.Restore:
                 {
@@ -260,8 +266,9 @@ internal static partial class HistoryChecker
         // It only grows: a replay after another is at least as long (than what a forced recovery kept, after one).
         var longest = new Dictionary<GroupId, (long Count, NodeId Process)>();
         int nextForced = 0;
-        foreach (var ((process, group, _), (count, index)) in replays.OrderBy(r => r.Value.Index))
+        foreach (var ((process, group, n), (count, index)) in replays.OrderBy(r => r.Value.Index))
         {
+            if (!ended.Contains((process, group, n))) continue; // cut short by a crash
             for (; nextForced < forced.Count && forced[nextForced].At < index; nextForced++)
             {
                 var f = forced[nextForced];
@@ -324,6 +331,7 @@ internal static partial class HistoryChecker
         foreach (var ((process, group, n), (count, index)) in replays)
         {
             if (!sink.Wants(P)) break;
+            if (!ended.Contains((process, group, n))) continue; // cut short by a crash: a prefix, checked above
             int joinedIn = firstView.GetValueOrDefault((process, group, n));
             foreach (var (m, at, witness) in committed)
             {

@@ -156,6 +156,9 @@ internal sealed class History
                 // Only a forced recovery may lose SafeSends (the checker allows exactly that); one the rules proved complete must lose none.
                 Add(new HistoryEvent(time, process, HistoryEventKind.ForcedRecovery) { Group = f.Group, LogIndex = f.Entries, Members = f.Missing });
                 break;
+            case HistoryReady h:
+                Add(new HistoryEvent(time, process, HistoryEventKind.HistoryHeld) { Group = h.Group, LogIndex = h.Entries });
+                break;
             case HistoryReplayed r:
                 RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload), r.Entry.Query);
                 break;

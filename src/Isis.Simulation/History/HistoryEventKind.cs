@@ -148,4 +148,11 @@ internal enum HistoryEventKind
     /// LogIndex entries; entries after them that only given-up incarnations delivered may be lost.
     /// </summary>
     ForcedRecovery,
+
+    /// <summary>
+    /// Disk durability: Process's application holds Group's whole history (LogIndex entries): its
+    /// replay, handed over in slices over several steps, ended. A replay that a crash cut short has
+    /// none: the application that saw its first entries died with them.
+    /// </summary>
+    HistoryHeld,
 }

@@ -154,6 +154,83 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
         output.WriteLine($"SafeSend history log: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations");
     }
 
+    /// <summary>
+    /// A history copied from another member is written aside in parts as it arrives (each part
+    /// synced in its own step) and renamed over the log with its last part: an old log is opened,
+    /// appended to and synced; a copy starts, gets two more parts, is abandoned (a view change
+    /// restarts the copy) and starts again; the new copy's parts and its end replace the log,
+    /// keeping the old one aside (another lineage); a second copy ends in place. After a crash at
+    /// any point, the log is the old one or the whole new one, never a part of a copy, the
+    /// unfinished copy aside is deleted when the log is opened, and what follows is read back.
+    /// </summary>
+    [Fact]
+    public void A_history_copied_in_parts_replaces_the_log_whole_or_not_at_all_after_a_crash_at_any_point()
+    {
+        string path = Directory + "/copied.safelog";
+        var disk = new SimulatedDisk();
+        byte[][] old = [Incarnation(1), View(1, 1, Other), Entry(1), Entry(2)];
+        var initial = new LogVersion([], 0);
+        var steps = new List<Step<LogVersion>>();
+        LogVersion model = initial;
+        HistoryLogFile? log = null;
+        var staged = new List<byte[]>();
+        void Do(Func<LogVersion, LogVersion> change, Action act)
+        {
+            int first = disk.OperationCount;
+            act();
+            LogVersion after = change(model);
+            steps.Add(new Step<LogVersion>(first, disk.OperationCount, model, after));
+            model = after;
+        }
+        void Stage(bool begin, params byte[][] records) => Do(m => m, () =>
+        {
+            if (begin) staged.Clear();
+            staged.AddRange(records);
+            log!.Stage(records, begin);
+        });
+        void Commit(bool keepOldAside, params byte[][] records) => Do(m =>
+        {
+            byte[][] whole = [.. staged, .. records];
+            return new LogVersion(whole, whole.Length, keepOldAside ? m : null);
+        }, () => log!.CommitStaged(records, keepOldAside));
+
+        Do(m => m, () => (log, _) = HistoryLogFile.Open(path, disk));
+        Do(m => m with { Records = old }, () => log!.Append(old));
+        Do(m => m with { Acked = m.Records.Length }, () => log!.Sync());
+        // A copy that a view change abandons after three parts, then the copy of the next view.
+        Stage(begin: true, [Incarnation(1), Incarnation(2), View(2, 3, Member), .. Enumerable.Range(1, 5).Select(i => Entry(i))]);
+        Stage(begin: false, [.. Enumerable.Range(6, 5).Select(i => Entry(i, size: 900))]);
+        Stage(begin: false, Entry(11));
+        Stage(begin: true, [Incarnation(1), Incarnation(2), View(2, 4, Member), .. Enumerable.Range(1, 4).Select(i => Entry(i))]);
+        Stage(begin: false, [.. Enumerable.Range(5, 6).Select(i => Entry(i, size: 700))]);
+        Stage(begin: false, [.. Enumerable.Range(11, 3).Select(i => Entry(i))]);
+        Commit(keepOldAside: true, Entry(14), Entry(15));
+        Do(m => m with { Records = [.. m.Records, Entry(16)] }, () => log!.Append([Entry(16)]));
+        Do(m => m with { Acked = m.Records.Length }, () => log!.Sync());
+        // Copied again (a later view, same lineage): in two parts and an empty end, in place.
+        Stage(begin: true, [Incarnation(1), Incarnation(2), Incarnation(3), View(3, 7, Member), .. Enumerable.Range(1, 10).Select(i => Entry(i))]);
+        Stage(begin: false, [.. Enumerable.Range(11, 8).Select(i => Entry(i, size: 300))]);
+        Commit(keepOldAside: false);
+        log!.Dispose();
+
+        (int points, int disks) = CheckEveryCrash(disk, steps, initial, (crashed, allowed) =>
+        {
+            (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(path, crashed);
+            using (reopened)
+            {
+                Assert.True(allowed.Any(v => IsWholeVersion(crashed, path, v, records)),
+                    $"the log holds {records.Count} records, which are no allowed version's ({string.Join(" or ", allowed.Select(v => $"{v.Acked}..{v.Records.Length} of a version of {v.Records.Length}"))})");
+                Assert.DoesNotContain(path + ".next", crashed.Files); // an unfinished copy is deleted, never read
+                reopened.Append([Incarnation(9)]);
+                reopened.Sync();
+            }
+            (HistoryLogFile again, List<byte[]> next) = HistoryLogFile.Open(path, crashed);
+            again.Dispose();
+            Assert.Equal([.. records, Incarnation(9)], next);
+        });
+        output.WriteLine($"SafeSend history log copied in parts: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations");
+    }
+
     private static bool IsWholeVersion(SimulatedDisk crashed, string path, LogVersion v, List<byte[]> records)
     {
         if (records.Count < v.Acked || records.Count > v.Records.Length) return false;
