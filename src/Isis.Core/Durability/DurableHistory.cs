@@ -94,6 +94,10 @@ internal enum HistoryRecovery : byte
 /// damaged checkpoint never leaves its log without a start. A member that copies the history and
 /// has no checkpoint at or past the source's trim point first copies a checkpoint (the source's,
 /// or the plan's provider's), then the entries after it.</item>
+/// <item><b>A checkpoint is used only if it holds a prefix of the history</b>: its digest
+/// (<see cref="HistoryDigest"/>) must agree with the history's at its index. Lineage and index are
+/// not enough: SafeSends every acceptor delivered and then lost with its crash leave their indices
+/// to others, and an acceptor's checkpoint may hold them. One that disagrees is dropped and reported.</item>
 /// </list>
 /// </remarks>
 internal sealed partial class DurableHistory
@@ -377,8 +381,9 @@ internal sealed partial class DurableHistory
 
     /// <summary>
     /// The newest persistent checkpoint that holds a prefix of this history: made in the same
-    /// lineage (indices of another history mean other SafeSends) and no further than the history
-    /// reaches (a checkpoint past it would hold SafeSends the group no longer has). Checkpoints are
+    /// lineage (indices of another history mean other SafeSends), no further than the history
+    /// reaches (a checkpoint past it would hold SafeSends the group no longer has), and with the
+    /// history's digest at its index (<see cref="BecomeCurrent"/> dropped the others first). Checkpoints are
     /// this member's own: the application's state after a restart is the checkpoint plus the
     /// entries after it, the same state every member reaches from the history (the SafeSends are
     /// what survives a total crash; docs/semantics.md).
