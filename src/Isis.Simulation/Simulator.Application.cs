@@ -76,7 +76,15 @@ internal sealed partial class Simulator
         if (!Scenario.PersistentCheckpoints || !Scenario.DiskDurability) return null;
         IEnumerable<Checkpoint> whole = p.Checkpoints;
         if (p.Checkpoints.Count > 1 && _random.Chance(DamagedCheckpointChance)) whole = whole.Skip(1);
-        return whole.Select(c => new CheckpointMark(c.Lineage, c.Entries.Length, c.Name)).ToList();
+        return whole.Select(MarkOf).ToList();
+    }
+
+    /// <summary>A checkpoint as the driver names it to the core: its position and the digest of the entries it holds, as the runtime records them in the file.</summary>
+    private static CheckpointMark MarkOf(Checkpoint c)
+    {
+        ulong digest = HistoryDigest.Empty;
+        foreach ((MessageId id, _) in c.Entries) digest = HistoryDigest.Next(digest, id.Sender, id.ViewId, id.Seq);
+        return new CheckpointMark(c.Lineage, c.Entries.Length, c.Name, digest);
     }
 
     private void OnApplicationEvent(NodeId process, NodeEvent e)
@@ -153,7 +161,7 @@ internal sealed partial class Simulator
         if (p.Checkpoints.Count > 2) p.Checkpoints.RemoveAt(2);
         p.CheckpointFiles[c.Name] = c;
         ProcessNode node = p.Node!;
-        var mark = new CheckpointMark(c.Lineage, c.Entries.Length, c.Name);
+        CheckpointMark mark = MarkOf(c);
         At(_now + _random.NextInRange(0, 2_000), () =>
         {
             if (p.Node != node || node.IsShutDown) return;

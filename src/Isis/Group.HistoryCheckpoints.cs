@@ -89,7 +89,7 @@ public sealed partial class Group
     /// <summary>The open file of the checkpoint at <paramref name="mark"/>'s history position: the newest or the previous one.</summary>
     private FileStream? OpenServed(CheckpointMark mark)
     {
-        var wanted = new CheckpointFile.HistoryPosition(mark.Lineage, mark.Index);
+        var wanted = new CheckpointFile.HistoryPosition(mark.Lineage, mark.Index, mark.Digest);
         if (_served is { } open && open.Position == wanted) return open.File;
         CloseServed();
         if (CheckpointDirectory is not { } directory) return null;
@@ -130,7 +130,8 @@ public sealed partial class Group
             if (CheckpointFile.AppendCopyChunk(files, path, c.Offset, c.Bytes, c.Total) != CheckpointFile.CopyProgress.Whole) return;
             CheckpointFile.Checked? copy = CheckpointFile.Open(path, Name, out string? problem, files);
             var wanted = new CheckpointFile.HistoryPosition(c.Lineage, c.Index);
-            if (copy == null || copy.Position != wanted)
+            // Its digest is the provider's: the core checks it against the history it copies.
+            if (copy == null || copy.Position is not { } got || got.Lineage != wanted.Lineage || got.Index != wanted.Index)
             {
                 copy?.Dispose();
                 files.Delete(path);
@@ -143,7 +144,8 @@ public sealed partial class Group
             CheckpointFile.Checked? installed = CheckpointFile.Open(CheckpointFile.NewestPath(directory, Name), Name, out problem, files);
             if (installed == null) throw new IOException(problem ?? "the installed checkpoint cannot be read back");
             _restorable.Insert(0, installed); // the core restores it once the entries after it arrived
-            loop.Post(() => loop.Node.CheckpointDurable(Id, wanted.Mark, loop.Now));
+            CheckpointMark mark = installed.Position!.Value.Mark; // with the digest it records
+            loop.Post(() => loop.Node.CheckpointDurable(Id, mark, loop.Now));
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {

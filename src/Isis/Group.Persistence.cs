@@ -40,6 +40,7 @@ public sealed partial class Group
     // Event loop: where the SafeSend history stands in what was handed to the delivery thread (disk durability).
     private Lineage? _historyLineage;
     private long _safeHanded;
+    private ulong _safeDigest = HistoryDigest.Unknown; // the HistoryDigest of those _safeHanded entries (recorded with each checkpoint)
 
     /// <summary>
     /// Keeps this member's checkpoint of the group's state on disk, so the state survives a restart
@@ -111,7 +112,7 @@ public sealed partial class Group
         EventLoop loop = _runtime.RunningLoop();
         loop.Post(() =>
         {
-            CheckpointFile.HistoryPosition? position = _historyLineage is { } lineage ? new(lineage, _safeHanded) : null;
+            CheckpointFile.HistoryPosition? position = _historyLineage is { } lineage ? new(lineage, _safeHanded, _safeDigest) : null;
             bool queued = _delivery?.Enqueue(() =>
             {
                 SaveNow(position, done);
@@ -272,6 +273,7 @@ public sealed partial class Group
     internal void OnCheckpointRestored(CheckpointMark mark)
     {
         _safeHanded = mark.Index;
+        _safeDigest = mark.Digest;
         _delivery?.Enqueue(() =>
         {
             if (_restorable.FirstOrDefault(c => c.Position?.MarkName == mark.Name) is { } c) Restore(c);
@@ -279,14 +281,19 @@ public sealed partial class Group
     }
 
     /// <summary>Disk durability: the history is held here; checkpoints record it, and how many of its SafeSends the handlers had.</summary>
-    internal void OnHistoryPosition(Lineage lineage, long entries)
+    internal void OnHistoryPosition(Lineage lineage, long entries, ulong digest)
     {
         _historyLineage = lineage;
         _safeHanded = entries;
+        _safeDigest = digest;
     }
 
-    /// <summary>A SafeSend (delivered or replayed) handed to the delivery thread.</summary>
-    private void CountSafeHanded() => _safeHanded++;
+    /// <summary>A SafeSend (delivered or replayed) handed to the delivery thread: the history position and its digest move past it.</summary>
+    private void CountSafeHanded(NodeId sender, int viewId, long seq)
+    {
+        _safeHanded++;
+        _safeDigest = HistoryDigest.Next(_safeDigest, sender, viewId, seq);
+    }
 
     private void Restore(CheckpointFile.Checked checkpoint)
     {

@@ -417,14 +417,14 @@ public sealed partial class Group
     /// Queues a delivered message for the handlers. The payload is copied into a pooled buffer
     /// (the core recycles its copy once the message is stable), which the delivery thread returns.
     /// </summary>
-    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlySpan<byte> payload, bool replayed = false)
+    internal void OnDelivered(NodeId sender, MessageKind kind, ReadOnlySpan<byte> payload, int viewId, long seq, bool replayed = false)
     {
         bool query = kind.IsQuery();
         long queryId = query ? MessageKinds.QueryIdOf(payload) : 0;
         ReadOnlySpan<byte> body = query ? payload[Math.Min(8, payload.Length)..] : payload;
         byte[] buffer = _runtime.Buffers.Rent(body.Length);
         body.CopyTo(buffer);
-        if (kind.IsSafe()) CountSafeHanded(); // SafeSends and SafeQueries are the durable history's entries
+        if (kind.IsSafe()) CountSafeHanded(sender, viewId, seq); // SafeSends and SafeQueries are the durable history's entries
         _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId, replayed));
     }
 

@@ -313,7 +313,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
                 _messagesDelivered++;
                 if (_groups.TryGetValue(d.Group, out Group? g))
                 {
-                    g.OnDelivered(d.Sender, d.Kind, d.Payload.Span);
+                    g.OnDelivered(d.Sender, d.Kind, d.Payload.Span, d.ViewId, d.Seq);
                     if (d.Kind == MessageKind.Safe && d.Sender == loop.Node.Self) g.OnOwnSafeDelivered();
                 }
                 break;
@@ -375,7 +375,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case HistoryReady h:
                 if (_groups.TryGetValue(h.Group, out g))
                 {
-                    g.OnHistoryPosition(h.Lineage, h.Entries);
+                    g.OnHistoryPosition(h.Lineage, h.Entries, h.Digest);
                     g.OnHistoryReady(h.Lineage);
                     g.CompleteForcedRecovery(h.Entries);
                 }

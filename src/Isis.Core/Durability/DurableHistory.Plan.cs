@@ -15,7 +15,10 @@ internal sealed partial class DurableHistory
         HistoryStatus status = Current
             ? CurrentStatus()
             : new HistoryStatus(false, _image.Count, _image.LastView, [.. _image.Incarnations, _node.Self], _image.Trimmed,
-                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1, _forcedWithout, [.. _gaveUp]);
+                _image.LastView is { } last ? Usable(last.Lineage, _image.Trimmed, _image.Count)?.Index ?? -1 : -1, _forcedWithout, [.. _gaveUp])
+            {
+                Digest = _imageDigest ??= _image.DigestAt(_image.Count),
+            };
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
         status.Write(w);
         _node.SendTo(_view.Members[0].Endpoint, w.Finish());
@@ -23,13 +26,14 @@ internal sealed partial class DurableHistory
 
     /// <summary>A current member's status: where the view began, and the checkpoint it offers members that copy the history in this view.</summary>
     private HistoryStatus CurrentStatus() =>
-        new(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, _offered?.Index ?? -1, GaveUp: [.. _gaveUp]);
+        new(true, _viewStart, CurrentViewRecord(), [_node.Self], _trimmed, _offered?.Index ?? -1, GaveUp: [.. _gaveUp]) { Digest = DigestAt(_viewStart) };
 
     /// <summary>The plan of a view whose oldest member is current: everyone copies from it (it holds a checkpoint at or past its trim point).</summary>
     private HistoryPlan TransferFromMe() =>
         new(HistoryPlanMode.Transfer, _node.Self, _viewStart, _epoch, _lineage, _trimmed, _node.Self, _offered?.Index ?? 0)
         {
             GaveUp = [.. _gaveUp],
+            TargetDigest = DigestAt(_viewStart),
         };
 
     private void OnStatus(NodeId from, ref WireReader r, long now)
@@ -272,6 +276,7 @@ internal sealed partial class DurableHistory
             LastView = latest.View.Key,
             // Only a forced recovery gives the missing members up: their logs may hold SafeSends the history lacks.
             GaveUp = reason == HistoryRecovery.Forced ? [.. gaveUp, .. missing] : [.. gaveUp],
+            TargetDigest = latest.Digest,
         };
     }
 
@@ -287,7 +292,7 @@ internal sealed partial class DurableHistory
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryPlan, _node.Self, _member.Id, _view!.Id, 0))
             .U8((byte)plan.Mode).Node(plan.Source).I64(plan.Target).I64(plan.Epoch).Node(plan.Lineage.Founder).I32(plan.Lineage.ViewId)
             .I64(plan.Trimmed).Node(plan.Provider).I64(plan.ProviderCheckpoint)
-            .U8((byte)plan.Reason).Nodes(plan.Missing).I64(plan.LastView.Epoch).I32(plan.LastView.ViewId).Nodes(plan.GaveUp);
+            .U8((byte)plan.Reason).Nodes(plan.Missing).I64(plan.LastView.Epoch).I32(plan.LastView.ViewId).Nodes(plan.GaveUp).I64((long)plan.TargetDigest);
         _node.SendTo(to.Endpoint, w.Finish());
     }
 
@@ -306,6 +311,7 @@ internal sealed partial class DurableHistory
         NodeId[] missing = r.Nodes();
         var lastView = new HistoryViewKey(r.I64(), r.I32());
         NodeId[] gaveUp = r.Nodes();
+        ulong targetDigest = (ulong)r.I64();
         if (!r.Complete || !Enum.IsDefined(mode) || !Enum.IsDefined(reason) || gaveUp.Any(n => n.IsNone) || missing.Any(n => n.IsNone) || target < 0 || epoch < 1 || _view!.RankOf(source) < 0
             || trimmed < 0 || trimmed > target || providerCheckpoint < 0 || providerCheckpoint > target
             || (trimmed > 0 && (providerCheckpoint < trimmed || _view.RankOf(provider) < 0)))
@@ -323,12 +329,13 @@ internal sealed partial class DurableHistory
             Missing = missing,
             LastView = lastView,
             GaveUp = gaveUp,
+            TargetDigest = targetDigest,
         };
         SetAsideGivenUp(gaveUp);
         switch (mode)
         {
             case HistoryPlanMode.Fresh:
-                BecomeCurrent(0, [], restore: null, rewrite: false);
+                BecomeCurrent(0, [], restore: null, rewrite: false, baseDigest: HistoryDigest.Empty);
                 break;
             case HistoryPlanMode.Recover when source == _node.Self:
                 if (_image.Count < target || _image.Trimmed != trimmed) { _plan = null; r.Fail(); return; } // not what we reported: ask again
@@ -353,13 +360,16 @@ internal sealed partial class DurableHistory
 internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord? View, NodeId[] Incarnations, long Trimmed = 0, long Checkpoint = -1,
     NodeId[]? ForcedWithout = null, NodeId[]? GaveUp = null)
 {
+    /// <summary>The <see cref="HistoryDigest"/> of its entries 1..Count (unknown if its log predates digests, or a current member trimmed past its view's start).</summary>
+    public ulong Digest { get; init; } = HistoryDigest.Unknown;
+
     public void Write(PacketWriter w)
     {
         w.U8(Current ? (byte)1 : (byte)0).I64(Count).U8(View != null ? (byte)1 : (byte)0);
         if (View != null) HistoryLog.WriteViewBody(w, View);
         w.Nodes(Incarnations);
         w.I64(Trimmed).I64(Checkpoint);
-        w.U8(ForcedWithout != null ? (byte)1 : (byte)0).Nodes(ForcedWithout ?? []).Nodes(GaveUp ?? []);
+        w.U8(ForcedWithout != null ? (byte)1 : (byte)0).Nodes(ForcedWithout ?? []).Nodes(GaveUp ?? []).I64((long)Digest);
     }
 
     public static HistoryStatus? Read(ref WireReader r)
@@ -373,12 +383,13 @@ internal sealed record HistoryStatus(bool Current, long Count, HistoryViewRecord
         byte forced = r.U8();
         NodeId[] without = r.Nodes();
         NodeId[] gaveUp = r.Nodes();
+        ulong digest = (ulong)r.I64();
         if (!r.Complete || forced > 1 || (forced == 1 && current) || (forced == 0 && without.Length > 0) || gaveUp.Any(n => n.IsNone) || without.Any(n => n.IsNone) || count < 0 || (current && view == null) || trimmed < 0 || trimmed > count || checkpoint < -1 || checkpoint > count
             || (trimmed > 0 && view == null) || (current && trimmed > 0 && checkpoint < trimmed))
         {
             r.Fail();
             return null;
         }
-        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint, forced == 1 ? without : null, gaveUp);
+        return new HistoryStatus(current, count, view, incarnations, trimmed, checkpoint, forced == 1 ? without : null, gaveUp) { Digest = digest };
     }
 }

@@ -15,6 +15,9 @@ internal sealed partial class DurableHistory
     {
         public long Base;                  // entries 1..Base come from Restore
         public CheckpointMark? Restore;    // the checkpoint that holds them (null: Base is 0)
+        public CheckpointMark? BaseMark;   // the checkpoint at Base (Restore, or the one before it; null: Base is 0)
+        public ulong BaseDigest = HistoryDigest.Empty; // the HistoryDigest of entries 1..Base (checked against the source's at the first chunk)
+        public bool BaseChecked;           // the source's first chunk agreed with BaseDigest
         public List<HistoryEntry> Pulled = []; // entries Base+1.. pulled so far
         public CheckpointFetch? Fetch;     // a checkpoint being copied, before the entries
         public long NextAt;                // when to ask again
@@ -44,6 +47,9 @@ internal sealed partial class DurableHistory
 
     private PullState? _pull;
 
+    // Checkpoints copied from another member that turned out not to hold a prefix of the history copied (lineage, index): not copied again.
+    private readonly HashSet<(Lineage, long)> _notPrefixCopies = new();
+
     /// <summary>At most this many bytes per chunk of a checkpoint copied from another member (one chunk in flight; the driver writes each to the file it copies into).</summary>
     private const int CheckpointChunkBytes = 60 * 1024;
 
@@ -60,16 +66,33 @@ internal sealed partial class DurableHistory
         HistoryPlan plan = _plan!;
         _pull = new PullState();
         CheckpointMark? own = Usable(plan.Lineage, plan.Trimmed, plan.Target);
+        while (own != null && own.Index == plan.Target && !PrefixUnchecked && !HistoryDigest.Agree(own.Digest, plan.TargetDigest))
+        {
+            // At the target itself nothing is pulled to check it against: the plan says the source's digest there.
+            RejectCheckpoint(own, $"the history copied from {plan.Source} holds other SafeSends at {own.Index}");
+            own = Usable(plan.Lineage, plan.Trimmed, plan.Target);
+        }
         if (own != null)
         {
             // The newest is restored, but the log starts at the one before it where the source still
             // holds the entries after that one: as trimming leaves a log (rule 5), so that one damaged
-            // checkpoint never leaves this member's log without a start.
-            _pull.Base = Usable(plan.Lineage, plan.Trimmed, own.Index - 1)?.Index ?? own.Index;
+            // checkpoint never leaves this member's log without a start. The source's first chunk
+            // says what its history's digest is at the base, and the pulled entries what it is at
+            // the restored one: a checkpoint that is not a prefix of the history is dropped then.
+            CheckpointMark baseMark = Usable(plan.Lineage, plan.Trimmed, own.Index - 1) ?? own;
+            _pull.Base = baseMark.Index;
+            _pull.BaseMark = baseMark;
+            _pull.BaseDigest = baseMark.Digest;
             _pull.Restore = own;
         }
         else if (plan.Trimmed > 0)
         {
+            if (_notPrefixCopies.Contains((plan.Lineage, plan.ProviderCheckpoint)))
+            {
+                // Its copy was not a prefix of the source's history: copying it again would not be either. A later view plans anew.
+                _pull = null;
+                return;
+            }
             // Nothing of ours covers what the source's log no longer holds: copy the provider's checkpoint first.
             _pull.Fetch = new CheckpointFetch(plan.Provider, plan.ProviderCheckpoint, -1);
             SendCheckpointPull(now);
@@ -82,6 +105,7 @@ internal sealed partial class DurableHistory
     private void RecoverFromOwnLog(long now)
     {
         HistoryPlan plan = _plan!;
+        RejectNotPrefix(plan.Lineage, _image.DigestAt, _image.Trimmed, plan.Target);
         CheckpointMark? own = Usable(plan.Lineage, _image.Trimmed, plan.Target);
         if (_image.Trimmed > 0 && own == null)
         {
@@ -90,7 +114,7 @@ internal sealed partial class DurableHistory
             return;
         }
         List<HistoryEntry> entries = _image.Entries.GetRange(0, (int)(plan.Target - _image.Trimmed));
-        BecomeCurrent(_image.Trimmed, entries, own, rewrite: _image.Count != plan.Target);
+        BecomeCurrent(_image.Trimmed, entries, own, rewrite: _image.Count != plan.Target, baseDigest: _image.TrimmedDigest);
     }
 
     /// <summary>The start is settled (own checkpoint, copied one, or nothing): the entries after it come from the source, or from this member's own log.</summary>
@@ -100,12 +124,21 @@ internal sealed partial class DurableHistory
         HistoryPlan plan = _plan!;
         if (FromOwnLog)
         {
-            // Our log holds entries after its trim point, which the copied checkpoint covers.
+            // Our log holds entries after its trim point, which the copied checkpoint covers (if it holds a prefix of it).
             int skip = (int)(pull.Base - _image.Trimmed);
-            BecomeCurrent(pull.Base, _image.Entries.GetRange(skip, (int)(plan.Target - pull.Base)), pull.Restore, rewrite: true);
+            ulong own = _image.DigestAt(pull.Base);
+            if (!PrefixUnchecked && !HistoryDigest.Agree(pull.BaseDigest, own))
+            {
+                _notPrefixCopies.Add((plan.Lineage, pull.Base));
+                if (pull.Restore != null) RejectCheckpoint(pull.Restore, $"it was copied from {plan.Provider}, and this member's log has other SafeSends at {pull.Base}");
+                _pull = null; // a later view plans anew
+                return;
+            }
+            BecomeCurrent(pull.Base, _image.Entries.GetRange(skip, (int)(plan.Target - pull.Base)), pull.Restore, rewrite: true, baseDigest: own != HistoryDigest.Unknown ? own : pull.BaseDigest);
             return;
         }
-        if (pull.Base == plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true);
+        // Nothing to pull: StartPull checked the checkpoint against the plan's digest at the target.
+        if (pull.Base == plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
         else SendPull(now);
     }
 
@@ -156,6 +189,7 @@ internal sealed partial class DurableHistory
         }
         w.I32(count);
         for (int k = 0; k < count; k++) HistoryLog.WriteTransferred(w, _entries[at + k]);
+        w.I64((long)DigestAt(first - 1)); // the puller checks the checkpoint it starts from against it
         _node.SendTo(from.Endpoint, w.Finish());
     }
 
@@ -167,8 +201,22 @@ internal sealed partial class DurableHistory
         {
             if (HistoryLog.ReadTransferred(ref r, first + k) is { } e) entries.Add(e);
         }
+        ulong digest = (ulong)r.I64();
         if (!r.Complete || first < 1) { r.Fail(); return; }
         if (Current || _pull is not { Fetch: null } pull || from != _plan!.Source || first != pull.Base + pull.Pulled.Count + 1) { _node.Counters.Duplicates++; return; }
+        if (!pull.BaseChecked)
+        {
+            if (!PrefixUnchecked && !HistoryDigest.Agree(pull.BaseDigest, digest))
+            {
+                // The checkpoint this member starts from holds other SafeSends than the source's history at its index.
+                _notPrefixCopies.Add((_plan.Lineage, pull.Base)); // if it was a copy, the provider's is no better
+                if (pull.BaseMark is { } bad && _kept.Contains(bad)) RejectCheckpoint(bad, $"{from}'s history holds other SafeSends at {bad.Index}");
+                StartPull(now); // from the next checkpoint that may hold a prefix, or a copy, or nothing
+                return;
+            }
+            pull.BaseChecked = true;
+            if (pull.BaseDigest == HistoryDigest.Unknown) pull.BaseDigest = digest;
+        }
         foreach (HistoryEntry e in entries)
         {
             if (pull.Base + pull.Pulled.Count >= _plan.Target) break;
@@ -177,7 +225,19 @@ internal sealed partial class DurableHistory
         }
         if (pull.Base + pull.Pulled.Count == _plan.Target)
         {
-            BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, staged: pull);
+            CheckpointMark? restore = pull.Restore;
+            if (restore != null && restore != pull.BaseMark && !PrefixUnchecked)
+            {
+                // The restored checkpoint is past the base: the pulled entries say whether it holds a prefix.
+                ulong d = pull.BaseDigest;
+                for (long i = pull.Base; i < restore.Index; i++) d = HistoryDigest.Next(d, pull.Pulled[(int)(i - pull.Base)]);
+                if (!HistoryDigest.Agree(restore.Digest, d))
+                {
+                    RejectCheckpoint(restore, $"{from}'s history holds other SafeSends at {restore.Index}");
+                    restore = pull.BaseMark; // checked at the first chunk
+                }
+            }
+            BecomeCurrent(pull.Base, pull.Pulled, restore, rewrite: true, baseDigest: pull.BaseDigest, staged: pull);
             return;
         }
         if (pull.Unstaged >= _node.Options.HistoryCopyPartBytes) StagePart(pull);
@@ -201,7 +261,7 @@ internal sealed partial class DurableHistory
     {
         HistoryPlan plan = _plan!;
         bool first = pull.StagedParts == 0;
-        List<byte[]> records = first ? LogHeader(plan.Epoch, plan.Lineage, pull.Base, pull.Pulled.Count) : new List<byte[]>(pull.Pulled.Count - pull.Staged);
+        List<byte[]> records = first ? LogHeader(plan.Epoch, plan.Lineage, pull.Base, pull.BaseDigest, pull.Pulled.Count) : new List<byte[]>(pull.Pulled.Count - pull.Staged);
         for (int k = pull.Staged; k < pull.Pulled.Count; k++) records.Add(HistoryLog.Entry(_node.Writer, pull.Pulled[k]));
         if (first) pull.StagedHeader = HeaderKey(pull.Base);
         HistoryWrite write = CopyOverLogInPlace
@@ -299,6 +359,9 @@ internal sealed partial class DurableHistory
         PullState pull = _pull!;
         pull.Base = mark.Index;
         pull.Restore = mark;
+        pull.BaseMark = mark;
+        pull.BaseDigest = mark.Digest;
+        pull.BaseChecked = false;
         pull.Fetch = null;
         pull.Pulled = [];
         ContinueAfterBase(now);

@@ -69,7 +69,11 @@ internal sealed partial class DurableHistory
             OnFetchedCheckpointDurable(mark, now);
             return;
         }
-        if (Current) TrimToCheckpoints();
+        if (Current)
+        {
+            RejectNotPrefix(_lineage, DigestAt, _trimmed, Count);
+            TrimToCheckpoints();
+        }
     }
 
     /// <summary>Trims the log (and the entries held in memory) to what the rules allow now.</summary>
@@ -96,7 +100,9 @@ internal sealed partial class DurableHistory
             }
         }
         if (point <= _trimmed) return;
+        _trimmedDigest = DigestAt(point);
         _entries.RemoveRange(0, (int)(point - _trimmed));
+        _chain.RemoveRange(0, (int)(point - _trimmed));
         _trimmed = point;
         _node.Counters.HistoryTrims++;
         RewriteLog(keepOldAside: false);

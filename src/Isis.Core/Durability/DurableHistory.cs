@@ -37,6 +37,9 @@ internal sealed record HistoryPlan(HistoryPlanMode Mode, NodeId Source, long Tar
 
     /// <summary>Every incarnation a forced recovery of this history gave up, this one's included: never taken as part of the history.</summary>
     public NodeId[] GaveUp { get; init; } = [];
+
+    /// <summary>The <see cref="HistoryDigest"/> of the source's entries 1..Target (unknown if its log predates digests): a member's own checkpoint at Target is restored only if it agrees.</summary>
+    public ulong TargetDigest { get; init; } = HistoryDigest.Unknown;
 }
 
 /// <summary>Why a recovery of the history went ahead without every member of its last view.</summary>
@@ -91,6 +94,10 @@ internal enum HistoryRecovery : byte
 /// damaged checkpoint never leaves its log without a start. A member that copies the history and
 /// has no checkpoint at or past the source's trim point first copies a checkpoint (the source's,
 /// or the plan's provider's), then the entries after it.</item>
+/// <item><b>A checkpoint is used only if it holds a prefix of the history</b>: its digest
+/// (<see cref="HistoryDigest"/>) must agree with the history's at its index. Lineage and index are
+/// not enough: SafeSends every acceptor delivered and then lost with its crash leave their indices
+/// to others, and an acceptor's checkpoint may hold them. One that disagrees is dropped and reported.</item>
 /// </list>
 /// </remarks>
 internal sealed partial class DurableHistory
@@ -100,6 +107,8 @@ internal sealed partial class DurableHistory
     private readonly HistoryLogImage _image;
     private List<HistoryEntry> _entries = []; // entries _trimmed+1 .. Count
     private long _trimmed;                     // entries 1.._trimmed are held in a persistent checkpoint only
+    private List<ulong> _chain = [];           // while current: the HistoryDigest of entries 1..i, for each entry i of _entries
+    private ulong _trimmedDigest = HistoryDigest.Empty; // the HistoryDigest of entries 1.._trimmed
     private long _epoch;
     private Lineage _lineage;
     private long _viewStart; // entries at the start of the current view, while current
@@ -127,6 +136,7 @@ internal sealed partial class DurableHistory
     // incarnation that wrote its log (dropped once it holds the history, usable again if a view change voids the plan).
     private readonly HashSet<CheckpointMark> _setAside = new();
     private HistoryPlan? _decided;
+    private ulong? _imageDigest; // the HistoryDigest of the log it brought, entries 1..Count (statuses carry it)
     private string? _lastWaiting;
 
     public DurableHistory(ProcessNode node, GroupMember member, HistoryLogImage image, IReadOnlyList<CheckpointMark> checkpoints)
@@ -196,7 +206,7 @@ internal sealed partial class DurableHistory
             // that knows (another machine's process first), a new history is founded, and logs of
             // the old one that arrive later are kept aside - docs/semantics.md.
             _plan = new HistoryPlan(HistoryPlanMode.Fresh, _node.Self, 0, 1, new Lineage(_node.Self, view.Id));
-            BecomeCurrent(0, [], restore: null, rewrite: false);
+            BecomeCurrent(0, [], restore: null, rewrite: false, baseDigest: HistoryDigest.Empty);
         }
         if (Current)
         {
@@ -252,7 +262,7 @@ internal sealed partial class DurableHistory
     /// <see cref="StagePart"/>) is completed by its last part and renamed over the log in this
     /// step, instead of being written whole here.
     /// </remarks>
-    private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite, PullState? staged = null)
+    private void BecomeCurrent(long trimmed, List<HistoryEntry> entries, CheckpointMark? restore, bool rewrite, ulong baseDigest, PullState? staged = null)
     {
         HistoryPlan plan = _plan!;
         // The plan's give-ups bind from here on (logged below): this member's history is the one it continues.
@@ -264,15 +274,22 @@ internal sealed partial class DurableHistory
         }
         _entries = entries;
         _trimmed = trimmed;
+        _trimmedDigest = baseDigest;
+        _chain = new List<ulong>(entries.Count);
+        foreach (HistoryEntry e in entries) _chain.Add(HistoryDigest.Next(_chain.Count == 0 ? baseDigest : _chain[^1], e));
         _epoch = plan.Epoch;
         _lineage = plan.Lineage;
         _viewStart = Count;
         Current = true;
         _offered = Usable(_lineage, _trimmed, _viewStart);
         _pull = null;
+        // Checkpoints of this history that are not a prefix of it are never restored nor trimmed behind (callers checked the one they pass).
+        RejectNotPrefix(_lineage, DigestAt, _trimmed, Count);
         restore ??= trimmed == 0 ? ChooseCheckpoint(Count) : null;
         Invariant.Check(trimmed == 0 || (restore != null && restore.Index >= trimmed && restore.Lineage == _lineage),
             "a member holds a trimmed history only with a checkpoint of its lineage at or past the trim point");
+        Invariant.Check(restore == null || PrefixUnchecked || HistoryDigest.Agree(restore.Digest, DigestAt(restore.Index)),
+            "a member restores only a checkpoint that holds a prefix of the history it holds");
         _forcedWithout = null;
         if (rewrite)
         {
@@ -304,7 +321,7 @@ internal sealed partial class DurableHistory
         {
             _node.Emit(new HistoryRecoveredWithout(_member.Id, plan.Reason, plan.Missing, Count, plan.LastView, DescribeRecovery(plan)));
         }
-        _member.OnHistoryCurrent(entries, Count, plan, _lineage, restore);
+        _member.OnHistoryCurrent(entries, Count, plan, _lineage, restore, DigestAt(Count));
         if (_rank == 0)
         {
             NoteOwnStatusCurrent();
@@ -336,7 +353,7 @@ internal sealed partial class DurableHistory
                 : new HistoryWrite(_member.Id, rest, Rewrite: false, KeepOldAside: keepOldAside, HistoryStage.Commit));
             return;
         }
-        List<byte[]> records = LogHeader(_epoch, _lineage, _trimmed, _entries.Count);
+        List<byte[]> records = LogHeader(_epoch, _lineage, _trimmed, _trimmedDigest, _entries.Count);
         foreach (HistoryEntry e in _entries) records.Add(HistoryLog.Entry(_node.Writer, e));
         _node.Outbox.HistoryWrites.Add(new HistoryWrite(_member.Id, records, Rewrite: true, KeepOldAside: keepOldAside));
     }
@@ -348,13 +365,13 @@ internal sealed partial class DurableHistory
     /// <paramref name="lineage"/> in <paramref name="epoch"/>, the trim point, and the incarnations
     /// forced recoveries gave up; room for <paramref name="entries"/> more.
     /// </summary>
-    private List<byte[]> LogHeader(long epoch, Lineage lineage, long trimmed, int entries)
+    private List<byte[]> LogHeader(long epoch, Lineage lineage, long trimmed, ulong trimmedDigest, int entries)
     {
         var records = new List<byte[]>(entries + _image.Incarnations.Count + 4);
         foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
         records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
         records.Add(HistoryLog.View(_node.Writer, new HistoryViewRecord(new HistoryViewKey(epoch, _view!.Id), lineage, _node.Self, _view.Members)));
-        if (trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, trimmed));
+        if (trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, trimmed, trimmedDigest));
         if (_gaveUp.Count > 0) records.Add(HistoryLog.GaveUp(_node.Writer, _gaveUp));
         return records;
     }
@@ -364,8 +381,9 @@ internal sealed partial class DurableHistory
 
     /// <summary>
     /// The newest persistent checkpoint that holds a prefix of this history: made in the same
-    /// lineage (indices of another history mean other SafeSends) and no further than the history
-    /// reaches (a checkpoint past it would hold SafeSends the group no longer has). Checkpoints are
+    /// lineage (indices of another history mean other SafeSends), no further than the history
+    /// reaches (a checkpoint past it would hold SafeSends the group no longer has), and with the
+    /// history's digest at its index (<see cref="BecomeCurrent"/> dropped the others first). Checkpoints are
     /// this member's own: the application's state after a restart is the checkpoint plus the
     /// entries after it, the same state every member reaches from the history (the SafeSends are
     /// what survives a total crash; docs/semantics.md).
@@ -379,6 +397,47 @@ internal sealed partial class DurableHistory
             $"({_lineage}, {entries} entries): they were made in another history ({string.Join(", ", _kept.Select(c => $"{c.Name}: {c.Lineage}, {c.Index} entries"))}); " +
             "the whole history is replayed instead"));
         return null;
+    }
+
+    /// <summary>While current: the <see cref="HistoryDigest"/> of entries 1..<paramref name="index"/> (unknown below the trim point or past the end).</summary>
+    private ulong DigestAt(long index)
+    {
+        if (index == _trimmed) return _trimmedDigest;
+        if (index < _trimmed || index > Count) return HistoryDigest.Unknown;
+        return _chain[(int)(index - _trimmed - 1)];
+    }
+
+    private bool PrefixUnchecked => (_node.Options.Mutations & ProtocolMutations.CheckpointPrefixUnchecked) != 0;
+
+    /// <summary>
+    /// Drops every kept checkpoint of <paramref name="lineage"/> between <paramref name="from"/> and
+    /// <paramref name="to"/> entries whose digest differs from the history's at its index
+    /// (<paramref name="digestAt"/>): it holds SafeSends the group lost (every acceptor of them
+    /// delivered them and crashed, and the indices went to others), so it is never restored, copied
+    /// or trimmed behind. The file stays until a save replaces it; the driver is told, and logs it.
+    /// </summary>
+    private void RejectNotPrefix(Lineage lineage, Func<long, ulong> digestAt, long from, long to)
+    {
+        if (PrefixUnchecked) return; // deliberately broken: lineage and index taken as proof of a prefix
+        for (int k = _kept.Count - 1; k >= 0; k--)
+        {
+            CheckpointMark c = _kept[k];
+            if (c.Lineage != lineage || c.Index < from || c.Index > to) continue;
+            ulong d = digestAt(c.Index);
+            if (HistoryDigest.Agree(c.Digest, d)) continue;
+            RejectCheckpoint(c, $"the history holds other SafeSends at {c.Index} (digest {d:x16}, the checkpoint's {c.Digest:x16})");
+        }
+    }
+
+    /// <summary>A kept checkpoint turned out not to hold a prefix of the group's history: it is dropped and reported.</summary>
+    private void RejectCheckpoint(CheckpointMark c, string why)
+    {
+        _kept.Remove(c);
+        _setAside.Remove(c);
+        _node.Counters.CheckpointsNotPrefix++;
+        _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.CheckpointNotUsed,
+            $"this member's persistent checkpoint {c.Name} ({c.Lineage}, {c.Index} entries) does not hold a prefix of the group's SafeSend history: {why}. " +
+            "It holds SafeSends the group lost (all their acceptors failed after delivering them), so it is never restored; the history is used instead"));
     }
 
     // ---------------------------------------------------------------- forced recovery
@@ -445,7 +504,9 @@ internal sealed partial class DurableHistory
         if (!Current) return;
         var e = new HistoryEntry(Count + 1, sender, viewId, seq, phi, payload.ToArray(), kind == MessageKind.QuerySafe);
         _entries.Add(e);
+        _chain.Add(HistoryDigest.Next(_chain.Count == 0 ? _trimmedDigest : _chain[^1], e));
         Append(HistoryLog.Entry(_node.Writer, e));
+        if (_kept.Count > 0) RejectNotPrefix(_lineage, DigestAt, Count, Count); // a checkpoint made past the history's end when it came back is checked when the history reaches it
     }
 
     // ---------------------------------------------------------------- packets

@@ -59,6 +59,52 @@ internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long 
 internal sealed record HistoryViewRecord(HistoryViewKey Key, Lineage Lineage, NodeId Me, NodeId[] Members);
 
 /// <summary>
+/// A digest of a history's prefix: a chain over the ids of its entries (sender incarnation, view,
+/// sequence number), one step per index, so two histories of one lineage have the same digest at
+/// index i only if (but for a 2^-64 chance) their entries 1..i are the same SafeSends. A persistent
+/// checkpoint records the digest of the prefix it holds and is restored only where the history the
+/// member now holds has that digest at that index: lineage and index alone do not say that, since
+/// SafeSends that every acceptor delivered and then lost with its crash leave their indices to
+/// others (docs/semantics.md). 0 is "unknown" (a log or checkpoint written before digests), which
+/// every digest matches, as an unknown state lineage is accepted.
+/// </summary>
+internal static class HistoryDigest
+{
+    /// <summary>The digest of the empty prefix (index 0).</summary>
+    public const ulong Empty = 0x6a09e667f3bcc908UL;
+
+    /// <summary>Unknown: matches every digest.</summary>
+    public const ulong Unknown = 0;
+
+    /// <summary>The digest of a prefix extended by one entry (unknown stays unknown).</summary>
+    public static ulong Next(ulong prefix, NodeId sender, int viewId, long seq)
+    {
+        if (prefix == Unknown) return Unknown;
+        ulong h = prefix;
+        h = Mix(h ^ sender.Endpoint);
+        h = Mix(h ^ sender.Incarnation);
+        h = Mix(h ^ (uint)viewId);
+        h = Mix(h ^ (ulong)seq);
+        return h == Unknown ? 1 : h;
+    }
+
+    /// <summary>The digest of a prefix extended by <paramref name="e"/>.</summary>
+    public static ulong Next(ulong prefix, HistoryEntry e) => Next(prefix, e.Sender, e.ViewId, e.Seq);
+
+    /// <summary>True unless both digests are known and differ.</summary>
+    public static bool Agree(ulong a, ulong b) => a == Unknown || b == Unknown || a == b;
+
+    // splitmix64's finaliser after a multiply-add: every input bit reaches every output bit.
+    private static ulong Mix(ulong z)
+    {
+        z = (z + 0x9e3779b97f4a7c15UL) * 0xbf58476d1ce4e5b9UL;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL;
+        return z ^ (z >> 31);
+    }
+}
+
+/// <summary>
 /// The records of a member's durable history log, one per <c>DurableRecordFile</c> record:
 /// Incarnation (written before the join request leaves, so every incarnation that is ever in a
 /// view can later be recognised as this log's), View, Entry (a SafeSend; a SafeQuery has a kind
@@ -99,8 +145,12 @@ internal static class HistoryLog
         return new HistoryViewRecord(new HistoryViewKey(epoch, viewId), new Lineage(founder, foundedIn), me, members);
     }
 
-    /// <summary>Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in a checkpoint, not in this log.</summary>
-    public static byte[] Trim(PacketWriter w, long through) => w.BeginRecord().U8(TrimRecord).I64(through).FinishRecord();
+    /// <summary>
+    /// Entries 1..<paramref name="through"/> of the lineage of the View record before it are held in
+    /// a checkpoint, not in this log; <paramref name="digest"/> is their <see cref="HistoryDigest"/>
+    /// (a Trim record written before digests has none: unknown).
+    /// </summary>
+    public static byte[] Trim(PacketWriter w, long through, ulong digest) => w.BeginRecord().U8(TrimRecord).I64(through).I64((long)digest).FinishRecord();
 
     /// <summary>
     /// The operator allows a recovery without <paramref name="without"/> (members of the last view;
@@ -156,6 +206,7 @@ internal static class HistoryLog
         var gaveUp = new List<NodeId>();
         HistoryViewRecord? last = null;
         long trimmed = 0;
+        ulong trimmedDigest = HistoryDigest.Empty;
         NodeId[]? forcedWithout = null;
         int i = 0;
         for (; i < records.Count; i++)
@@ -186,8 +237,10 @@ internal static class HistoryLog
             else if (kind == TrimRecord)
             {
                 long through = r.I64();
+                ulong digest = r.Ok && r.Remaining >= 8 ? (ulong)r.I64() : HistoryDigest.Unknown;
                 if (!r.Complete || through < 1 || last == null || trimmed != 0 || entries.Count != 0) break;
                 trimmed = through;
+                trimmedDigest = digest;
             }
             else if (kind == ForcedRecoveryRecord)
             {
@@ -209,7 +262,7 @@ internal static class HistoryLog
                 break;
             }
         }
-        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { ForcedWithout = forcedWithout, GaveUp = gaveUp };
+        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { ForcedWithout = forcedWithout, GaveUp = gaveUp, TrimmedDigest = trimmedDigest };
     }
 }
 
@@ -221,7 +274,8 @@ internal static class HistoryLog
 /// <param name="Lineage">The history the checkpoint was made in.</param>
 /// <param name="Index">Entries 1..Index are in it.</param>
 /// <param name="Name">The driver's name for it (a file), handed back in <see cref="Node.CheckpointRestored"/>.</param>
-internal sealed record CheckpointMark(Lineage Lineage, long Index, string Name);
+/// <param name="Digest">The <see cref="HistoryDigest"/> of entries 1..Index as the member applied them (<see cref="HistoryDigest.Unknown"/>: a checkpoint written before digests).</param>
+internal sealed record CheckpointMark(Lineage Lineage, long Index, string Name, ulong Digest = HistoryDigest.Unknown);
 
 /// <summary>What a member's durable history log held when it joined.</summary>
 /// <param name="Incarnations">Every incarnation that joined with this log (the ones its View records can name).</param>
@@ -250,6 +304,18 @@ internal sealed record HistoryLogImage(List<NodeId> Incarnations, HistoryViewRec
     /// </summary>
     public bool FoundedElsewhere { get; init; }
 
+    /// <summary>The <see cref="HistoryDigest"/> of entries 1..Trimmed, from the Trim record (unknown if it predates digests).</summary>
+    public ulong TrimmedDigest { get; init; } = HistoryDigest.Empty;
+
     /// <summary>How long the history it held is (trimmed entries included).</summary>
     public long Count => Trimmed + Entries.Count;
+
+    /// <summary>The digest of entries 1..<paramref name="index"/> of this log's history (unknown below its trim point or past its end).</summary>
+    public ulong DigestAt(long index)
+    {
+        if (index < Trimmed || index > Count) return HistoryDigest.Unknown;
+        ulong d = TrimmedDigest;
+        for (long i = Trimmed; i < index; i++) d = HistoryDigest.Next(d, Entries[(int)(i - Trimmed)]);
+        return d;
+    }
 }

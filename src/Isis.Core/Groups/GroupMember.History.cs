@@ -25,7 +25,7 @@ internal sealed partial class GroupMember
     /// With a persistent <paramref name="checkpoint"/>, the application restores it instead of
     /// replaying the entries it holds, and only the entries after them are replayed.
     /// </remarks>
-    internal void OnHistoryCurrent(List<HistoryEntry> entries, long count, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint)
+    internal void OnHistoryCurrent(List<HistoryEntry> entries, long count, HistoryPlan plan, Lineage lineage, CheckpointMark? checkpoint, ulong digest = HistoryDigest.Unknown)
     {
         int current = View!.Id;
         foreach (NodeEvent e in _held)
@@ -56,7 +56,7 @@ internal sealed partial class GroupMember
         // which the checkpoint covers; indices are consecutive). A copy of the list: the history's
         // own is trimmed in place, and grows with this view's SafeSends.
         int from = entries.Count == 0 ? 0 : (int)Math.Clamp(replayAfter + 1 - entries[0].Index, 0, entries.Count);
-        _replay = new HistoryReplay(entries.GetRange(from, entries.Count - from), count, plan.Mode, lineage);
+        _replay = new HistoryReplay(entries.GetRange(from, entries.Count - from), count, plan.Mode, lineage) { Digest = digest };
         ContinueReplay(all: State == MemberState.Left); // a member that left gets no more ticks
     }
 
@@ -78,6 +78,7 @@ internal sealed partial class GroupMember
         public long Count { get; } = count;
         public HistoryPlanMode How { get; } = how;
         public Lineage Lineage { get; } = lineage;
+        public ulong Digest { get; init; } // of entries 1..Count: checkpoints made from here on record it (and what follows)
         public int Next;      // the next entry to hand over
         public long NextAt;   // when the next slice is due
     }
@@ -116,7 +117,7 @@ internal sealed partial class GroupMember
             return;
         }
         _replay = null;
-        _node.Emit(new HistoryReady(Id, r.Count, r.How, r.Lineage));
+        _node.Emit(new HistoryReady(Id, r.Count, r.How, r.Lineage, r.Digest));
         foreach (NodeEvent e in _held) _node.Emit(e);
         _held.Clear();
         if (State == MemberState.Left) return;

@@ -21,6 +21,7 @@ internal sealed class NodeCounters
     public long Retransmissions;
     public long ViewsInstalled;
     public long HistoryTrims;            // disk durability: times a group's log was trimmed behind its checkpoints
+    public long CheckpointsNotPrefix;    // disk durability: kept checkpoints dropped because they do not hold a prefix of the history (HistoryDigest)
     public long HistoryCopyParts;        // disk durability: parts of copied histories written aside as they arrived (HistoryStage)
     public long HistoryReplaySlices;     // disk durability: slices in which histories were handed to the application
 

@@ -67,7 +67,7 @@ internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry En
 /// a persistent checkpoint made from here on records it, with the number of SafeSends the
 /// application has applied, so a later restart knows which entries the checkpoint already holds.
 /// </summary>
-internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How, Durability.Lineage Lineage) : NodeEvent;
+internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How, Durability.Lineage Lineage, ulong Digest = Durability.HistoryDigest.Unknown) : NodeEvent;
 
 /// <summary>
 /// Disk durability, before the history's replay: the application loads this member's persistent

@@ -207,7 +207,7 @@ internal sealed record ProtocolOptions
 /// guarantee, and the simulator's checker must notice.
 /// </summary>
 [Flags]
-internal enum ProtocolMutations
+internal enum ProtocolMutations : long
 {
     None = 0,
 
@@ -377,4 +377,12 @@ internal enum ProtocolMutations
     /// held the history in that view with only a prefix of it.
     /// </summary>
     CopyOverLogInPlace = 1073741824,
+
+    /// <summary>
+    /// A member restores (or copies onto) its own persistent checkpoint on lineage and index alone,
+    /// without checking its history digest against the history's at that index: a checkpoint that
+    /// holds SafeSends the group lost (all their acceptors delivered them and crashed, and the
+    /// indices went to other SafeSends) is restored, and its state diverges from the others'.
+    /// </summary>
+    CheckpointPrefixUnchecked = 1L << 31,
 }

@@ -12,13 +12,15 @@ namespace Isis.Runtime;
 /// state (without disk durability), and the group's key.
 /// </summary>
 /// <remarks>
-/// <para>Layout (little-endian): the magic <c>ISISCKPT</c>, a format version (2), the group's name,
-/// the history position (a flag, then the lineage's founder and view and the number of entries
-/// applied), the state lineage (a flag, then its founder and view), the time it was written, the
+/// <para>Layout (little-endian): the magic <c>ISISCKPT</c>, a format version (3), the group's name,
+/// the history position (a flag, then the lineage's founder and view, the number of entries
+/// applied and the <see cref="HistoryDigest"/> of those entries), the state lineage (a flag, then its founder and view), the time it was written, the
 /// key (its length, 0 or 32, then the bytes), then each part as its length and bytes, then an end
 /// marker (length -1), the number of parts, and the SHA-256 of everything before the hash.</para>
 /// <para>Format 1, written before state lineages existed, is the same without the state lineage;
-/// it still loads, with its lineage unknown (see <see cref="Checked.Lineage"/>).</para>
+/// it still loads, with its lineage unknown (see <see cref="Checked.Lineage"/>). Format 2, written
+/// before history digests, is format 3 without the digest; it still loads, its digest unknown
+/// (which the core accepts as matching any history, as before).</para>
 /// <para>Written aside (<c>.tmp</c>, created readable by this account only, since it holds the key),
 /// fsynced, then renamed over the newest after the newest was renamed to the previous, the
 /// directory fsynced after each rename: a crash at any point leaves the newest or the previous
@@ -28,7 +30,10 @@ namespace Isis.Runtime;
 internal static class CheckpointFile
 {
     private static ReadOnlySpan<byte> Magic => "ISISCKPT"u8;
-    private const byte Version = 2;
+    private const byte Version = 3;
+
+    /// <summary>The format before the history position recorded its digest.</summary>
+    private const byte VersionWithoutDigest = 2;
 
     /// <summary>The format before the state lineage was recorded (it has no such field).</summary>
     private const byte VersionWithoutLineage = 1;
@@ -45,7 +50,7 @@ internal static class CheckpointFile
     private static string FileNameOf(string group) => string.Concat(group.Select(c => char.IsLetterOrDigit(c) || c is '-' or '_' ? c : '_'));
 
     /// <summary>Where a group's SafeSend history stood when a checkpoint was made: its lineage and the entries applied.</summary>
-    internal readonly record struct HistoryPosition(Lineage Lineage, long Index)
+    internal readonly record struct HistoryPosition(Lineage Lineage, long Index, ulong Digest = HistoryDigest.Unknown)
     {
         /// <summary>
         /// The name the core knows this checkpoint by: its history position, which stays the same
@@ -53,7 +58,7 @@ internal static class CheckpointFile
         /// </summary>
         public string MarkName => $"{Lineage}#{Index}";
 
-        public CheckpointMark Mark => new(Lineage, Index, MarkName);
+        public CheckpointMark Mark => new(Lineage, Index, MarkName, Digest);
     }
 
     /// <summary>Where a checkpoint copied from another member is written until it is whole and checked.</summary>
@@ -126,6 +131,15 @@ internal static class CheckpointFile
         files.SyncDirectory(folder);
     }
 
+    /// <summary>A history position as the header of a file of <paramref name="version"/> holds it (before format 3: its digest unknown).</summary>
+    private static HistoryPosition ReadHistoryPosition(BinaryReader reader, byte version)
+    {
+        Lineage lineage = ReadLineage(reader);
+        long index = reader.ReadInt64();
+        ulong digest = version >= Version ? reader.ReadUInt64() : HistoryDigest.Unknown;
+        return new HistoryPosition(lineage, index, digest);
+    }
+
     /// <summary>The history position a checkpoint's header names (null: none, or the header does not parse); the file is not checked whole.</summary>
     public static HistoryPosition? ReadPosition(FileStream file, string group)
     {
@@ -133,10 +147,11 @@ internal static class CheckpointFile
         {
             file.Position = 0;
             var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
-            // The history position comes before the state lineage in both formats.
-            if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || reader.ReadByte() is not (Version or VersionWithoutLineage) || reader.ReadString() != group) return null;
+            byte version = 0;
+            // The history position comes before the state lineage in every format.
+            if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || (version = reader.ReadByte()) is not (Version or VersionWithoutDigest or VersionWithoutLineage) || reader.ReadString() != group) return null;
             if (!reader.ReadBoolean()) return null;
-            return new HistoryPosition(ReadLineage(reader), reader.ReadInt64());
+            return ReadHistoryPosition(reader, version);
         }
         catch (Exception e) when (e is IOException or EndOfStreamException)
         {
@@ -201,6 +216,7 @@ internal static class CheckpointFile
                 {
                     WriteLineage(w, p.Lineage);
                     w.Write(p.Index);
+                    w.Write(p.Digest);
                 }
                 w.Write(stateLineage.HasValue);
                 if (stateLineage is { } l) WriteLineage(w, l);
@@ -396,9 +412,9 @@ internal static class CheckpointFile
         file.Position = 0;
         var reader = new BinaryReader(file, Encoding.UTF8, leaveOpen: true);
         byte version = 0;
-        if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || (version = reader.ReadByte()) is not (Version or VersionWithoutLineage))
+        if (!reader.ReadBytes(Magic.Length).AsSpan().SequenceEqual(Magic) || (version = reader.ReadByte()) is not (Version or VersionWithoutDigest or VersionWithoutLineage))
         {
-            problem = $"checkpoint {path} is not an Isis checkpoint of format {VersionWithoutLineage} or {Version}";
+            problem = $"checkpoint {path} is not an Isis checkpoint of format {VersionWithoutLineage} to {Version}";
             return null;
         }
         string name = reader.ReadString();
@@ -408,7 +424,7 @@ internal static class CheckpointFile
             return null;
         }
         HistoryPosition? position = null;
-        if (reader.ReadBoolean()) position = new HistoryPosition(ReadLineage(reader), reader.ReadInt64());
+        if (reader.ReadBoolean()) position = ReadHistoryPosition(reader, version);
         Lineage? stateLineage = null;
         if (version != VersionWithoutLineage && reader.ReadBoolean()) stateLineage = ReadLineage(reader);
         var written = new DateTime(reader.ReadInt64(), DateTimeKind.Utc);

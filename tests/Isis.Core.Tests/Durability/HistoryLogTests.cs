@@ -116,7 +116,28 @@ public class HistoryLogTests
         Assert.Equal(1, image.Unreadable);
     }
 
-    private static byte[] Tr(long through) => HistoryLog.Trim(new PacketWriter(), through);
+    private static byte[] Tr(long through, ulong digest = 0x1234) => HistoryLog.Trim(new PacketWriter(), through, digest);
+
+    [Fact]
+    public void A_Trim_record_carries_the_digest_of_the_trimmed_prefix_and_one_written_before_digests_reads_as_unknown()
+    {
+        HistoryViewRecord view = View(2, 7, A, A, B);
+        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), Tr(40, 0xfeedUL), En(Entry(41))]);
+        Assert.Equal(0xfeedUL, image.TrimmedDigest);
+        Assert.Equal(HistoryDigest.Next(0xfeedUL, image.Entries[0]), image.DigestAt(41));
+        Assert.Equal(HistoryDigest.Unknown, image.DigestAt(39));
+
+        byte[] old = new PacketWriter().BeginRecord().U8(5).I64(40).FinishRecord(); // a Trim record of the format before digests
+        HistoryLogImage before = HistoryLog.Read([Inc(A), Vw(view), old, En(Entry(41))]);
+        Assert.Equal(40, before.Trimmed);
+        Assert.Equal(0, before.Unreadable);
+        Assert.Equal(HistoryDigest.Unknown, before.TrimmedDigest);
+        Assert.Equal(HistoryDigest.Unknown, before.DigestAt(41));
+
+        HistoryLogImage untrimmed = HistoryLog.Read([Inc(A), Vw(view), En(Entry(1))]);
+        Assert.Equal(HistoryDigest.Empty, untrimmed.DigestAt(0));
+        Assert.True(HistoryDigest.Agree(HistoryDigest.Unknown, 7) && !HistoryDigest.Agree(6, 7));
+    }
 
     [Fact]
     public void A_trimmed_log_reads_as_the_entries_after_its_trim_point()

@@ -65,7 +65,7 @@ public class HistoryPacketHostileTests
     private static PacketWriter PlanBody(PacketWriter w, HistoryPlanMode mode, NodeId source, long target, long epoch, NodeId founder, int foundedIn = 1,
         long trimmed = 0, NodeId provider = default, long providerCheckpoint = 0, byte reason = 0, NodeId[]? gaveUp = null) =>
         w.U8((byte)mode).Node(source).I64(target).I64(epoch).Node(founder).I32(foundedIn).I64(trimmed).Node(provider).I64(providerCheckpoint)
-            .U8(reason).Nodes([]).I64(0).I32(0).Nodes(gaveUp ?? []);
+            .U8(reason).Nodes([]).I64(0).I32(0).Nodes(gaveUp ?? []).I64((long)HistoryDigest.Unknown);
 
     private static PacketWriter ChunkBody(PacketWriter w, long first, params string[] payloads)
     {
@@ -74,7 +74,7 @@ public class HistoryPacketHostileTests
         {
             HistoryLog.WriteTransferred(w, new HistoryEntry(first + k, new NodeId(1, 1), 1, first + k, 0, Encoding.UTF8.GetBytes(payloads[k])));
         }
-        return w;
+        return w.I64((long)HistoryDigest.Unknown); // the source's digest before the first entry
     }
 
     /// <summary>

@@ -200,4 +200,36 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures));
         Assert.True(transfers >= 200, $"only {transfers} histories were replayed in 80 runs");
     }
+
+    [Fact]
+    public void A_checkpoint_holding_SafeSends_the_group_lost_is_never_restored()
+    {
+        // disk-chaos seed 29: s5#1 sends SafeSends of phi 2 in view 4; both acceptors, s5#1 and
+        // s1#1, deliver them and crash before the flush, so the group loses them (all their
+        // acceptors failed) and gives their indices to other SafeSends. s1#1's persistent checkpoint
+        // already held them: same lineage, an index within the history, but not a prefix of it. Its
+        // next incarnations must find that out from the checkpoint's history digest and not restore
+        // it; restoring it on lineage and index alone (the mutation) leaves s1's state with SafeSends
+        // nobody else has, and the checker sees two histories.
+        const ulong seed = 29;
+        var (run, rejected) = Observe(seed, ProtocolMutations.None);
+        Assert.True(run.Passed, run.Report);
+        Assert.True(rejected > 0, "no checkpoint was found not to hold a prefix: the seed no longer reaches the lost SafeSends");
+
+        var (broken, brokenRejected) = Observe(seed, ProtocolMutations.CheckpointPrefixUnchecked);
+        Assert.True(broken.Result.Violates("RecoveredHistory"), broken.Report);
+        Assert.Equal(0, brokenRejected);
+    }
+
+    private static (SimulationRun Run, int Rejected) Observe(ulong seed, ProtocolMutations mutations)
+    {
+        int rejected = 0;
+        Scenario scenario = Scenario.ForFamily("disk-chaos", seed);
+        scenario = scenario with { Protocol = scenario.Protocol with { Mutations = mutations } };
+        SimulationRun run = SimulationRun.Execute(seed, scenario, sim => sim.Observer = (_, e) =>
+        {
+            if (e is HistoryNotice { Kind: HistoryNoticeKind.CheckpointNotUsed } n && n.Text.Contains("does not hold a prefix", StringComparison.Ordinal)) rejected++;
+        });
+        return (run, rejected);
+    }
 }

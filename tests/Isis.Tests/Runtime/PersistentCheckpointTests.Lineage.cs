@@ -203,6 +203,36 @@ public sealed partial class PersistentCheckpointTests
     }
 
     [Fact]
+    public void A_format_2_checkpoint_with_a_history_position_opens_with_its_digest_unknown_which_the_core_accepts()
+    {
+        string directory = Dir(0);
+        Directory.CreateDirectory(directory);
+        var body = new MemoryStream();
+        using (var w = new BinaryWriter(body, Encoding.UTF8, leaveOpen: true))
+        {
+            w.Write("ISISCKPT"u8);
+            w.Write((byte)2);
+            w.Write("ledger");
+            w.Write(true); // a history position, without the digest format 3 adds
+            w.Write(7UL);  // lineage: founder endpoint, incarnation, view
+            w.Write(1u);
+            w.Write(1);
+            w.Write(12L);  // entries
+            w.Write(false); // no state lineage
+            w.Write(new DateTime(2025, 6, 1, 0, 0, 0, DateTimeKind.Utc).Ticks);
+            w.Write((byte)0); // no key
+            w.Write(-1);
+            w.Write(0L);
+        }
+        byte[] bytes = body.ToArray();
+        File.WriteAllBytes(CheckpointFile.NewestPath(directory, "ledger"), [.. bytes, .. SHA256.HashData(bytes)]);
+        using CheckpointFile.Checked format2 = OpenChecked(CheckpointFile.NewestPath(directory, "ledger"), "ledger");
+        Assert.Equal(12, format2.Position!.Value.Index);
+        Assert.Equal(Isis.Core.Durability.HistoryDigest.Unknown, format2.Position.Value.Digest);
+        Assert.Equal(Isis.Core.Durability.HistoryDigest.Unknown, format2.Position.Value.Mark.Digest);
+    }
+
+    [Fact]
     public void A_format_1_checkpoint_loads_with_an_unknown_lineage_which_is_accepted_and_the_next_save_records_the_groups_lineage()
     {
         WriteFormat1Checkpoint(Dir(0), "legacy", 1, 2, 3);
@@ -229,7 +259,7 @@ public sealed partial class PersistentCheckpointTests
         Assert.Empty(Directory.GetFiles(Dir(1), "*orphan*"));
         Assert.DoesNotContain("lineage", stderr.Text);
 
-        // The next saves are of format 2, with the group's lineage.
+        // The next saves are of the current format, with the group's lineage.
         foreach (Replica r in new[] { first, second }) r.Group.SaveCheckpoint();
         foreach (int member in new[] { 0, 1 })
         {

@@ -103,6 +103,15 @@ public sealed partial class PersistentCheckpointTests : IDisposable
         TestRuntimes.WaitUntil(() => before.All(r => r.State().Length == 40), "40 SafeSends everywhere");
         int[] expected = before[0].State();
         foreach (Replica r in before) r.Runtime.Crash();
+        // Each records the digest of the 25 SafeSends it holds: one history, so one digest (the core restores it only where the history agrees).
+        var digests = Enumerable.Range(0, 3).Select(i =>
+        {
+            using CheckpointFile.Checked c = OpenChecked(CheckpointFile.NewestPath(Dir(i), "ledger"), "ledger");
+            Assert.Equal(25, c.Position!.Value.Index);
+            return c.Position.Value.Digest;
+        }).ToList();
+        Assert.NotEqual(Isis.Core.Durability.HistoryDigest.Unknown, digests[0]);
+        Assert.All(digests, d => Assert.Equal(digests[0], d));
 
         List<Replica> after = JoinAll(Enumerable.Range(0, 3).Select(i => new Replica(runtimes.Start(), "ledger", Dir(i), disk: true)));
         TestRuntimes.WaitUntil(() => after.All(r => r.State().Length == 40), "the restarted group holds all 40 SafeSends");
