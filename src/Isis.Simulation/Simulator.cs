@@ -493,7 +493,7 @@ internal sealed partial class Simulator
             NoteStartingKey(p);
         }
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
+        p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
@@ -523,6 +523,17 @@ internal sealed partial class Simulator
 
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
     private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
+
+    /// <summary>
+    /// <see cref="HistoryLogOf"/> for a join, recording which earlier incarnations wrote that log
+    /// (the checker's RecoveredHistory: a forced recovery gives up whole logs).
+    /// </summary>
+    private List<byte[]>? HistoryLogOfJoiner(SimProcess p)
+    {
+        List<byte[]>? log = HistoryLogOf(p);
+        if (log != null && RecordsHistory) History.RecordLogOpened(_now, p.Node!.Self, _group, Isis.Core.Durability.HistoryLog.Read(log).Incarnations);
+        return log;
+    }
 
     /// <summary>The payload of the process's next message: unique (its endpoint, incarnation and count).</summary>
     private byte[] NextPayload(SimProcess p)
@@ -1227,7 +1238,7 @@ internal sealed partial class Simulator
             p.Node.SetGroupKey(GroupName, KeyForStart()!); // the key the group uses now
             NoteStartingKey(p);
         }
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
+        p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
