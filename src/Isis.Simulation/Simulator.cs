@@ -102,6 +102,12 @@ internal sealed partial class Simulator
 
     public ulong Seed { get; }
 
+    /// <summary>Disks lost for good so far (lost-disk and auto-recover: the wiped disk of a member of the last view).</summary>
+    public int DisksWiped { get; private set; }
+
+    /// <summary>Disks the scenario drew to be lost for good: each must be wiped (<see cref="DisksWiped"/>), once its process is down.</summary>
+    public int DisksToWipe { get; private set; }
+
     public Scenario Scenario { get; }
 
     public History History { get; } = new();
@@ -941,16 +947,22 @@ internal sealed partial class Simulator
         }
         long spread = _random.Chance(0.5) ? 0 : _random.NextInRange(1_000, 20_000);
         // One disk is lost for good (that process comes back without a log), or stays away with its
-        // process until the operator forced the recovery. The absent one is the oldest member's, the
+        // process until the operator forced the recovery (or comes back soon with it, below). The absent one is the oldest member's, the
         // first acceptor, which may alone hold the newest SafeSends, and its application checkpoints
         // as it goes down, so what it brings back runs past the history the group goes on with.
         SimProcess? lost = null, lastDown = null;
-        bool wiped = false;
+        bool wiped = false, wipe = false;
         if (Scenario.LostDisks)
         {
             wiped = _random.Chance(0.4);
             lost = wiped ? _processes[_random.Next(_processes.Length)] : OldestMember() ?? _processes[_random.Next(_processes.Length)];
             lastDown = lost;
+            // The disk drawn as lost for good is wiped once its process is down (it goes down last),
+            // unless it is the first acceptor's: that one keeps its disk and comes back soon, as the
+            // others do, so the operator may force the recovery without it just as it returns, while
+            // it brings the SafeSends it delivered alone (lost-disk seed 1164: a plan decided without
+            // it, then voided by the view change that brings it back, must give nobody up).
+            wipe = wiped && lost != OldestMember();
         }
         else if (Scenario.AutoRecovery)
         {
@@ -972,7 +984,7 @@ internal sealed partial class Simulator
             lost = others[_random.Next(others.Length)];
             if (_random.Chance(0.4)) lastDown = _firstAcceptorAway = oldest;
             else if (_random.Chance(0.4)) _loneSurvivor = lost;
-            wiped = _loneSurvivor == null;
+            wiped = wipe = _loneSurvivor == null;
         }
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
@@ -1013,9 +1025,11 @@ internal sealed partial class Simulator
         if (lost != null)
         {
             if (Scenario.LostDisks) At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
-            if (wiped)
+            if (wipe)
             {
-                At(_now + spread + 1, () =>
+                DisksToWipe++;
+                // Once it is down: with the others, or last (5 ms after them).
+                At(_now + spread + (lost == lastDown ? 5_000 : 0) + 1, () =>
                 {
                     if (lost.Alive) return;
                     lost.Disk.Clear();
@@ -1023,6 +1037,7 @@ internal sealed partial class Simulator
                     lost.Checkpoints.Clear();
                     lost.CheckpointFiles.Clear();
                     lost.EverCurrent = false;
+                    DisksWiped++;
                 });
             }
         }
