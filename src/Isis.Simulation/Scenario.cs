@@ -103,7 +103,8 @@ internal sealed record Scenario
 
     /// <summary>
     /// With <see cref="WholeGroupRestarts"/>: at each whole-group crash one process loses its disk
-    /// (it restarts with no log and no checkpoint) or stays away with it until the heal, and after a
+    /// (it restarts with no log and no checkpoint) or stays away with it until the heal (or, where
+    /// the disk drawn to be lost is the first acceptor's, keeps it and comes back soon), and after a
     /// while the operator forces the recovery at a member that waits (see Simulator.cs,
     /// ForceRecoveryWhereWaiting); the given-up process that comes back must not bring its history in.
     /// (A lost disk that is not the last view's first member's needs no force: the service, which

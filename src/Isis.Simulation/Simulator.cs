@@ -102,6 +102,12 @@ internal sealed partial class Simulator
 
     public ulong Seed { get; }
 
+    /// <summary>Disks lost for good so far (lost-disk and auto-recover: the wiped disk of a member of the last view).</summary>
+    public int DisksWiped { get; private set; }
+
+    /// <summary>Disks the scenario drew to be lost for good: each must be wiped (<see cref="DisksWiped"/>), once its process is down.</summary>
+    public int DisksToWipe { get; private set; }
+
     public Scenario Scenario { get; }
 
     public History History { get; } = new();
@@ -493,7 +499,7 @@ internal sealed partial class Simulator
             NoteStartingKey(p);
         }
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
+        p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
@@ -523,6 +529,17 @@ internal sealed partial class Simulator
 
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
     private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
+
+    /// <summary>
+    /// <see cref="HistoryLogOf"/> for a join, recording which earlier incarnations wrote that log
+    /// (the checker's RecoveredHistory: a forced recovery gives up whole logs).
+    /// </summary>
+    private List<byte[]>? HistoryLogOfJoiner(SimProcess p)
+    {
+        List<byte[]>? log = HistoryLogOf(p);
+        if (log != null && RecordsHistory) History.RecordLogOpened(_now, p.Node!.Self, _group, Isis.Core.Durability.HistoryLog.Read(log).Incarnations);
+        return log;
+    }
 
     /// <summary>The payload of the process's next message: unique (its endpoint, incarnation and count).</summary>
     private byte[] NextPayload(SimProcess p)
@@ -930,16 +947,22 @@ internal sealed partial class Simulator
         }
         long spread = _random.Chance(0.5) ? 0 : _random.NextInRange(1_000, 20_000);
         // One disk is lost for good (that process comes back without a log), or stays away with its
-        // process until the operator forced the recovery. The absent one is the oldest member's, the
+        // process until the operator forced the recovery (or comes back soon with it, below). The absent one is the oldest member's, the
         // first acceptor, which may alone hold the newest SafeSends, and its application checkpoints
         // as it goes down, so what it brings back runs past the history the group goes on with.
         SimProcess? lost = null, lastDown = null;
-        bool wiped = false;
+        bool wiped = false, wipe = false;
         if (Scenario.LostDisks)
         {
             wiped = _random.Chance(0.4);
             lost = wiped ? _processes[_random.Next(_processes.Length)] : OldestMember() ?? _processes[_random.Next(_processes.Length)];
             lastDown = lost;
+            // The disk drawn as lost for good is wiped once its process is down (it goes down last),
+            // unless it is the first acceptor's: that one keeps its disk and comes back soon, as the
+            // others do, so the operator may force the recovery without it just as it returns, while
+            // it brings the SafeSends it delivered alone (lost-disk seed 1164: a plan decided without
+            // it, then voided by the view change that brings it back, must give nobody up).
+            wipe = wiped && lost != OldestMember();
         }
         else if (Scenario.AutoRecovery)
         {
@@ -961,7 +984,7 @@ internal sealed partial class Simulator
             lost = others[_random.Next(others.Length)];
             if (_random.Chance(0.4)) lastDown = _firstAcceptorAway = oldest;
             else if (_random.Chance(0.4)) _loneSurvivor = lost;
-            wiped = _loneSurvivor == null;
+            wiped = wipe = _loneSurvivor == null;
         }
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
@@ -1002,9 +1025,11 @@ internal sealed partial class Simulator
         if (lost != null)
         {
             if (Scenario.LostDisks) At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
-            if (wiped)
+            if (wipe)
             {
-                At(_now + spread + 1, () =>
+                DisksToWipe++;
+                // Once it is down: with the others, or last (5 ms after them).
+                At(_now + spread + (lost == lastDown ? 5_000 : 0) + 1, () =>
                 {
                     if (lost.Alive) return;
                     lost.Disk.Clear();
@@ -1012,6 +1037,7 @@ internal sealed partial class Simulator
                     lost.Checkpoints.Clear();
                     lost.CheckpointFiles.Clear();
                     lost.EverCurrent = false;
+                    DisksWiped++;
                 });
             }
         }
@@ -1227,7 +1253,7 @@ internal sealed partial class Simulator
             p.Node.SetGroupKey(GroupName, KeyForStart()!); // the key the group uses now
             NoteStartingKey(p);
         }
-        p.Node.Join(GroupName, _now, HistoryLogOf(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
+        p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);

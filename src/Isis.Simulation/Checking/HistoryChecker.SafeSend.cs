@@ -150,8 +150,11 @@ internal static partial class HistoryChecker
     /// event) keeps the history's first LogIndex entries and goes on from there: entries after them
     /// may be replaced, and a committed SafeSend may be missing from later replays only if every
     /// process that delivered it before the recovery is an incarnation some forced recovery of the
-    /// group gave up (their logs alone could hold it). Anything else a forced recovery loses is a
-    /// violation like any other loss.</para>
+    /// group gave up (their logs alone could hold it), or wrote the same log as one (LogOpened: a
+    /// log is one file across restarts of its process, and a forced recovery gives up every log that
+    /// names a given-up incarnation). Anything else a forced recovery loses is a violation like any
+    /// other loss. A replay that came before a forced recovery is judged against the entries it
+    /// replayed, the history as it stood then.</para>
     /// </remarks>
     /// <para>The history outlives an embedded service that every process restarted (a service
     /// era, see <see cref="ServiceEras(ReadOnlySpan{HistoryEvent}, ViolationSink, out int[])"/>),
@@ -169,6 +172,9 @@ internal static partial class HistoryChecker
         // where its replay began, its first view, and whether it delivered anything yet.
         var membership = new Dictionary<(NodeId, GroupId), int>();
         var replays = new Dictionary<(NodeId, GroupId, int), (long Count, int Index)>();
+        // What each membership replayed or restored: the history as it stood for it (a forced recovery
+        // later may replace entries past what it kept, but not what this member already handled).
+        var replayed = new Dictionary<(NodeId, GroupId, int), HashSet<MessageId>>();
         var firstView = new Dictionary<(NodeId, GroupId, int), int>();
         var deliveredHere = new HashSet<(NodeId, GroupId, int)>();
         // Replays that ended (HistoryHeld): a replay runs over several steps, and one a crash cut short
@@ -178,6 +184,10 @@ internal static partial class HistoryChecker
         // A recovery that founded a new history (no members given up, no entries kept) gave up everything before it: GaveUp is null.
         var forced = new List<(int At, GroupId Group, long Kept, HashSet<NodeId>? GaveUp)>();
         var forcedSeen = new HashSet<(GroupId, long, string)>();
+        // Which incarnations wrote one log (LogOpened: a process restarted with the log its disk kept).
+        // A forced recovery gives up every log that names a given-up incarnation, so what any of its
+        // writers delivered alone is given up with it; a wiped disk starts a log of its own.
+        var logOf = new Dictionary<(NodeId, GroupId), HashSet<NodeId>>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -195,6 +205,11 @@ internal static partial class HistoryChecker
                         {
                             if (f.Group == e.Group && f.GaveUp != null) gaveUp.UnionWith(f.GaveUp);
                         }
+                        // With them, every incarnation that wrote a log one of them wrote (as the logs stand now).
+                        foreach (NodeId g in gaveUp.ToList())
+                        {
+                            if (logOf.TryGetValue((g, e.Group), out var writers)) gaveUp.UnionWith(writers);
+                        }
                     }
                     forced.Add((i, e.Group, e.LogIndex, gaveUp));
                     // The history goes on from its first LogIndex entries: the ones after them are no longer its.
@@ -208,6 +223,17 @@ internal static partial class HistoryChecker
                 case HistoryEventKind.Send when e.Primitive == MessageKind.Safe: // SafeSends and SafeQueries
                     sends.TryAdd(e.Message, e.PayloadHash);
                     break;
+                case HistoryEventKind.LogOpened:
+                {
+                    var writers = new HashSet<NodeId> { e.Process };
+                    foreach (NodeId earlier in e.Members ?? [])
+                    {
+                        if (logOf.TryGetValue((earlier, e.Group), out var theirs)) writers.UnionWith(theirs);
+                        writers.Add(earlier);
+                    }
+                    foreach (NodeId w in writers) logOf[(w, e.Group)] = writers;
+                    break;
+                }
                 case HistoryEventKind.LeaveCompleted:
                     CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
                     break;
@@ -225,6 +251,8 @@ internal static partial class HistoryChecker
                     var key = (e.Process, e.Group, membership.GetValueOrDefault((e.Process, e.Group)));
                     ref var mine = ref CollectionsMarshal.GetValueRefOrAddDefault(replays, key, out bool seen);
                     if (!seen) mine = (0, i);
+                    ref var handled = ref CollectionsMarshal.GetValueRefOrAddDefault(replayed, key, out _);
+                    (handled ??= []).Add(e.Message);
                     if (e.LogIndex != mine.Count + 1)
                     {
                         sink.Report(P, $"{e.Process} replayed entry {e.LogIndex} of g={e.Group} at {At(i, e)} after entry {mine.Count}: a history is replayed from 1, without gaps");
@@ -339,7 +367,8 @@ internal static partial class HistoryChecker
                 // In the replaying member's era, a SafeSend of its first view or later is not before it; one of an earlier era is.
                 if (m.Group != group || (EraAt(at) == EraAt(index) && m.ViewId >= joinedIn)) continue;
                 if (LostByForce(m, at, index)) continue;
-                if (!indexOf.TryGetValue(m, out long entry) || entry > count)
+                // Judged against the entries it replayed (the history then), not the history as a later forced recovery left it.
+                if (!replayed[(process, group, n)].Contains(m))
                 {
                     sink.Report(P, $"SafeSend {m}, delivered by {witness} at event #{at}, is missing from the {count} entries {process} replayed at event #{index}");
                 }

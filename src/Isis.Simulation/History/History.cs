@@ -177,6 +177,10 @@ internal sealed class History
     public void RecordStateReset(long time, NodeId process, GroupId group, int cut) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.StateReset) { Group = group, ViewId = cut });
 
+    /// <summary>Records that <paramref name="process"/> joined <paramref name="group"/> with a log that <paramref name="earlier"/> (copied) also wrote.</summary>
+    public void RecordLogOpened(long time, NodeId process, GroupId group, IEnumerable<NodeId> earlier) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.LogOpened) { Group = group, Members = earlier.ToArray() });
+
     /// <summary>Records that <paramref name="process"/> replayed entry <paramref name="index"/> of the group's SafeSend history.</summary>
     public void RecordReplay(long time, NodeId process, GroupId group, long index, MessageId message, ulong payloadHash, bool query = false) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.Replay)

@@ -155,4 +155,11 @@ internal enum HistoryEventKind
     /// none: the application that saw its first entries died with them.
     /// </summary>
     HistoryHeld,
+    /// <summary>
+    /// Disk durability, simulator only: Process joined Group with the log its disk held, which
+    /// earlier incarnations of the same process wrote (Members: the incarnations its Incarnation
+    /// records name; none for an empty or wiped disk). A log is one file across restarts, so a
+    /// forced recovery that gives up one of them gives up what every incarnation of that log wrote.
+    /// </summary>
+    LogOpened,
 }

@@ -32,6 +32,9 @@ public sealed class AutoRecoveryScenarioTests(ITestOutputHelper output)
                 else if (e is HistoryRecoveredWithout) forced++;
             });
             if (!run.Passed) failures.Add(run.Report);
+            // The disk drawn to be lost for good is lost: wiped once its process is down.
+            if (run.Simulator.DisksWiped != run.Simulator.DisksToWipe) failures.Add($"seed {seed}: {run.Simulator.DisksToWipe} disks to lose, {run.Simulator.DisksWiped} wiped");
+            if (!run.Simulator.LoneSurvivorCarriedOn && run.Simulator.DisksWiped == 0) failures.Add($"seed {seed}: no disk lost for good, and no member carried the group on alone");
             if (run.Simulator.FirstAcceptorStayedAway) firstAway++;
             if (run.Simulator.LoneSurvivorCarriedOn)
             {
