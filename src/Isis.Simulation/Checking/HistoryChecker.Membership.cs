@@ -109,7 +109,7 @@ internal static partial class HistoryChecker
     /// The eras of an embedded service that was founded more than once (every process restarted
     /// and the service was founded again): era k begins at the k-th Founded event, and each process
     /// incarnation and replica belongs to the era of its first event that needs a service (anything
-    /// but a join request or a crash; a founding replica to the era it founds). OneServiceAtATime: once era k begins, nothing of an earlier
+    /// but a join request, the log it opens for it, or a crash; a founding replica to the era it founds). OneServiceAtATime: once era k begins, nothing of an earlier
     /// era installs a view, delivers, decides or commits: two services never run at once. Events of
     /// no process (the heal, the end) belong to every era; the last era is the one Liveness judges
     /// at the end (the earlier ones' processes are all dead by then). With one Founded event (or
@@ -133,7 +133,7 @@ internal static partial class HistoryChecker
             HistoryEvent e = events[i];
             if (e.Kind == HistoryEventKind.Founded) foundedAt.Add(i);
             if (e.Process.IsNone) continue;
-            bool needsService = e.Kind is not (HistoryEventKind.JoinRequested or HistoryEventKind.Crash or HistoryEventKind.EarlyTimer or HistoryEventKind.StaleDeadline);
+            bool needsService = e.Kind is not (HistoryEventKind.JoinRequested or HistoryEventKind.LogOpened or HistoryEventKind.Crash or HistoryEventKind.EarlyTimer or HistoryEventKind.StaleDeadline);
             // A founding replica belongs to the service it founds, even with events recorded just
             // before its Founded event (a real process records the founding after its replica's first commit).
             if (e.Kind == HistoryEventKind.Founded) eraOf[e.Process] = foundedAt.Count - 1;
