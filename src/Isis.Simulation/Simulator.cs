@@ -958,10 +958,10 @@ internal sealed partial class Simulator
             lost = wiped ? _processes[_random.Next(_processes.Length)] : OldestMember() ?? _processes[_random.Next(_processes.Length)];
             lastDown = lost;
             // The disk drawn as lost for good is wiped once its process is down (it goes down last),
-            // unless it is the first acceptor's: that one keeps its disk and comes back soon, as the
-            // others do, so the operator may force the recovery without it just as it returns, while
-            // it brings the SafeSends it delivered alone (lost-disk seed 1164: a plan decided without
-            // it, then voided by the view change that brings it back, must give nobody up).
+            // unless it is the first acceptor's: that one keeps its disk and comes back around the
+            // operator's force (PlanRestarts), so the force may go ahead without it just as it returns,
+            // while it brings the SafeSends it delivered alone (lost-disk seeds 66 and 679: a plan decided
+            // without it, then voided by the view change that brings it back, must give nobody up).
             wipe = wiped && lost != OldestMember();
         }
         else if (Scenario.AutoRecovery)
@@ -1022,9 +1022,14 @@ internal sealed partial class Simulator
             return;
         }
         long restartFrom = _now + spread + _random.NextInRange(50_000, 400_000);
+        long forceAt = 0;
         if (lost != null)
         {
-            if (Scenario.LostDisks) At(restartFrom + _random.NextInRange(800_000, 1_000_000), () => ForceRecoveryWhereWaiting(lost));
+            if (Scenario.LostDisks)
+            {
+                forceAt = restartFrom + _random.NextInRange(800_000, 1_000_000);
+                At(forceAt, () => ForceRecoveryWhereWaiting(lost));
+            }
             if (wipe)
             {
                 DisksToWipe++;
@@ -1041,11 +1046,17 @@ internal sealed partial class Simulator
                 });
             }
         }
-        PlanRestarts(healAt, restartFrom, lost, wiped);
+        // The first acceptor that keeps its disk comes back around the operator's force, before or
+        // after it: a plan decided without it may then be voided by the view change that brings it
+        // in before anyone holds the history by the plan, and must give nobody up (VoidedPlanGivesUp).
+        PlanRestarts(healAt, restartFrom, lost, wiped, Scenario.LostDisks && wiped && !wipe ? forceAt : 0);
     }
 
-    /// <summary>After a whole-group crash: when each process comes back (from <paramref name="restartFrom"/> on, some at the heal).</summary>
-    private void PlanRestarts(long healAt, long restartFrom, SimProcess? lost, bool wiped)
+    /// <summary>
+    /// After a whole-group crash: when each process comes back (from <paramref name="restartFrom"/>
+    /// on, some at the heal; <paramref name="lost"/> around <paramref name="lostReturnsNear"/> if that is set).
+    /// </summary>
+    private void PlanRestarts(long healAt, long restartFrom, SimProcess? lost, bool wiped, long lostReturnsNear = 0)
     {
         foreach (SimProcess p in _processes.OrderBy(_ => _random.NextUInt64()))
         {
@@ -1053,6 +1064,7 @@ internal sealed partial class Simulator
             // (With a lost disk the others all come back soon, and the absent one at the heal, after the operator forced the recovery.
             // With a disk lost for good, that process and an absent first member come back at the heal, the others soon.)
             long at = (p == lost && (!wiped || Scenario.AutoRecovery)) || p == _firstAcceptorAway ? healAt
+                : p == lost && lostReturnsNear > 0 ? lostReturnsNear - 150_000 + _random.NextInRange(0, 400_000)
                 : lost == null && _random.Chance(0.2) ? healAt : restartFrom + _random.NextInRange(0, 800_000);
             At(at, () =>
             {

@@ -305,7 +305,7 @@ internal sealed partial class DurableHistory
             }
             if (givenUp)
             {
-                _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.ForeignLog,
+                _node.Emit(new HistoryNotice(_member.Id, HistoryNoticeKind.GivenUpLog,
                     $"this member's SafeSend log ({_image.Count} entries, last view {_image.LastView?.Key.ToString() ?? "none"}) was written by an incarnation " +
                     "that a forced recovery of the group gave up: it may hold SafeSends the group lost, so it is kept aside, not merged, " +
                     "and this member copied the group's history"));

@@ -108,6 +108,9 @@ internal enum HistoryNoticeKind
     /// <summary>This member's log belongs to another history than the group's; it is kept aside.</summary>
     ForeignLog,
 
+    /// <summary>This member's log was written by an incarnation a forced recovery of the group gave up: it is kept aside, and the history copied.</summary>
+    GivenUpLog,
+
     /// <summary>This member's persistent checkpoints belong to another history, or run past it: none was loaded, the whole history is replayed.</summary>
     CheckpointNotUsed,
 

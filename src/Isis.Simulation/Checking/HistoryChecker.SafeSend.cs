@@ -188,6 +188,8 @@ internal static partial class HistoryChecker
         // A forced recovery gives up every log that names a given-up incarnation, so what any of its
         // writers delivered alone is given up with it; a wiped disk starts a log of its own.
         var logOf = new Dictionary<(NodeId, GroupId), HashSet<NodeId>>();
+        // Logs kept aside as given up (LogGivenUp), with their writers as the logs stood then: judged once every forced recovery is known.
+        var keptAside = new List<(int At, HashSet<NodeId> Writers)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -234,6 +236,9 @@ internal static partial class HistoryChecker
                     foreach (NodeId w in writers) logOf[(w, e.Group)] = writers;
                     break;
                 }
+                case HistoryEventKind.LogGivenUp:
+                    keptAside.Add((i, logOf.TryGetValue((e.Process, e.Group), out var wrote) ? [.. wrote] : [e.Process]));
+                    break;
                 case HistoryEventKind.LeaveCompleted:
                     CollectionsMarshal.GetValueRefOrAddDefault(membership, (e.Process, e.Group), out _)++;
                     break;
@@ -287,6 +292,26 @@ internal static partial class HistoryChecker
                     }
                     break;
                 }
+            }
+        }
+        // A log is kept aside as given up only once a forced recovery of its group gave up one of
+        // its writers (before, or in the same step of the same process, which reports the recovery
+        // it takes part in after it puts its own log aside). A plan decided without a member but
+        // voided by a view change before anyone held the history by it gave nobody up: a log set
+        // aside by such a plan silently drops what only it held.
+        foreach (var (at, writers) in keptAside)
+        {
+            HistoryEvent k = events[at];
+            bool byForce = false;
+            foreach (var f in forced)
+            {
+                HistoryEvent fe = events[f.At];
+                byForce |= f.Group == k.Group && (f.At < at || (fe.Time == k.Time && fe.Process == k.Process)) && (f.GaveUp == null || f.GaveUp.Overlaps(writers));
+            }
+            if (!byForce)
+            {
+                sink.Report(P, $"{k.Process} kept its log of g={k.Group} aside at {At(at, k)} as written by an incarnation a forced recovery gave up " +
+                               $"({List([.. writers])}), but no forced recovery of the group gave any of them up");
             }
         }
         if (replays.Count == 0) return;

@@ -156,6 +156,9 @@ internal sealed class History
                 // Only a forced recovery may lose SafeSends (the checker allows exactly that); one the rules proved complete must lose none.
                 Add(new HistoryEvent(time, process, HistoryEventKind.ForcedRecovery) { Group = f.Group, LogIndex = f.Entries, Members = f.Missing });
                 break;
+            case HistoryNotice { Kind: Isis.Core.Node.HistoryNoticeKind.GivenUpLog } n:
+                Add(new HistoryEvent(time, process, HistoryEventKind.LogGivenUp) { Group = n.Group });
+                break;
             case HistoryReady h:
                 Add(new HistoryEvent(time, process, HistoryEventKind.HistoryHeld) { Group = h.Group, LogIndex = h.Entries });
                 break;

@@ -162,4 +162,9 @@ internal enum HistoryEventKind
     /// forced recovery that gives up one of them gives up what every incarnation of that log wrote.
     /// </summary>
     LogOpened,
+    /// <summary>
+    /// Disk durability: Process kept the log its disk held aside, as written by an incarnation a
+    /// forced recovery of Group gave up, and copied the group's history instead.
+    /// </summary>
+    LogGivenUp,
 }
