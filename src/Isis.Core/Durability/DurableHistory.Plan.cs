@@ -125,15 +125,32 @@ internal sealed partial class DurableHistory
     private HistoryPlan? DecideRecovery(GroupView view)
     {
         HistoryPlan? plan = DecideRecoveryPlan(view);
-        // From now on some member may hold the history in this incarnation of the group (and then
-        // fail), so the proof of ProvedNothingOnlyTheMissingHeld no longer holds here.
-        if (plan != null) _recoveryDecided = true;
+        // From now on a member of this view may hold the history in this incarnation of the group
+        // (and then fail), so the proof of ProvedNothingOnlyTheMissingHeld holds again only once
+        // each of them is back with its log.
+        if (plan != null) _mayHoldByPlan.UnionWith(view.Members);
         return plan;
     }
 
-    // Set once this member (the oldest of every view since the group's incarnation began, if it
-    // knows how the previous one ended) decided a recovery: see ProvedNothingOnlyTheMissingHeld.
-    private bool _recoveryDecided;
+    // The members of every view in which this member (the oldest of every view since the group's
+    // incarnation began, if it knows how the previous one ended) decided a recovery: any of them
+    // may have come to hold the history by it. See ProvedNothingOnlyTheMissingHeld.
+    private readonly HashSet<NodeId> _mayHoldByPlan = [];
+
+    /// <summary>
+    /// True while some member of a view in which this member decided a recovery plan is not back
+    /// with its log (no status of <paramref name="view"/> names it among its log's incarnations):
+    /// it may have held the history by the plan, delivered and failed.
+    /// </summary>
+    private bool PlanHolderMayBeMissing(GroupView view)
+    {
+        if (_mayHoldByPlan.Count == 0) return false;
+        if (AutoRecoverAfterPlanHolderLost) return false; // deliberately broken: a holder by the plan may have delivered and be gone
+        var present = new HashSet<NodeId>(view.Members.SelectMany(m => _statuses[m].Incarnations));
+        return !_mayHoldByPlan.IsSubsetOf(present);
+    }
+
+    private bool AutoRecoverAfterPlanHolderLost => (_node.Options.Mutations & ProtocolMutations.AutoRecoverAfterPlanHolderLost) != 0;
 
     private bool AutoRecoverWithoutFirstAcceptor => (_node.Options.Mutations & ProtocolMutations.AutoRecoverWithoutFirstAcceptor) != 0;
 
@@ -151,10 +168,12 @@ internal sealed partial class DurableHistory
     /// no member of L carried the history on alone, and the view-change flush of L delivered
     /// nothing: it delivers at the install of the next view, which no member of L installed.</item>
     /// <item><b>Nobody held the history in this incarnation yet.</b> This member was the oldest
-    /// of the incarnation's first view, hence of every view since, and has decided no recovery in
-    /// any of them; only such a decision makes a member current where none is (joiners never are,
-    /// and no view after the first founds a history). A member made current by an earlier plan
-    /// may have delivered and failed, and its log, which would name a later view, is not here.</item>
+    /// of the incarnation's first view, hence of every view since, and every member of a view in
+    /// which it decided a recovery is back with its log; only such a decision makes a member
+    /// current where none is (joiners never are, and no view after the first founds a history). A
+    /// member made current by an earlier plan logged a View record of a view after L before it
+    /// delivered anything, so its log, once back, is the latest and names that view (and the
+    /// proof is not needed); while one of them is not back, it may have delivered and failed.</item>
     /// <item><b>L's first member came back with its log</b> (the incarnation L named, as the
     /// Incarnation records of a log that came back show, and not one a forced recovery gave up).
     /// It is an acceptor of every SafeSend whatever its phi (TotalOrder.Acceptors is at least
@@ -173,7 +192,7 @@ internal sealed partial class DurableHistory
     /// </summary>
     private bool ProvedNothingOnlyTheMissingHeld(HistoryViewRecord last, GroupView view, Func<HistoryStatus, bool> suspect)
     {
-        if (_recoveryDecided || _member.PreviousIncarnation is not { } ended) return false;
+        if (_member.PreviousIncarnation is not { } ended || PlanHolderMayBeMissing(view)) return false;
         if (!ended.Is(last.Key.ViewId, last.Members) && !AutoRecoverPastLastView) return false; // (deliberately broken if so)
         if (AutoRecoverWithoutFirstAcceptor) return true; // deliberately broken: the first acceptor's log may hold SafeSends no other has
         NodeId firstAcceptor = last.Members[0];
@@ -235,7 +254,7 @@ internal sealed partial class DurableHistory
             if (!Allowed(missing))
             {
                 // Where the service vouches for the view, its first member alone is needed: say so, so the operator starts that one first.
-                string firstSuffices = !_recoveryDecided && _member.PreviousIncarnation is { } ended && ended.Is(latest.View.Key.ViewId, latest.View.Members)
+                string firstSuffices = !PlanHolderMayBeMissing(view) && _member.PreviousIncarnation is { } ended && ended.Is(latest.View.Key.ViewId, latest.View.Members)
                     ? $" (or only its first member {latest.View.Members[0]}: the membership service remembers that view as the group's last, so the others can hold nothing more)"
                     : "";
                 Wait($"the group waits to recover its SafeSend history: {missing.Length} member(s) of its last view {latest.View.Key} " +

@@ -385,4 +385,11 @@ internal enum ProtocolMutations : long
     /// indices went to other SafeSends) is restored, and its state diverges from the others'.
     /// </summary>
     CheckpointPrefixUnchecked = 1L << 31,
+
+    /// <summary>
+    /// Deliberately broken: the oldest member proves a recovery without missing members complete
+    /// though a member of a view in which it decided an earlier recovery plan is not back (it may
+    /// have held the history by that plan, delivered and failed).
+    /// </summary>
+    AutoRecoverAfterPlanHolderLost = 1L << 32,
 }
