@@ -119,7 +119,7 @@ internal static class HistoryDigest
 /// </summary>
 internal static class HistoryLog
 {
-    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5, ForcedRecoveryRecord = 6, GaveUpRecord = 7;
+    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5, ForcedRecoveryRecord = 6, GaveUpRecord = 7, SegmentRecord = 8;
 
     /// <summary>True if <paramref name="record"/> is a View record (the simulator's torn writes keep the records before a step's first one).</summary>
     public static bool IsViewRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == ViewRecord;
@@ -194,76 +194,199 @@ internal static class HistoryLog
     }
 
     /// <summary>
-    /// Reads a log's records in order. Reading stops at the first record that does not parse or
-    /// does not fit (an entry out of place, an entry before any view, a Trim record that does not
-    /// come right after a view and before every entry): what follows it is counted in
+    /// A segment of a log begins (a driver keeps its log in segment files, and drops whole ones
+    /// behind a Trim record): the segment's first entry is <paramref name="firstIndex"/>, and
+    /// <paramref name="digestBefore"/> is the <see cref="HistoryDigest"/> of the entries before it.
+    /// The records after it restate what a reader of the log from here on must know (incarnations,
+    /// the last view, a pending forced recovery, the give-ups: <see cref="HistoryLogReader.SegmentHeader"/>).
+    /// </summary>
+    public static byte[] Segment(PacketWriter w, long firstIndex, ulong digestBefore) => w.BeginRecord().U8(SegmentRecord).I64(firstIndex).I64((long)digestBefore).FinishRecord();
+
+    /// <summary>True if <paramref name="record"/> begins a segment (<see cref="Segment"/>): a segment file that does not start with one starts a log.</summary>
+    public static bool IsSegmentRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == SegmentRecord;
+
+    /// <summary>The index of an Entry or SafeQuery entry record (0 for a record of another kind, or a malformed one).</summary>
+    public static long EntryIndexOf(ReadOnlySpan<byte> record)
+    {
+        if (record.Length < 9 || record[0] is not (EntryRecord or QueryEntryRecord)) return 0;
+        var r = new WireReader(record[1..].ToArray());
+        long index = r.I64();
+        return r.Ok ? index : 0;
+    }
+
+    /// <summary>
+    /// Reads a log's records in order (<see cref="HistoryLogReader"/>). Reading stops at the first
+    /// record that does not parse or does not fit (an entry out of place, an entry before any view,
+    /// a Trim record past the entries read): what follows it is counted in
     /// <see cref="HistoryLogImage.Unreadable"/>, never taken as history.
     /// </summary>
     public static HistoryLogImage Read(IReadOnlyList<byte[]> records)
     {
-        var incarnations = new List<NodeId>();
-        var entries = new List<HistoryEntry>();
-        var gaveUp = new List<NodeId>();
-        HistoryViewRecord? last = null;
-        long trimmed = 0;
-        ulong trimmedDigest = HistoryDigest.Empty;
-        NodeId[]? forcedWithout = null;
+        var reader = new HistoryLogReader(keepEntries: true);
         int i = 0;
-        for (; i < records.Count; i++)
+        while (i < records.Count && reader.Accept(records[i])) i++;
+        return reader.Image(records.Count - i);
+    }
+
+    internal const byte IncarnationKind = IncarnationRecord, ViewKind = ViewRecord, EntryKind = EntryRecord, QueryEntryKind = QueryEntryRecord,
+        TrimKind = TrimRecord, ForcedRecoveryKind = ForcedRecoveryRecord, GaveUpKind = GaveUpRecord, SegmentKind = SegmentRecord;
+}
+
+/// <summary>
+/// Reads a history log record by record (<see cref="HistoryLog.Read"/> for a whole log; a driver
+/// that keeps its log in segments follows its appends with one that keeps no entries, to know
+/// what a new segment must restate and which segments a Trim record lets it drop).
+/// </summary>
+/// <remarks>
+/// A Trim record may come anywhere after a view: the entries at or before its point leave the image
+/// (a persistent checkpoint holds them), so a log trimmed by appending a Trim record reads as one
+/// rewritten without them. A Segment record says where its segment's entries start: where that is
+/// the next index it is checked and changes nothing; elsewhere (the log starts at that segment,
+/// the ones before it dropped, or a segment left over from before a drop) the entries read so far
+/// go and the entries before it count as trimmed. Records a segment header restates are accepted
+/// again: an incarnation already known, the last view again (equal, not later), give-ups again.
+/// </remarks>
+internal sealed class HistoryLogReader(bool keepEntries)
+{
+    private readonly List<NodeId> _incarnations = [];
+    private readonly List<HistoryEntry> _entries = [];
+    private readonly List<NodeId> _gaveUp = [];
+    private HistoryViewRecord? _last;
+    private long _trimmed;
+    private ulong _trimmedDigest = HistoryDigest.Empty;
+    private long _count; // entries read after the trim point (kept in _entries with keepEntries)
+    private ulong _digest = HistoryDigest.Empty; // of entries 1.._trimmed+_count
+    private NodeId[]? _forcedWithout;
+
+    /// <summary>How long the history read so far is (trimmed entries included).</summary>
+    public long Count => _trimmed + _count;
+
+    /// <summary>Entries 1..Trimmed are held in a checkpoint, not in the log.</summary>
+    public long Trimmed => _trimmed;
+
+    /// <summary>
+    /// Takes the next record; false if it does not parse or does not fit (the reader is then
+    /// unchanged, and the records from it on are not the log's).
+    /// </summary>
+    public bool Accept(byte[] record)
+    {
+        var r = new WireReader(record);
+        byte kind = r.U8();
+        switch (kind)
         {
-            var r = new WireReader(records[i]);
-            byte kind = r.U8();
-            if (kind == IncarnationRecord)
+            case HistoryLog.IncarnationKind:
             {
                 NodeId node = r.Node();
-                if (!r.Complete || node.IsNone) break;
-                incarnations.Add(node);
+                if (!r.Complete || node.IsNone) return false;
+                if (!_incarnations.Contains(node)) _incarnations.Add(node);
+                return true;
             }
-            else if (kind == ViewRecord)
+            case HistoryLog.ViewKind:
             {
-                HistoryViewRecord view = ReadViewBody(ref r);
-                if (!r.Complete || Array.IndexOf(view.Members, view.Me) < 0) break;
-                if (last != null && view.Key <= last.Key) break;
-                last = view;
-                forcedWithout = null; // this member held the history again: an earlier permission is spent
+                HistoryViewRecord view = HistoryLog.ReadViewBody(ref r);
+                if (!r.Complete || Array.IndexOf(view.Members, view.Me) < 0) return false;
+                if (_last != null && view.Key == _last.Key)
+                {
+                    // A segment header restates the last view: the same record, nothing changes.
+                    return view.Lineage == _last.Lineage && view.Me == _last.Me && view.Members.AsSpan().SequenceEqual(_last.Members);
+                }
+                if (_last != null && view.Key < _last.Key) return false;
+                _last = view;
+                _forcedWithout = null; // this member held the history again: an earlier permission is spent
+                return true;
             }
-            else if (kind is EntryRecord or QueryEntryRecord)
+            case HistoryLog.EntryKind or HistoryLog.QueryEntryKind:
             {
                 long index = r.I64();
-                HistoryEntry? e = ReadEntryBody(ref r, index, kind == QueryEntryRecord);
-                if (e == null || !r.Complete || last == null || index != trimmed + entries.Count + 1) break;
-                entries.Add(e);
+                HistoryEntry? e = HistoryLog.ReadEntryBody(ref r, index, kind == HistoryLog.QueryEntryKind);
+                if (e == null || !r.Complete || _last == null || index != Count + 1) return false;
+                if (keepEntries) _entries.Add(e);
+                _count++;
+                _digest = HistoryDigest.Next(_digest, e);
+                return true;
             }
-            else if (kind == TrimRecord)
+            case HistoryLog.TrimKind:
             {
                 long through = r.I64();
                 ulong digest = r.Ok && r.Remaining >= 8 ? (ulong)r.I64() : HistoryDigest.Unknown;
-                if (!r.Complete || through < 1 || last == null || trimmed != 0 || entries.Count != 0) break;
-                trimmed = through;
-                trimmedDigest = digest;
+                if (!r.Complete || through < 1 || _last == null) return false;
+                if (Count == 0)
+                {
+                    // At the head of a log rewritten at a trim: the entries start after it.
+                    _trimmed = through;
+                    _trimmedDigest = _digest = digest;
+                    return true;
+                }
+                if (through > Count) return false;
+                if (through <= _trimmed) return true; // restated, or older than a later segment's start
+                if (through == Count && !HistoryDigest.Agree(digest, _digest)) return false;
+                int drop = (int)(through - _trimmed);
+                if (keepEntries) _entries.RemoveRange(0, drop);
+                _count -= drop;
+                _trimmed = through;
+                _trimmedDigest = digest;
+                return true;
             }
-            else if (kind == ForcedRecoveryRecord)
+            case HistoryLog.SegmentKind:
+            {
+                long first = r.I64();
+                ulong digestBefore = (ulong)r.I64();
+                if (!r.Complete || first < 1) return false;
+                if (first == Count + 1) return HistoryDigest.Agree(digestBefore, _digest);
+                // The log starts here (earlier segments were dropped behind a Trim record at or past
+                // this point), or an earlier segment outlived its drop: this segment's entries are the log's.
+                if (keepEntries) _entries.Clear();
+                _count = 0;
+                _trimmed = first - 1;
+                _trimmedDigest = _digest = first == 1 ? HistoryDigest.Empty : digestBefore;
+                return true;
+            }
+            case HistoryLog.ForcedRecoveryKind:
             {
                 NodeId[] without = r.Nodes();
-                if (!r.Complete || without.Any(n => n.IsNone)) break;
-                forcedWithout = without;
+                if (!r.Complete || without.Any(n => n.IsNone)) return false;
+                _forcedWithout = without;
+                return true;
             }
-            else if (kind == GaveUpRecord)
+            case HistoryLog.GaveUpKind:
             {
                 NodeId[] nodes = r.Nodes();
-                if (!r.Complete || nodes.Any(n => n.IsNone)) break;
+                if (!r.Complete || nodes.Any(n => n.IsNone)) return false;
                 foreach (NodeId n in nodes)
                 {
-                    if (!gaveUp.Contains(n)) gaveUp.Add(n);
+                    if (!_gaveUp.Contains(n)) _gaveUp.Add(n);
                 }
+                return true;
             }
-            else
-            {
-                break;
-            }
+            default:
+                return false;
         }
-        return new HistoryLogImage(incarnations, last, trimmed, entries, records.Count - i) { ForcedWithout = forcedWithout, GaveUp = gaveUp, TrimmedDigest = trimmedDigest };
     }
+
+    /// <summary>
+    /// The records a new segment starts with, so that a reader of the log from that segment on
+    /// reads what a reader of the whole log reads: a Segment record (the next entry's index and
+    /// the digest before it), then every incarnation, the last view, a pending forced recovery and
+    /// the give-ups.
+    /// </summary>
+    public List<byte[]> SegmentHeader(PacketWriter w)
+    {
+        var records = new List<byte[]>(_incarnations.Count + 4) { HistoryLog.Segment(w, Count + 1, _digest) };
+        foreach (NodeId n in _incarnations) records.Add(HistoryLog.Incarnation(w, n));
+        if (_last != null) records.Add(HistoryLog.View(w, _last));
+        if (_forcedWithout != null) records.Add(HistoryLog.ForcedRecovery(w, _forcedWithout));
+        if (_gaveUp.Count > 0) records.Add(HistoryLog.GaveUp(w, _gaveUp));
+        return records;
+    }
+
+    /// <summary>What the records read so far hold (with <paramref name="unreadable"/> records after them ignored).</summary>
+    public HistoryLogImage Image(int unreadable = 0) =>
+        new([.. _incarnations], _last, _trimmed, keepEntries ? [.. _entries] : [], unreadable)
+        {
+            ForcedWithout = _forcedWithout,
+            GaveUp = [.. _gaveUp],
+            TrimmedDigest = _trimmedDigest,
+        };
 }
 
 /// <summary>

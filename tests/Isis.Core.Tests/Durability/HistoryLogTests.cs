@@ -340,7 +340,7 @@ public class HistoryLogTests
     }
 
     [Theory]
-    [InlineData(1, 5)] // the same key again
+    [InlineData(1, 5)] // the same key again (with other members: a segment header restates the last view only as it was)
     [InlineData(1, 4)] // an earlier view of the same epoch
     [InlineData(0, 9)] // an earlier epoch, whatever its view id (and epochs start at 1)
     public void Reading_stops_at_a_view_whose_key_does_not_increase(long epoch, int viewId)
