@@ -155,8 +155,18 @@ internal sealed partial class Simulator
         public long FlushTokens;
         public long QueryIds;
 
-        /// <summary>Disk durability: the group's history log, which survives crashes as a disk would.</summary>
+        /// <summary>
+        /// Disk durability: the group's history log, which survives crashes as a disk would: the
+        /// records of its segments in order, as the runtime's HistoryLogFile reads them at a start
+        /// (written only through <see cref="AppendToLog"/> and <see cref="ReplaceLog"/>).
+        /// </summary>
         public readonly List<byte[]> Disk = new();
+
+        /// <summary>The log's segments as the runtime keeps them (small ones here, so that runs start and drop many).</summary>
+        public Isis.Core.Durability.HistorySegments Segments = new(SegmentBytes, 0);
+
+        /// <summary>How many of <see cref="Disk"/>'s records each segment holds, oldest first.</summary>
+        public readonly List<(long Seq, int Records)> SegmentRecords = [(0, 0)];
 
         /// <summary>
         /// A replacement of the log written aside in parts (a copied history, HistoryStage) until its
@@ -283,6 +293,9 @@ internal sealed partial class Simulator
 
     /// <summary>The node process <paramref name="index"/> runs now (null before it starts and after it crashes).</summary>
     internal ProcessNode? NodeOf(int index) => _processes[index].Node;
+
+    /// <summary>What process <paramref name="index"/>'s history log holds on its disk now (disk durability; tests).</summary>
+    internal Isis.Core.Durability.HistoryLogImage LogOnDisk(int index) => Isis.Core.Durability.HistoryLog.Read(_processes[index].Disk);
 
     /// <summary>Starts process <paramref name="index"/> at virtual time <paramref name="time"/>; it joins the group at once.</summary>
     internal void StartAt(int index, long time) => At(time, () => { if (!_processes[index].Alive) Start(_processes[index]); });
@@ -632,6 +645,7 @@ internal sealed partial class Simulator
             WriteObserver?.Invoke(p.Node.Self, w);
             Write(p, w);
         }
+        if (p.Node.Outbox.HistoryWrites.Count > 0) DropBehindTrim(p);
         if (p.Node.Outbox.Events.Any(e => e is HistoryReady))
         {
             p.EverCurrent = true;
@@ -663,19 +677,62 @@ internal sealed partial class Simulator
             case HistoryStage.Commit:
                 // The parts and this end are renamed over the log, whole.
                 if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-                p.Disk.Clear();
-                p.Disk.AddRange(p.Staged);
-                p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+                ReplaceLog(p, [.. p.Staged, .. w.Records]);
                 p.Staged.Clear();
                 return;
         }
         if (w.Rewrite)
         {
             if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-            p.Disk.Clear();
             p.Staged.Clear(); // a rewrite goes through the same file aside
+            ReplaceLog(p, w.Records);
+            return;
         }
-        p.Disk.AddRange(w.Records.Select(r => r.ToArray()));
+        foreach (byte[] r in w.Records) AppendToLog(p, r);
+    }
+
+    // As the runtime's HistoryLogFile, with small segments: 2 KiB of records each.
+    private const long SegmentBytes = 2048;
+
+    /// <summary>Appends a record to the log: an entry that finds the current segment full starts a new one, with its header.</summary>
+    private static void AppendToLog(SimProcess p, byte[] record)
+    {
+        if (p.Segments.StartsSegment(record))
+        {
+            long seq = p.Segments.CurrentSeq + 1;
+            List<byte[]> header = p.Segments.StartSegment(new Isis.Core.Wire.PacketWriter(), seq);
+            p.SegmentRecords.Add((seq, 0));
+            foreach (byte[] h in header) AddToSegment(p, h);
+        }
+        AddToSegment(p, record);
+    }
+
+    private static void AddToSegment(SimProcess p, byte[] record)
+    {
+        p.Disk.Add(record.ToArray());
+        p.Segments.Take(record, record.Length + 8);
+        p.SegmentRecords[^1] = (p.SegmentRecords[^1].Seq, p.SegmentRecords[^1].Records + 1);
+    }
+
+    /// <summary>The log is replaced whole (a rewrite, the end of a copy, a wiped disk): one segment.</summary>
+    private static void ReplaceLog(SimProcess p, IEnumerable<byte[]> records)
+    {
+        p.Disk.Clear();
+        p.Segments = new Isis.Core.Durability.HistorySegments(SegmentBytes, 0);
+        p.SegmentRecords.Clear();
+        p.SegmentRecords.Add((0, 0));
+        foreach (byte[] r in records) AddToSegment(p, r);
+    }
+
+    /// <summary>Once a step's writes are durable, the segments wholly behind a Trim record go, as the runtime deletes them at its sync.</summary>
+    private static void DropBehindTrim(SimProcess p)
+    {
+        foreach (long seq in p.Segments.TakeDroppable())
+        {
+            Invariant.Check(p.SegmentRecords[0].Seq == seq, "segments are dropped oldest first");
+            p.Disk.RemoveRange(0, p.SegmentRecords[0].Records);
+            p.SegmentRecords.RemoveAt(0);
+        }
     }
 
     /// <summary>Sees every history write a process makes durable (tests: the sizes of a copy's parts), before it is applied.</summary>
@@ -828,7 +885,7 @@ internal sealed partial class Simulator
             foreach (byte[] r in w.Records)
             {
                 if (survive == 0) break;
-                p.Disk.Add(r.ToArray());
+                AppendToLog(p, r);
                 survive--;
             }
         }
@@ -1037,7 +1094,7 @@ internal sealed partial class Simulator
                 At(_now + spread + (lost == lastDown ? 5_000 : 0) + 1, () =>
                 {
                     if (lost.Alive) return;
-                    lost.Disk.Clear();
+                    ReplaceLog(lost, []);
                     lost.Staged.Clear();
                     lost.Checkpoints.Clear();
                     lost.CheckpointFiles.Clear();

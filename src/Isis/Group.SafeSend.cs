@@ -100,7 +100,7 @@ public sealed partial class Group
     {
         IDurableFiles files = _runtime.Options.StoreFiles ?? DurableFiles.System;
         files.CreateDirectory(_logDirectory!);
-        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files);
+        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files, HistoryLogFile.SegmentBytesFor(_maxLogBytes));
         HistoryLog = log;
         if (log.Damage != null) _runtime.ReportHistoryProblem(Name, log.Damage, error: true);
         if (log.StaleCopyBytes > 0)

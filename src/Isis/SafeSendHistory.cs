@@ -18,8 +18,8 @@ public static class SafeSendHistory
     public static SafeSendLogInfo Inspect(string directory, string group)
     {
         string path = LogOf(directory, group);
-        DurableRecordFile.Contents contents = DurableRecordFile.Read(path);
-        HistoryLogImage image = HistoryLog.Read(contents.Records);
+        (List<byte[]> records, bool damaged) = HistoryLogFile.Inspect(path);
+        HistoryLogImage image = HistoryLog.Read(records);
         HistoryViewRecord? last = image.LastView;
         return new SafeSendLogInfo(
             path,
@@ -32,7 +32,7 @@ public static class SafeSendHistory
             image.Trimmed,
             image.ForcedWithout != null,
             image.GaveUp.Select(n => new Address(n)).ToArray(),
-            contents.FileLength > contents.IntactLength || image.Unreadable > 0);
+            damaged || image.Unreadable > 0);
     }
 
     /// <summary>
@@ -64,7 +64,7 @@ public static class SafeSendHistory
         ArgumentException.ThrowIfNullOrWhiteSpace(directory);
         ArgumentException.ThrowIfNullOrWhiteSpace(group);
         string path = HistoryLogFile.PathFor(directory, group);
-        if (!File.Exists(path)) throw new FileNotFoundException($"There is no SafeSend log of group '{group}' in {directory} (looked for {path}).", path);
+        if (!HistoryLogFile.Exists(path)) throw new FileNotFoundException($"There is no SafeSend log of group '{group}' in {directory} (looked for {path}).", path);
         return path;
     }
 }
@@ -88,7 +88,7 @@ public sealed class SafeSendLogInfo
         Damaged = damaged;
     }
 
-    /// <summary>The log file.</summary>
+    /// <summary>The log's name: its first segment's file, and the stem of its other segments' (<c>{Path}.{generation}-{segment}</c>).</summary>
     public string Path { get; }
 
     /// <summary>The incarnations of the member that wrote it (one per start).</summary>

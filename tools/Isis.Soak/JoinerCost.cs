@@ -286,7 +286,7 @@ internal static class JoinerCost
             foreach (string f in Directory.GetFiles(from)) File.Copy(f, Path.Combine(to, Path.GetFileName(f)), overwrite: true);
         }
 
-        private static long LogBytes(string dir) => ProcFs.DirectoryBytes(dir, f => f.EndsWith(".safelog", StringComparison.Ordinal));
+        private static long LogBytes(string dir) => ProcFs.DirectoryBytes(dir, ProcFs.IsSafeSendLogSegment);
 
         private static long DirectoryBytes(string dir) => ProcFs.DirectoryBytes(dir, _ => true);
 

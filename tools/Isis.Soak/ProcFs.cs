@@ -3,8 +3,14 @@ using System.Globalization;
 namespace Isis.Soak;
 
 /// <summary>What the sampler reads from the machine: a process's resident memory (/proc) and the bytes of a directory's files.</summary>
-internal static class ProcFs
+internal static partial class ProcFs
 {
+    /// <summary>True for a segment of a SafeSend log: <c>{group}.safelog</c> or <c>{group}.safelog.{generation}-{segment}</c> (not a file kept aside, nor a copy under way).</summary>
+    public static bool IsSafeSendLogSegment(string name) => name.EndsWith(".safelog", StringComparison.Ordinal) || SegmentName().IsMatch(name);
+
+    [System.Text.RegularExpressions.GeneratedRegex(@"\.safelog\.[0-9]+-[0-9]+$")]
+    private static partial System.Text.RegularExpressions.Regex SegmentName();
+
     /// <summary>VmRSS of <paramref name="pid"/> in bytes, or null if the process is gone (or there is no /proc).</summary>
     public static long? RssBytes(int pid)
     {

@@ -488,7 +488,7 @@ internal sealed class Soak
                     Pid = pid,
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
                     DiskBytes = files.Where(f => !Member.HarnessFile(f.Name)).Sum(f => f.Bytes),
-                    LogBytes = files.Where(f => f.Name.EndsWith(".safelog", StringComparison.Ordinal)).Sum(f => f.Bytes),
+                    LogBytes = files.Where(f => ProcFs.IsSafeSendLogSegment(f.Name)).Sum(f => f.Bytes),
                     CheckpointBytes = files.Where(f => f.Name.Contains(".checkpoint", StringComparison.Ordinal)).Sum(f => f.Bytes),
                 });
             }

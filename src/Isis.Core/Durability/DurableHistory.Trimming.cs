@@ -105,7 +105,9 @@ internal sealed partial class DurableHistory
         _chain.RemoveRange(0, (int)(point - _trimmed));
         _trimmed = point;
         _node.Counters.HistoryTrims++;
-        RewriteLog(keepOldAside: false);
+        // Appended, not rewritten: a driver that keeps its log in segments drops the ones behind it
+        // once it is durable (HistorySegments), and a reader leaves the entries before it out.
+        Append(HistoryLog.Trim(_node.Writer, _trimmed, _trimmedDigest));
         _node.Emit(new HistoryTrimmed(_member.Id, _trimmed, _entries.Count));
     }
 

@@ -109,8 +109,9 @@ internal static class HistoryDigest
 /// Incarnation (written before the join request leaves, so every incarnation that is ever in a
 /// view can later be recognised as this log's), View, Entry (a SafeSend; a SafeQuery has a kind
 /// of its own, so logs written before SafeQueries were logged read the same), and Trim ("the
-/// entries before this point are held in a persistent checkpoint": a log trimmed at a checkpoint
-/// is rewritten as its incarnations, a View record, a Trim record and the entries after it),
+/// entries up to this point are held in a persistent checkpoint": appended where the member trims,
+/// or at the head of a rewritten log; a reader leaves those entries out), Segment (a segment of a
+/// log kept in segment files begins, restating what a reader starting there needs),
 /// ForcedRecovery ("the operator allows this member's group to recover without the members of its
 /// last view that have not come back": it counts until the member next holds the history, that is
 /// until a View record follows it) and GaveUp (incarnations a forced recovery gave up: their logs

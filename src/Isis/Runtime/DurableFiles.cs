@@ -40,6 +40,9 @@ internal interface IDurableFiles
 
     void Delete(string path);
 
+    /// <summary>The paths of the files in <paramref name="directory"/> whose names start with <paramref name="prefix"/> (none if it does not exist).</summary>
+    IEnumerable<string> FilesIn(string directory, string prefix);
+
     void CreateDirectory(string directory);
 
     /// <summary>Makes the names in <paramref name="directory"/> durable: creations, renames, links and deletions before it.</summary>
@@ -122,6 +125,9 @@ internal sealed class DurableFiles : IDurableFiles
     }
 
     public void Delete(string path) => File.Delete(path);
+
+    public IEnumerable<string> FilesIn(string directory, string prefix) =>
+        Directory.Exists(directory) ? Directory.EnumerateFiles(directory, prefix + "*").ToList() : [];
 
     public void CreateDirectory(string directory)
     {

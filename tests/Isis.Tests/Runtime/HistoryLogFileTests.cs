@@ -64,8 +64,135 @@ public sealed class HistoryLogFileTests : IDisposable
         }
         Assert.NotNull(kept);
         Assert.Equal([View(1), Entry(1), Entry(2)], DurableRecordFile.Read(kept).Records);
-        Assert.Equal([View(7), Entry(1), Entry(2)], DurableRecordFile.Read(LogPath).Records);
+        // The new log is the first segment of the next generation; the old one's segment is gone.
+        Assert.Equal([View(7), Entry(1), Entry(2)], HistoryLogFile.Inspect(LogPath).Records);
+        Assert.Equal([HistoryLogFile.SegmentPath(LogPath, 1, 0)], HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath).Select(f => f.File));
         Assert.False(File.Exists(LogPath + ".next"));
+    }
+
+    private static byte[] Trim(long through, IEnumerable<byte[]> entries)
+    {
+        ulong digest = HistoryDigest.Empty;
+        foreach (HistoryEntry e in HistoryLog.Read([View(1), .. entries]).Entries.Take((int)through)) digest = HistoryDigest.Next(digest, e);
+        return HistoryLog.Trim(new PacketWriter(), through, digest);
+    }
+
+    private static byte[] BigEntry(long index) => HistoryLog.Entry(new PacketWriter(), new HistoryEntry(index, Member, 1, index, 1, new byte[1000]));
+
+    [Fact]
+    public void A_log_kept_in_segments_deletes_the_ones_behind_a_durable_Trim_record_and_reads_back_as_one_log()
+    {
+        const long segment = 10_000;
+        var appended = new List<byte[]> { View(1) };
+        byte[] trim;
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (log)
+        {
+            log.Append([View(1)]);
+            for (int i = 1; i <= 60; i++)
+            {
+                byte[] e = BigEntry(i);
+                appended.Add(e);
+                log.Append([e]);
+            }
+            log.Sync();
+            // 60 entries of about 1 KB in segments of 10 KB: six or seven segments, none dropped yet.
+            var before = HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath);
+            Assert.InRange(before.Count, 6, 7);
+            Assert.Equal(before.Sum(f => new FileInfo(f.File).Length), log.Length);
+
+            // Trimmed through entry 45: every segment whose entries all are at or before it goes at the sync, not before.
+            trim = Trim(45, appended.Skip(1));
+            log.Append([trim]);
+            Assert.Equal(before.Count, HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath).Count);
+            log.Sync();
+            var after = HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath);
+            Assert.InRange(after.Count, 1, 3);
+            Assert.False(File.Exists(LogPath)); // the first segment went with the others behind the trim point
+            Assert.Equal(after.Sum(f => new FileInfo(f.File).Length), log.Length);
+            log.Append([BigEntry(61)]);
+            log.Sync();
+        }
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (reopened)
+        {
+            Assert.Null(reopened.Damage);
+            HistoryLogImage image = HistoryLog.Read(records);
+            Assert.Equal(0, image.Unreadable);
+            Assert.Equal(45, image.Trimmed);
+            Assert.Equal(61, image.Count);
+            Assert.Equal(Enumerable.Range(46, 16).Select(i => (long)i), image.Entries.Select(e => e.Index));
+            Assert.Equal(HistoryLog.Read([.. appended, trim, BigEntry(61)]).DigestAt(61), image.DigestAt(61));
+        }
+    }
+
+    [Fact]
+    public void Segments_of_an_older_generation_that_a_rewrite_did_not_get_to_delete_are_deleted_at_open_and_never_read()
+    {
+        const long segment = 5_000;
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (log)
+        {
+            log.Append([View(1), .. Enumerable.Range(1, 20).Select(i => BigEntry(i))]);
+            log.Sync();
+        }
+        var oldSegments = HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath);
+        Assert.True(oldSegments.Count >= 3);
+        string saved = Path.Combine(_directory.FullName, "saved");
+        Directory.CreateDirectory(saved);
+        foreach (var f in oldSegments) File.Copy(f.File, Path.Combine(saved, Path.GetFileName(f.File)));
+
+        (log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (log) log.Rewrite([View(7), Entry(1)], keepOldAside: false);
+        // A crash right after the rename: the old generation's segments are all still there.
+        foreach (string f in Directory.GetFiles(saved)) File.Copy(f, Path.Combine(_directory.FullName, Path.GetFileName(f)), overwrite: true);
+        Assert.Equal(oldSegments.Count + 1, HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath).Count);
+
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (reopened)
+        {
+            Assert.Null(reopened.Damage);
+            Assert.Equal([View(7), Entry(1)], records);
+            Assert.Equal([HistoryLogFile.SegmentPath(LogPath, 1, 0)], HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath).Select(f => f.File));
+        }
+    }
+
+    [Fact]
+    public void A_damaged_segment_ends_the_log_and_the_segments_after_it_are_moved_aside_whole()
+    {
+        const long segment = 5_000;
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (log)
+        {
+            log.Append([View(1), .. Enumerable.Range(1, 20).Select(i => BigEntry(i))]);
+            log.Sync();
+        }
+        var segments = HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath);
+        Assert.True(segments.Count >= 3);
+        string second = segments[1].File;
+        byte[] bytes = File.ReadAllBytes(second);
+        bytes[^10] ^= 0xff; // a flipped byte in the second segment's last record
+        File.WriteAllBytes(second, bytes);
+
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (reopened)
+        {
+            Assert.NotNull(reopened.Damage);
+            Assert.Contains("later segment(s)", reopened.Damage);
+            HistoryLogImage image = HistoryLog.Read(records);
+            Assert.Equal(0, image.Unreadable);
+            Assert.True(image.Count is > 1 and < 20, $"{image.Count} entries read");
+            Assert.Equal(2, HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath).Count);
+            Assert.Equal(segments.Count - 2, Directory.GetFiles(_directory.FullName, "ledger.safelog.*.damaged-*").Length);
+            reopened.Append([BigEntry(image.Count + 1)]);
+            reopened.Sync();
+        }
+        (HistoryLogFile again, List<byte[]> next) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (again)
+        {
+            Assert.Null(again.Damage);
+            Assert.Equal(HistoryLog.Read(records).Count + 1, HistoryLog.Read(next).Count);
+        }
     }
 
     [Fact]

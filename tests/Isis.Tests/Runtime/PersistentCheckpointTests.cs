@@ -126,7 +126,7 @@ public sealed partial class PersistentCheckpointTests : IDisposable
     /// <summary>The history position the log at <paramref name="directory"/> starts after (its trim point), read from the file.</summary>
     private static long TrimPointOfLog(string directory, string group)
     {
-        (List<byte[]> records, _) = DurableRecordFile.Read(Path.Combine(directory, "log", group + ".safelog"));
+        (List<byte[]> records, _) = HistoryLogFile.Inspect(Path.Combine(directory, "log", group + ".safelog"));
         return Isis.Core.Durability.HistoryLog.Read(records).Trimmed;
     }
 
@@ -191,7 +191,7 @@ public sealed partial class PersistentCheckpointTests : IDisposable
             // 10 MiB in all, two and a half times the bound: never refused.
             if (n % 10 == 0) replicas[n % 2].Group.SafeSend(Put, n);
             else replicas[n % 2].Group.SafeSend(2, n, blob);
-            if (n % 100 == 0) largest = Math.Max(largest, new FileInfo(log).Length);
+            if (n % 100 == 0) largest = Math.Max(largest, HistoryLogFile.BytesOnDisk(log));
         }
         TestRuntimes.WaitUntil(() => TrimPointOfLog(Dir(0), "blobs") > 0, "the log was trimmed");
         Assert.True(File.Exists(Path.Combine(Dir(0), "blobs.checkpoint")), "a checkpoint was saved without being asked for");

@@ -41,7 +41,12 @@ public sealed class SafeSendLogDamageTests
         return members;
     }
 
-    private static string LogOf(string directory) => Path.Combine(directory, GroupName + ".safelog");
+    /// <summary>The file of a member's log (one segment here: the first of its newest generation, which a copy or a recovery starts).</summary>
+    private static string LogOf(string directory)
+    {
+        string log = Path.Combine(directory, GroupName + ".safelog");
+        return HistoryLogFile.SegmentFiles(DurableFiles.System, log) is [.., var current] ? current.File : log;
+    }
 
     private static string[] DamagedFiles(string directory) => Directory.GetFiles(directory, GroupName + ".safelog.damaged-*");
 
@@ -61,12 +66,8 @@ public sealed class SafeSendLogDamageTests
         return frames;
     }
 
-    /// <summary>What a log file holds as history: its intact records, parsed.</summary>
-    private static HistoryLogImage Image(string log)
-    {
-        (List<byte[]> records, _) = DurableRecordFile.Read(log);
-        return HistoryLog.Read(records);
-    }
+    /// <summary>What a log holds as history: the intact records of its segments, parsed.</summary>
+    private static HistoryLogImage Image(string log) => HistoryLog.Read(HistoryLogFile.Inspect(log).Records);
 
     /// <summary>The int argument of a logged SafeSend's payload.</summary>
     private static int DecodeValue(byte[] payload)
@@ -226,8 +227,9 @@ public sealed class SafeSendLogDamageTests
             int[] sent = SendThenCrashAll(runtimes, dirs);
 
             // Member 0: a byte flipped inside the third-last record. Member 1: its last record torn. Member 2: intact.
-            Damage flipped = FlipByteInRecord(LogOf(dirs[0]), fromEnd: 3);
-            Damage torn = TearLastRecord(LogOf(dirs[1]));
+            string[] damagedLogs = [LogOf(dirs[0]), LogOf(dirs[1])]; // the files the reports name (a recovery then starts a new generation)
+            Damage flipped = FlipByteInRecord(damagedLogs[0], fromEnd: 3);
+            Damage torn = TearLastRecord(damagedLogs[1]);
             Assert.Equal(Values - 3, Image(LogOf(dirs[0])).Entries.Count);
             Assert.Equal(Values - 1, Image(LogOf(dirs[1])).Entries.Count);
 
@@ -252,11 +254,11 @@ public sealed class SafeSendLogDamageTests
             Assert.Empty(DamagedFiles(dirs[2]));
 
             // Reported: at Error level to the logger configured, to standard error where none is.
-            Assert.Contains(logger.Entries, e => e.Level == LogLevel.Error && e.Text.Contains(flipped.Wording(LogOf(dirs[0]))) && e.Text.Contains(aside0));
-            Assert.Contains(torn.Wording(LogOf(dirs[1])), stderr);
+            Assert.Contains(logger.Entries, e => e.Level == LogLevel.Error && e.Text.Contains(flipped.Wording(damagedLogs[0])) && e.Text.Contains(aside0));
+            Assert.Contains(torn.Wording(damagedLogs[1]), stderr);
             Assert.Contains(aside1, stderr);
             Assert.Contains($"Group '{GroupName}'", stderr);
-            Assert.DoesNotContain(LogOf(dirs[0]), stderr); // member 0 has a logger: nothing of it on standard error
+            Assert.DoesNotContain(damagedLogs[0], stderr); // member 0 has a logger: nothing of it on standard error
             Assert.DoesNotContain(LogOf(dirs[2]) + " is damaged", stderr);
 
             // The damaged logs were rebuilt from the intact one: every log is whole and holds the whole history.
@@ -279,7 +281,8 @@ public sealed class SafeSendLogDamageTests
             int[] sent = SendThenCrashAll(runtimes, dirs);
 
             // Three different damages; member 1 keeps the most (all but its last record).
-            Damage[] damage = [FlipByteInRecord(LogOf(dirs[0]), fromEnd: 5), TearLastRecord(LogOf(dirs[1])), FlipByteInRecord(LogOf(dirs[2]), fromEnd: 2)];
+            string[] damagedLogs = dirs.Select(LogOf).ToArray(); // the files the reports name (a recovery then starts a new generation)
+            Damage[] damage = [FlipByteInRecord(damagedLogs[0], fromEnd: 5), TearLastRecord(damagedLogs[1]), FlipByteInRecord(damagedLogs[2], fromEnd: 2)];
             int[] intact = dirs.Select(d => Image(LogOf(d)).Entries.Count).ToArray();
             Assert.Equal([Values - 5, Values - 1, Values - 2], intact);
             int[] expected = sent[..intact.Max()];
@@ -294,7 +297,7 @@ public sealed class SafeSendLogDamageTests
             for (int i = 0; i < dirs.Length; i++)
             {
                 string aside = AssertMovedAside(dirs[i], damage[i]);
-                Assert.Contains(logger.Entries, e => e.Level == LogLevel.Error && e.Text.Contains(damage[i].Wording(LogOf(dirs[i]))) && e.Text.Contains(aside));
+                Assert.Contains(logger.Entries, e => e.Level == LogLevel.Error && e.Text.Contains(damage[i].Wording(damagedLogs[i])) && e.Text.Contains(aside));
             }
             TestRuntimes.WaitUntil(() => dirs.All(d => LogHolds(LogOf(d), expected)), "every member's log holds the recovered history");
 

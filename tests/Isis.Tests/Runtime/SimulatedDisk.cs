@@ -226,6 +226,9 @@ internal sealed class SimulatedDisk : IDurableFiles
         if (_names.ContainsKey(path)) ChangeNames($"delete {path}", (path, -1));
     }
 
+    public IEnumerable<string> FilesIn(string directory, string prefix) =>
+        _names.Keys.Where(n => DurableFiles.DirectoryOf(n) == directory && Path.GetFileName(n).StartsWith(prefix, StringComparison.Ordinal)).Order(StringComparer.Ordinal).ToList();
+
     public void CreateDirectory(string directory)
     {
         // Directories are implicit here: every name is in one, and its fsync is what matters.
