@@ -359,16 +359,22 @@ internal sealed partial class DurableHistory
     }
 
     /// <summary>
-    /// The records a rewritten log starts with: its incarnations (a view not yet known to have
-    /// dropped an earlier incarnation of this member may still name it, and a recovery must
-    /// recognise it), this view as one in which this member holds the history of
+    /// The records a rewritten log starts with: its incarnations but the ones a forced recovery
+    /// gave up (a view not yet known to have dropped an earlier incarnation of this member may
+    /// still name it, and a recovery must recognise it; a given-up one it must not count), this
+    /// view as one in which this member holds the history of
     /// <paramref name="lineage"/> in <paramref name="epoch"/>, the trim point, and the incarnations
     /// forced recoveries gave up; room for <paramref name="entries"/> more.
     /// </summary>
     private List<byte[]> LogHeader(long epoch, Lineage lineage, long trimmed, ulong trimmedDigest, int entries)
     {
         var records = new List<byte[]>(entries + _image.Incarnations.Count + 4);
-        foreach (NodeId earlier in _image.Incarnations) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
+        foreach (NodeId earlier in _image.Incarnations)
+        {
+            // A given-up incarnation's log was replaced by the history this member holds now: naming
+            // it would make this log suspect (never counted) in every later recovery.
+            if (!_gaveUp.Contains(earlier) || GivenUpHistoryUsed) records.Add(HistoryLog.Incarnation(_node.Writer, earlier));
+        }
         records.Add(HistoryLog.Incarnation(_node.Writer, _node.Self));
         records.Add(HistoryLog.View(_node.Writer, new HistoryViewRecord(new HistoryViewKey(epoch, _view!.Id), lineage, _node.Self, _view.Members)));
         if (trimmed > 0) records.Add(HistoryLog.Trim(_node.Writer, trimmed, trimmedDigest));

@@ -60,6 +60,35 @@ public sealed class ForcedRecoveryScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void A_given_up_member_that_copied_the_history_writes_a_log_that_no_later_recovery_takes_for_a_given_up_one()
+    {
+        // Its old log is kept aside; the log it writes as it copies the history is the group's, so
+        // it must not name the given-up incarnation (a later recovery would never count that log,
+        // and would wait for, or give up, SafeSends it alone holds).
+        int copied = 0;
+        for (ulong seed = 0; seed < 60; seed++)
+        {
+            var keptAside = new HashSet<ulong>();
+            SimulationRun run = SimulationRun.Execute(seed, Scenario.ForFamily("lost-disk", seed), sim => sim.Observer = (node, e) =>
+            {
+                if (e is HistoryNotice { Kind: HistoryNoticeKind.GivenUpLog }) keptAside.Add(node.Endpoint);
+            });
+            Assert.True(run.Passed, run.Report);
+            for (int i = 0; i < run.Simulator.Scenario.Processes; i++)
+            {
+                if (run.Simulator.NodeOf(i) is not { } node || !keptAside.Contains(node.Self.Endpoint)) continue;
+                HistoryLogImage log = run.Simulator.LogOnDisk(i);
+                if (log.LastView == null) continue; // crashed again before it held the history
+                copied++;
+                Assert.True(log.GaveUp.Count > 0, $"seed {seed}: {node.Self}'s log names no give-up");
+                Assert.DoesNotContain(log.Incarnations, log.GaveUp.Contains);
+            }
+        }
+        output.WriteLine($"{copied} given-up members held the history by a log of their own at the end of 60 lost-disk runs");
+        Assert.True(copied >= 5, $"only {copied} given-up members copied the history");
+    }
+
+    [Fact]
     public void A_given_up_member_that_restores_its_own_checkpoint_brings_back_what_the_group_lost_and_the_checker_says_so()
     {
         // The mutation lets a given-up member use what it kept. Its application checkpointed after
