@@ -181,16 +181,21 @@ internal static class HistoryLog
 
     private static PacketWriter WriteEntry(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.I64(e.Index), e);
 
-    /// <summary>Reads an entry body written by <see cref="WriteEntryBody"/>; null (and the reader failed) if malformed.</summary>
-    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index, bool query = false)
+    /// <summary>
+    /// Reads an entry body written by <see cref="WriteEntryBody"/>; null (and the reader failed) if
+    /// malformed. Without <paramref name="keepPayload"/> the payload is checked and skipped, not
+    /// copied (the entry's is empty): a driver's bookkeeping needs only the entry's id.
+    /// </summary>
+    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index, bool query = false, bool keepPayload = true)
     {
         NodeId sender = r.Node();
         int viewId = r.I32();
         long seq = r.I64();
         int phi = r.I32();
-        byte[] payload = r.Bytes();
+        byte[] payload = keepPayload ? r.Bytes() : [];
+        int length = keepPayload ? payload.Length : r.SkipBytes();
         if (!r.Ok || sender.IsNone || viewId <= 0 || seq <= 0 || phi < 0) { r.Fail(); return null; }
-        if (query && payload.Length < 8) { r.Fail(); return null; } // a query request starts with its id
+        if (query && length < 8) { r.Fail(); return null; } // a query request starts with its id
         return new HistoryEntry(index, sender, viewId, seq, phi, payload, query);
     }
 
@@ -210,9 +215,7 @@ internal static class HistoryLog
     public static long EntryIndexOf(ReadOnlySpan<byte> record)
     {
         if (record.Length < 9 || record[0] is not (EntryRecord or QueryEntryRecord)) return 0;
-        var r = new WireReader(record[1..].ToArray());
-        long index = r.I64();
-        return r.Ok ? index : 0;
+        return new WireReader(record[1..]).I64();
     }
 
     /// <summary>
@@ -299,7 +302,7 @@ internal sealed class HistoryLogReader(bool keepEntries)
             case HistoryLog.EntryKind or HistoryLog.QueryEntryKind:
             {
                 long index = r.I64();
-                HistoryEntry? e = HistoryLog.ReadEntryBody(ref r, index, kind == HistoryLog.QueryEntryKind);
+                HistoryEntry? e = HistoryLog.ReadEntryBody(ref r, index, kind == HistoryLog.QueryEntryKind, keepEntries);
                 if (e == null || !r.Complete || _last == null || index != Count + 1) return false;
                 if (keepEntries) _entries.Add(e);
                 _count++;

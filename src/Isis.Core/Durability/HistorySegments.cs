@@ -87,11 +87,13 @@ internal sealed class HistorySegments
     /// The closed segments that hold no entry past the trim point, oldest first, taken out of the
     /// bookkeeping: the driver may delete them once every record taken so far is durable.
     /// </summary>
-    public List<long> TakeDroppable()
+    public long[] TakeDroppable()
     {
         int n = 0;
         while (n < _closed.Count && _closed[n].LastIndex <= _reader.Trimmed) n++;
-        List<long> drop = _closed.GetRange(0, n).Select(c => c.Seq).ToList();
+        if (n == 0) return []; // the common case, at every sync: nothing allocated
+        long[] drop = new long[n];
+        for (int i = 0; i < n; i++) drop[i] = _closed[i].Seq;
         _closed.RemoveRange(0, n);
         return drop;
     }

@@ -99,6 +99,14 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
         return Take(n).ToArray();
     }
 
+    /// <summary>Skips a length-prefixed byte string (as <see cref="Bytes"/> reads it) without copying it; returns its length.</summary>
+    public int SkipBytes()
+    {
+        int n = Count(1);
+        Take(n);
+        return n;
+    }
+
     public byte[] Tail() => Take(Remaining).ToArray();
 
     /// <summary>The rest of the packet, borrowed (valid as long as the packet).</summary>
