@@ -72,8 +72,8 @@ internal static class HtmlReport
             .Append(". Disk is the library's files in each member's data directory (the harness's acknowledgement file is left out). A gap in RSS is a process that was not running.</p><div class=\"charts\">");
         const double Mebi = 1024 * 1024;
         html.Append(Chart(r, "Resident memory (VmRSS) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.RssBytes / Mebi))).ToList()));
-        html.Append(Chart(r, "Data directory on disk per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.DiskBytes / Mebi))).ToList()));
-        html.Append(Chart(r, "SafeSend log (*.safelog) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.LogBytes / Mebi))).ToList()));
+        html.Append(Chart(r, "Data directory on disk per process (allocated blocks, spare log segments included)", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.DiskBytes / Mebi))).ToList()));
+        html.Append(Chart(r, "Live SafeSend log (its segments' bytes) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.LogBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Throughput of the group", "operations/s", [
             ("acknowledged SafeSend + SafeQuery", r.Throughput.Select(t => (t.T, (double?)t.AckedPerSecond)).ToArray()),
             ("completed, all four", r.Throughput.Select(t => (t.T, (double?)t.CompletedPerSecond)).ToArray())]));

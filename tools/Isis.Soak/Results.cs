@@ -36,8 +36,11 @@ internal sealed class SoakResults
 
 /// <summary>
 /// One second of one member's process (RSS is null while no incarnation runs; its directory is measured anyway).
-/// Disk counts the library's files in the member's data directory: the harness's own files there
-/// (acked.txt, which grows with every acknowledgement, and the incarnation counter) are left out.
+/// Disk is the disk the library's files in the member's data directory take (their allocated
+/// blocks, as <c>du</c> counts them, spare log segments and space reserved ahead of writes
+/// included): the harness's own files there (acked.txt, which grows with every acknowledgement,
+/// and the incarnation counter) are left out. The log is the live SafeSend log: the bytes its
+/// segments hold.
 /// </summary>
 internal sealed class ProcessSample
 {
@@ -47,6 +50,9 @@ internal sealed class ProcessSample
     public long? RssBytes { get; set; }
     public long DiskBytes { get; set; }
     public long LogBytes { get; set; }
+
+    /// <summary>The disk the SafeSend log's spare segments take (kept for reuse).</summary>
+    public long SpareBytes { get; set; }
 
     /// <summary>The persistent checkpoint files (the newest, the previous one, and one being written).</summary>
     public long CheckpointBytes { get; set; }
@@ -133,6 +139,9 @@ internal sealed class ProcessTail
     public long RssMax { get; set; }
     public long DiskMedian { get; set; }
     public long DiskMax { get; set; }
+
+    /// <summary>The live SafeSend log (its segments' bytes): it saw-tooths between checkpoints, inside the disk the log keeps reserved.</summary>
+    public long LogMedian { get; set; }
     public long LogMax { get; set; }
 
     /// <summary>RSS maximum over median: 1.2 or less is what the issue calls flat.</summary>

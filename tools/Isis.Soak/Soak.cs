@@ -480,15 +480,16 @@ internal sealed class Soak
                 acked += s.AckedBefore + (p?.Acked ?? 0);
                 completed += s.CompletedBefore + (p?.Completed ?? 0);
                 int? pid = p is { HasExited: false } ? p.Pid : null;
-                List<(string Name, long Bytes)> files = ProcFs.Files(s.DataDirectory); // one listing for the three sums
+                List<ProcFs.FileBytes> files = ProcFs.Files(s.DataDirectory); // one listing for the four sums
                 samples.Add(new ProcessSample
                 {
                     T = Math.Round(t, 2),
                     Process = s.Name,
                     Pid = pid,
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
-                    DiskBytes = files.Where(f => !Member.HarnessFile(f.Name)).Sum(f => f.Bytes),
+                    DiskBytes = files.Where(f => !Member.HarnessFile(f.Name)).Sum(f => f.Allocated),
                     LogBytes = files.Where(f => ProcFs.IsSafeSendLogSegment(f.Name)).Sum(f => f.Bytes),
+                    SpareBytes = files.Where(f => ProcFs.IsSpareSegment(f.Name)).Sum(f => f.Allocated),
                     CheckpointBytes = files.Where(f => f.Name.Contains(".checkpoint", StringComparison.Ordinal)).Sum(f => f.Bytes),
                 });
             }
@@ -540,6 +541,7 @@ internal sealed class Soak
                 RssMax = rss.Length > 0 ? rss[^1] : 0,
                 DiskMedian = disk[disk.Length / 2],
                 DiskMax = disk[^1],
+                LogMedian = window.Select(x => x.LogBytes).Order().ElementAt(window.Count / 2),
                 LogMax = window.Max(x => x.LogBytes),
                 RssMaxOverMedian = rss.Length > 0 ? Math.Round((double)rss[^1] / rss[rss.Length / 2], 3) : 0,
                 DiskMaxOverMedian = Math.Round((double)disk[^1] / Math.Max(1, disk[disk.Length / 2]), 3),
@@ -581,9 +583,9 @@ internal sealed class Soak
         Console.WriteLine($"  faults: {m.Kills} kills, {m.WholeGroupCrashes} whole-group crashes, {m.Joins} joins, {m.Leaves} leaves, {m.UnplannedExits} unplanned exits");
         Console.WriteLine($"  checks: {m.ChecksPassed} of {m.Checks} passed; violations: {m.Violations}");
         Console.WriteLine($"  acknowledged SafeSend/SafeQuery per second over the load: {m.AcknowledgedPerSecond:F1}");
-        Console.WriteLine($"  per process from {m.TailFromSeconds:F0} s to the end of the load (disk: the library's files):");
+        Console.WriteLine($"  per process from {m.TailFromSeconds:F0} s to the end of the load (disk: what the library's files take, spare log segments included; log: the live SafeSend log):");
         foreach (ProcessTail p in m.Processes)
-            Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)} ({p.RssMaxOverMedian:F2}x); disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)} ({p.DiskMaxOverMedian:F2}x); SafeSend log max {Mib(p.LogMax)} ({p.Samples} samples)");
+            Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)} ({p.RssMaxOverMedian:F2}x); disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)} ({p.DiskMaxOverMedian:F2}x); SafeSend log median {Mib(p.LogMedian)} max {Mib(p.LogMax)} ({p.Samples} samples)");
         Console.WriteLine("  per process over the whole run (the largest sample of each):");
         foreach (ProcessRunMax p in m.RunMaxima)
             Console.WriteLine($"    {p.Process,-9} RSS max {Mib(p.RssMax)}; disk max {Mib(p.DiskMax)} (other files then {Mib(p.OtherAtDiskMax)}); SafeSend log max {Mib(p.LogMax)}; checkpoints max {Mib(p.CheckpointMax)} ({p.Samples} samples)");

@@ -26,8 +26,11 @@ internal interface IDurableFiles
     /// Opens a file for appending at its end, creating it if missing (then its directory must be
     /// synced before the file is relied on); <paramref name="truncate"/> empties it first,
     /// <paramref name="ownerOnly"/> creates it readable by this account only (it holds a key).
+    /// With <paramref name="truncate"/>, <paramref name="reserveBytes"/> allocates that much disk
+    /// for the file ahead of its writes (its length stays what is written): a file that is filled
+    /// to a known size then neither grows its footprint write by write nor fails for space midway.
     /// </summary>
-    IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false);
+    IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false, long reserveBytes = 0);
 
     /// <summary>Renames <paramref name="from"/> to <paramref name="to"/>, atomically replacing <paramref name="to"/> if it exists.</summary>
     void Rename(string from, string to);
@@ -95,11 +98,14 @@ internal sealed class DurableFiles : IDurableFiles
     public Stream OpenRead(string path) =>
         new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete, 1 << 16);
 
-    public IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false)
+    public IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false, long reserveBytes = 0)
     {
         var options = new FileStreamOptions
         {
             Mode = truncate ? FileMode.Create : FileMode.OpenOrCreate, Access = FileAccess.Write, Share = FileShare.Read, BufferSize = 1 << 16,
+            // Effective when the file is created or overwritten (FileMode.Create): on Linux it is
+            // fallocate(FALLOC_FL_KEEP_SIZE), so the blocks are the file's and its length stays 0.
+            PreallocationSize = truncate ? reserveBytes : 0,
         };
         if (ownerOnly && !OperatingSystem.IsWindows()) options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
         var file = new FileStream(path, options);

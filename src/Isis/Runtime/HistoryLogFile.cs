@@ -19,6 +19,14 @@ namespace Isis.Runtime;
 /// restates the log's state (<see cref="HistorySegments"/>). The core trims its history by
 /// appending a Trim record; once it is durable, the segments wholly behind it are deleted, so a
 /// log whose group checkpoints keeps a bounded size, and trimming rewrites nothing.</para>
+/// <para><b>Spare segments.</b> A segment behind the trim point is not deleted but kept as a
+/// spare (<c>{Path}.spare-{n}</c>), and the next segment the log starts reuses it, as PostgreSQL
+/// recycles its WAL segments: emptied, its disk reserved for a whole segment ahead of the writes
+/// (fallocate), synced, then renamed into place. The log keeps as many segment files, live and
+/// spare, as it held live segments at most over its last <see cref="ReserveWindow"/> segments
+/// started, and deletes the rest: its footprint stays at that high-water mark while the live log
+/// saw-tooths between checkpoints, and falls back only after a burst has passed. A spare is never
+/// read as log: reading takes segment names only.</para>
 /// <para><b>Rewrites.</b> A rewrite (a recovery's new history, a copied history) goes to a file
 /// aside, is synced, and is renamed to the first segment of the next generation (the directory
 /// synced) before the older generation's segments are deleted; a reader takes the highest
@@ -42,6 +50,11 @@ internal sealed class HistoryLogFile : IDisposable
 
     private const int FrameBytes = 8; // DurableRecordFile's length and CRC before each record
 
+    /// <summary>How many segment starts the reserve of segment files remembers its high-water mark for.</summary>
+    public const int ReserveWindow = 64;
+
+    private const string SpareSuffix = ".spare-";
+
     private readonly IDurableFiles _files;
     private readonly PacketWriter _writer = new();
     private DurableRecordFile _file; // the current segment
@@ -52,6 +65,9 @@ internal sealed class HistoryLogFile : IDisposable
     private DurableRecordFile? _staged; // a replacement written aside in parts, until its last part
     private HistorySegments? _stagedSegments;
     private IOException? _failure;
+    private readonly List<string> _spares = []; // emptied segment files kept for reuse, last used first
+    private long _nextSpareName;
+    private readonly Queue<int> _recentLive = new(); // live segments after each of the last ReserveWindow starts
 
     private HistoryLogFile(string path, long segmentBytes, IDurableFiles files, long generation, HistorySegments segments, string current, long intactLength)
     {
@@ -75,6 +91,14 @@ internal sealed class HistoryLogFile : IDisposable
 
     /// <summary>The log's length in bytes, every segment of it (read from any thread: the SafeSend caller checks the bound with it).</summary>
     public long Length => Volatile.Read(ref _closedBytes) + Volatile.Read(ref _file).Length;
+
+    /// <summary>How many segment files, live and spare, the log keeps: the most live segments it held over its last <see cref="ReserveWindow"/> segment starts.</summary>
+    public int ReservedSegments => _recentLive.Count == 0 ? 1 : _recentLive.Max();
+
+    /// <summary>The spare segment files kept for reuse now.</summary>
+    public int SpareSegments => _spares.Count;
+
+    private int LiveSegments => _closedLengths.Count + 1;
 
     /// <summary>What reading the log found wrong, for the operator (null when it was intact).</summary>
     public string? Damage { get; private init; }
@@ -224,6 +248,14 @@ internal sealed class HistoryLogFile : IDisposable
         };
         foreach (var (_, seq, _) in kept.Take(kept.Count - 1)) log._closedLengths[seq] = scan.Lengths[seq];
         log._closedBytes = log._closedLengths.Values.Sum();
+        foreach (string spare in files.FilesIn(DurableFiles.DirectoryOf(path), System.IO.Path.GetFileName(path) + SpareSuffix))
+        {
+            if (!long.TryParse(spare.AsSpan(spare.LastIndexOf('-') + 1), System.Globalization.NumberStyles.None, null, out long n)) continue;
+            log._spares.Add(spare);
+            log._nextSpareName = Math.Max(log._nextSpareName, n + 1);
+        }
+        // The files found are the reserve until the log has started segments enough to know its own high-water mark.
+        log._recentLive.Enqueue(log.LiveSegments + log._spares.Count);
         return (log, records);
     }
 
@@ -302,8 +334,10 @@ internal sealed class HistoryLogFile : IDisposable
     {
         _file.Sync();
         long closed = _segments.CurrentSeq, seq = closed + 1;
+        string path = SegmentPath(Path, _generation, seq);
+        ReserveSegmentFile(path);
         List<byte[]> header = _segments.StartSegment(_writer, seq);
-        var next = new DurableRecordFile(SegmentPath(Path, _generation, seq), truncateTo: 0, _files);
+        var next = new DurableRecordFile(path, files: _files);
         foreach (byte[] h in header)
         {
             next.Append(h);
@@ -314,12 +348,54 @@ internal sealed class HistoryLogFile : IDisposable
         Volatile.Write(ref _file, next);
         Volatile.Write(ref _closedBytes, _closedBytes + old.Length);
         old.Dispose();
+        _recentLive.Enqueue(LiveSegments);
+        if (_recentLive.Count > ReserveWindow) _recentLive.Dequeue();
     }
 
     /// <summary>
-    /// Makes every appended record durable (fsync), then deletes the segments that a durable Trim
-    /// record left wholly behind the trim point (a deletion a crash undoes is harmless: the next
-    /// segment's header starts the log again where it begins).
+    /// Puts an empty file at <paramref name="path"/> with a segment's disk reserved: a spare,
+    /// emptied and synced before it takes the name (a crash never shows an old segment's records
+    /// under a new segment's name), else a new file; the name made durable.
+    /// </summary>
+    private void ReserveSegmentFile(string path)
+    {
+        if (_spares.Count > 0)
+        {
+            string spare = _spares[^1];
+            _spares.RemoveAt(_spares.Count - 1);
+            using (IDurableFile emptied = _files.OpenAppend(spare, truncate: true, reserveBytes: SegmentBytes)) emptied.Sync();
+            _files.Rename(spare, path);
+        }
+        else
+        {
+            using IDurableFile created = _files.OpenAppend(path, truncate: true, reserveBytes: SegmentBytes);
+        }
+        _files.SyncDirectory(DurableFiles.DirectoryOf(path));
+    }
+
+    /// <summary>
+    /// A segment file the log no longer reads: kept as a spare while the reserve has room, else
+    /// deleted. Renamed without a directory sync: a crash that undoes it brings back a segment
+    /// behind the trim point, which is harmless.
+    /// </summary>
+    private void Retire(string file)
+    {
+        if (LiveSegments + _spares.Count < ReservedSegments)
+        {
+            string spare = Path + SpareSuffix + _nextSpareName++.ToString(System.Globalization.CultureInfo.InvariantCulture);
+            _files.Rename(file, spare);
+            _spares.Add(spare);
+        }
+        else
+        {
+            _files.Delete(file);
+        }
+    }
+
+    /// <summary>
+    /// Makes every appended record durable (fsync), then retires the segments that a durable Trim
+    /// record left wholly behind the trim point (kept as spares or deleted; a deletion or rename a
+    /// crash undoes is harmless: the next segment's header starts the log again where it begins).
     /// </summary>
     public void Sync()
     {
@@ -328,15 +404,15 @@ internal sealed class HistoryLogFile : IDisposable
         foreach (long seq in _segments.TakeDroppable())
         {
             string file = SegmentPath(Path, _generation, seq);
+            if (_closedLengths.Remove(seq, out long length)) Volatile.Write(ref _closedBytes, _closedBytes - length);
             try
             {
-                _files.Delete(file);
+                Retire(file);
             }
             catch (Exception e) when (e is IOException or UnauthorizedAccessException)
             {
-                throw _failure = DurableRecordFile.Failed(file, "deleted (a segment of the SafeSend log behind its trim point)", e);
+                throw _failure = DurableRecordFile.Failed(file, "retired (a segment of the SafeSend log behind its trim point)", e);
             }
-            if (_closedLengths.Remove(seq, out long length)) Volatile.Write(ref _closedBytes, _closedBytes - length);
         }
     }
 
@@ -452,11 +528,16 @@ internal sealed class HistoryLogFile : IDisposable
         string first = SegmentPath(Path, generation, 0);
         _files.Rename(NextPath, first);
         _files.SyncDirectory(directory); // the new generation is the log from here on: a reader takes the newest
-        foreach (string file in old) _files.Delete(file);
         _generation = generation;
         _segments = segments;
         _closedLengths.Clear();
         Volatile.Write(ref _closedBytes, 0);
+        // A lone segment kept aside is a hard link to the same file: it must not become a spare.
+        foreach (string file in old)
+        {
+            if (kept == null) Retire(file);
+            else _files.Delete(file);
+        }
         Volatile.Write(ref _file, new DurableRecordFile(first, files: _files));
         return kept;
     }

@@ -126,6 +126,81 @@ public sealed class HistoryLogFileTests : IDisposable
         }
     }
 
+    /// <summary>
+    /// A group that checkpoints makes its live log saw-tooth between checkpoints; the segment
+    /// files do not: those behind the trim point become spares that later segments reuse, so the
+    /// log keeps its high-water count of files, each with a whole segment reserved on disk, and a
+    /// restart finds the spares and goes on reusing them.
+    /// </summary>
+    [Fact]
+    public void A_checkpointing_log_keeps_its_segment_files_at_their_high_water_mark_and_reuses_them()
+    {
+        const long segment = 10_000;
+        var appended = new List<byte[]>();
+        long next = 1;
+        var filesAfterSync = new List<int>();
+        int Files() => Directory.GetFiles(_directory.FullName, "ledger.safelog*").Length;
+        void Cycles(HistoryLogFile log, int cycles)
+        {
+            for (int c = 0; c < cycles; c++)
+            {
+                // About two and a half segments of entries, then a checkpoint that keeps the last five.
+                for (int i = 0; i < 25; i++, next++)
+                {
+                    appended.Add(BigEntry(next));
+                    log.Append([appended[^1]]);
+                }
+                log.Append([Trim(next - 6, appended)]);
+                log.Sync();
+                filesAfterSync.Add(Files());
+            }
+        }
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (log)
+        {
+            log.Append([View(1)]);
+            Cycles(log, 12);
+            Assert.True(log.SpareSegments > 0, "no segment behind the trim point was kept as a spare");
+            Assert.Equal(log.ReservedSegments, Files());
+            string current = HistoryLogFile.SegmentFiles(DurableFiles.System, LogPath)[^1].File;
+            if (AllocatedBytes(current) is long allocated && new FileInfo(current).Length < segment / 2)
+                Assert.True(allocated >= segment, $"the current segment has {allocated} bytes allocated for {new FileInfo(current).Length} written: its segment is not reserved");
+        }
+        // After the first cycles the count of files holds still, live segments and spares together.
+        Assert.Single(filesAfterSync.Skip(3).Distinct());
+        int steady = filesAfterSync[^1];
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (reopened)
+        {
+            Assert.Null(reopened.Damage);
+            Assert.Equal(next - 1, HistoryLog.Read(records).Count);
+            Assert.True(reopened.SpareSegments > 0, "a restart did not find the spares");
+            Cycles(reopened, 6);
+        }
+        Assert.All(filesAfterSync.Skip(12), n => Assert.Equal(steady, n));
+        // No spare was read as log: every entry after the last trim point is back, in order.
+        (HistoryLogFile last, List<byte[]> final) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
+        using (last)
+        {
+            HistoryLogImage image = HistoryLog.Read(final);
+            Assert.Equal(0, image.Unreadable);
+            Assert.Equal(next - 1, image.Count);
+            Assert.Equal(Enumerable.Range((int)image.Trimmed + 1, (int)(image.Count - image.Trimmed)).Select(i => (long)i), image.Entries.Select(e => e.Index));
+        }
+    }
+
+    /// <summary>The disk a file takes (st_blocks of stat(2)), where it can be read: Linux on x86-64 or arm64, whose struct stat both hold it at byte 64.</summary>
+    private static long? AllocatedBytes(string path)
+    {
+        if (!OperatingSystem.IsLinux() || System.Runtime.InteropServices.RuntimeInformation.ProcessArchitecture is not
+            (System.Runtime.InteropServices.Architecture.X64 or System.Runtime.InteropServices.Architecture.Arm64)) return null;
+        byte[] stat = new byte[256];
+        return Stat(path, stat) == 0 ? BitConverter.ToInt64(stat, 64) * 512 : null;
+    }
+
+    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "stat")]
+    private static extern int Stat([System.Runtime.InteropServices.MarshalAs(System.Runtime.InteropServices.UnmanagedType.LPUTF8Str)] string path, [System.Runtime.InteropServices.Out] byte[] buffer);
+
     [Fact]
     public void Segments_of_an_older_generation_that_a_rewrite_did_not_get_to_delete_are_deleted_at_open_and_never_read()
     {

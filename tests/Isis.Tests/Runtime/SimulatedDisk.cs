@@ -195,7 +195,7 @@ internal sealed class SimulatedDisk : IDurableFiles
     public Stream OpenRead(string path) =>
         _names.TryGetValue(path, out int id) ? new MemoryStream(_inodes[id].Written, writable: false) : throw new FileNotFoundException($"simulated: no file {path}", path);
 
-    public IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false)
+    public IDurableFile OpenAppend(string path, bool truncate = false, bool ownerOnly = false, long reserveBytes = 0)
     {
         if (!_names.TryGetValue(path, out int id))
         {

@@ -236,8 +236,9 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
 
     /// <summary>
     /// The history log kept in small segments: appends roll over segments (each closed one synced,
-    /// each new one started with its header), Trim records let the syncs delete the segments
-    /// behind them, a rewrite starts a new generation and deletes the old one, and more appends
+    /// each new one started with its header), Trim records let the syncs retire the segments
+    /// behind them (kept as spares that later segments reuse, or deleted), a rewrite starts a new
+    /// generation and retires the old one, and more appends
     /// and trims follow. After a crash at any point the log read back holds a whole version: every
     /// acknowledged entry (those at or before a durable trim point may be gone with their segments,
     /// but never one after it), only written entries, each the one written at its index, in the
@@ -303,8 +304,13 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
         Entries(2, 16, 17);
         log!.Dispose();
 
-        int deletedSegments = disk.Operations.Count(o => o.StartsWith("delete", StringComparison.Ordinal) && o.Contains(".safelog.", StringComparison.Ordinal) && !o.Contains(".next", StringComparison.Ordinal));
-        Assert.True(deletedSegments >= 4, $"only {deletedSegments} segments deleted: {string.Join("; ", disk.Operations)}");
+        // A segment behind the trim point is deleted or kept as a spare, and a spare is reused (emptied, synced, renamed) for a later segment.
+        bool IsSegment(string name) => System.Text.RegularExpressions.Regex.IsMatch(name, @"\.safelog(\.[0-9]+-[0-9]+)?$");
+        int deletedSegments = disk.Operations.Count(o => o.StartsWith("delete ", StringComparison.Ordinal) && IsSegment(o.Split(' ')[1]));
+        int sparedSegments = disk.Operations.Count(o => o.StartsWith("rename ", StringComparison.Ordinal) && IsSegment(o.Split(' ')[1]) && o.Split(' ')[2].Contains(".spare-", StringComparison.Ordinal));
+        int reusedSpares = disk.Operations.Count(o => o.StartsWith("rename ", StringComparison.Ordinal) && o.Split(' ')[1].Contains(".spare-", StringComparison.Ordinal) && IsSegment(o.Split(' ')[2]));
+        Assert.True(deletedSegments + sparedSegments >= 4, $"only {deletedSegments + sparedSegments} segments retired: {string.Join("; ", disk.Operations)}");
+        Assert.True(deletedSegments >= 1 && sparedSegments >= 4 && reusedSpares >= 4, $"{deletedSegments} deleted, {sparedSegments} spared, {reusedSpares} spares reused: {string.Join("; ", disk.Operations)}");
         (int points, int disks) = CheckEveryCrash(disk, steps, initial, (crashed, allowed) =>
         {
             (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(path, crashed, SegmentBytes);
@@ -326,7 +332,7 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
             Assert.Equal(image.Count, HistoryLog.Read(next).Count);
             Assert.Contains(Member with { Incarnation = 9 }, HistoryLog.Read(next).Incarnations);
         });
-        output.WriteLine($"segmented SafeSend history log: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations, {deletedSegments} segments deleted");
+        output.WriteLine($"segmented SafeSend history log: {points} crash points, {disks} crashed disks checked, {disk.OperationCount} file operations, {deletedSegments} segments deleted, {sparedSegments} kept as spares, {reusedSpares} spares reused");
 
         bool Holds(HistoryVersion v, HistoryLogImage image)
         {
