@@ -69,9 +69,10 @@ internal static class HtmlReport
 
         html.Append("<h2>Over time</h2><p class=\"note\">Vertical lines: ")
             .Append(string.Join(", ", FaultColors.Select(f => $"<span style=\"color:{f.Value}\">{E(f.Key)}</span>")))
-            .Append(". Disk is the library's files in each member's data directory (the harness's acknowledgement file is left out). A gap in RSS is a process that was not running.</p><div class=\"charts\">");
+            .Append(". Disk is what the library's files in each member's data directory take on disk, their allocated blocks as du counts them (the harness's acknowledgement file is left out); the live log is the bytes the SafeSend log's segments hold. A gap in RSS is a process that was not running.</p><div class=\"charts\">");
         const double Mebi = 1024 * 1024;
         html.Append(Chart(r, "Resident memory (VmRSS) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.RssBytes / Mebi))).ToList()));
+        html.Append(Chart(r, "Managed heap after the last garbage collection, per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.HeapBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Data directory on disk per process (allocated blocks, spare log segments included)", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.DiskBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Live SafeSend log (its segments' bytes) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.LogBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Throughput of the group", "operations/s", [

@@ -440,6 +440,9 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
         ["inFlight"] = Volatile.Read(ref _inFlight),
         ["history"] = history,
         ["lastFailure"] = _lastFailure,
+        // What the process's memory is made of: the managed heap as the last collection left it, and how many full collections ran.
+        ["heapBytes"] = GC.GetGCMemoryInfo().HeapSizeBytes,
+        ["gen2Collections"] = GC.CollectionCount(2),
     };
 }
 

@@ -27,6 +27,12 @@ internal sealed class MemberProcess
     public long Completed { get; private set; }
     public long Failed { get; private set; }
     public long History { get; private set; }
+
+    /// <summary>The managed heap after the process's last garbage collection, as it last reported (null before its first report).</summary>
+    public long? HeapBytes { get; private set; }
+
+    /// <summary>How many full (generation 2) collections the process has run, as it last reported.</summary>
+    public int Gen2Collections { get; private set; }
     public string? LastFailure { get; private set; }
     public string? ShutdownReason { get; private set; }
     public double JoinMs { get; private set; }
@@ -143,6 +149,8 @@ internal sealed class MemberProcess
                 Failed = (long?)json["failed"] ?? Failed;
                 History = (long?)json["history"] ?? History;
                 LastFailure = (string?)json["lastFailure"] ?? LastFailure;
+                HeapBytes = (long?)json["heapBytes"] ?? HeapBytes;
+                Gen2Collections = (int?)json["gen2Collections"] ?? Gen2Collections;
                 break;
             case "shutdown":
                 ShutdownReason = (string?)json["reason"];

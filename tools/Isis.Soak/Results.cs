@@ -48,6 +48,12 @@ internal sealed class ProcessSample
     public string Process { get; set; } = "";
     public int? Pid { get; set; }
     public long? RssBytes { get; set; }
+
+    /// <summary>The managed heap after the process's last garbage collection (its own report, up to a second old).</summary>
+    public long? HeapBytes { get; set; }
+
+    /// <summary>Full (generation 2) collections the incarnation has run.</summary>
+    public int? Gen2Collections { get; set; }
     public long DiskBytes { get; set; }
     public long LogBytes { get; set; }
 

@@ -487,6 +487,8 @@ internal sealed class Soak
                     Process = s.Name,
                     Pid = pid,
                     RssBytes = pid is int id ? ProcFs.RssBytes(id) : null,
+                    HeapBytes = pid is null ? null : p!.HeapBytes,
+                    Gen2Collections = pid is null ? null : p!.Gen2Collections,
                     DiskBytes = files.Where(f => !Member.HarnessFile(f.Name)).Sum(f => f.Allocated),
                     LogBytes = files.Where(f => ProcFs.IsSafeSendLogSegment(f.Name)).Sum(f => f.Bytes),
                     SpareBytes = files.Where(f => ProcFs.IsSpareSegment(f.Name)).Sum(f => f.Allocated),

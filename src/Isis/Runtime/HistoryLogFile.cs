@@ -38,20 +38,25 @@ namespace Isis.Runtime;
 internal sealed class HistoryLogFile : IDisposable
 {
     /// <summary>How many bytes of records a segment holds before the next entry starts a new one.</summary>
-    public const long DefaultSegmentBytes = 4L << 20;
+    public const long DefaultSegmentBytes = 1L << 20;
 
     /// <summary>
-    /// The segment size for a log bounded by <paramref name="maxLogBytes"/>: a 64th of it, from 64 KiB
-    /// to 4 MiB. A trimmed log keeps up to a segment of entries behind its trim point, so segments
-    /// small against the bound keep a checkpointing group far below it (its checkpoints come every
-    /// sixteenth of the bound), and 4 MiB ones cost one more fsync and file per 4 MiB logged.
+    /// The segment size for a log bounded by <paramref name="maxLogBytes"/>: a 256th of it, from
+    /// 64 KiB to 1 MiB. A trimmed log keeps up to a segment of entries behind its trim point, and
+    /// its footprint is a whole number of segments (the live ones and the spares), so segments
+    /// small against the log keep a checkpointing group far below its bound and its footprint in
+    /// fine steps; each costs a few fsyncs and a rename when it starts, once per MiB logged.
     /// </summary>
-    public static long SegmentBytesFor(long maxLogBytes) => Math.Clamp(maxLogBytes / 64, 64L << 10, DefaultSegmentBytes);
+    public static long SegmentBytesFor(long maxLogBytes) => Math.Clamp(maxLogBytes / 256, 64L << 10, DefaultSegmentBytes);
 
     private const int FrameBytes = 8; // DurableRecordFile's length and CRC before each record
 
-    /// <summary>How many segment starts the reserve of segment files remembers its high-water mark for.</summary>
-    public const int ReserveWindow = 64;
+    /// <summary>
+    /// How many segment starts the reserve of segment files remembers its high-water mark for (a
+    /// GiB logged, with 1 MiB segments): long enough that the reserve holds at the peaks a
+    /// restarting member or a slow checkpoint brings, short enough that a burst's is given back.
+    /// </summary>
+    public const int ReserveWindow = 1024;
 
     private const string SpareSuffix = ".spare-";
 
