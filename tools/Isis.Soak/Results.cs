@@ -132,7 +132,10 @@ internal sealed class ProcessRunMax
     public long LogMax { get; set; }
     public long CheckpointMax { get; set; }
 
-    /// <summary>The library's other files at the second of the largest disk sample (beside the SafeSend log and the checkpoints).</summary>
+    /// <summary>The spare log segments in the largest disk sample.</summary>
+    public long SpareAtDiskMax { get; set; }
+
+    /// <summary>The largest disk sample less its live log, spares and checkpoints: space reserved ahead of the log's writes, a copy of the history under way, other files.</summary>
     public long OtherAtDiskMax { get; set; }
 }
 

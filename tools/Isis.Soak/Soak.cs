@@ -562,7 +562,8 @@ internal sealed class Soak
                 DiskMax = largest.DiskBytes,
                 LogMax = all.Max(x => x.LogBytes),
                 CheckpointMax = all.Max(x => x.CheckpointBytes),
-                OtherAtDiskMax = largest.DiskBytes - largest.LogBytes - largest.CheckpointBytes,
+                SpareAtDiskMax = largest.SpareBytes,
+                OtherAtDiskMax = largest.DiskBytes - largest.LogBytes - largest.SpareBytes - largest.CheckpointBytes,
             });
         }
     }
@@ -590,7 +591,7 @@ internal sealed class Soak
             Console.WriteLine($"    {p.Process,-9} RSS median {Mib(p.RssMedian)} max {Mib(p.RssMax)} ({p.RssMaxOverMedian:F2}x); disk median {Mib(p.DiskMedian)} max {Mib(p.DiskMax)} ({p.DiskMaxOverMedian:F2}x); SafeSend log median {Mib(p.LogMedian)} max {Mib(p.LogMax)} ({p.Samples} samples)");
         Console.WriteLine("  per process over the whole run (the largest sample of each):");
         foreach (ProcessRunMax p in m.RunMaxima)
-            Console.WriteLine($"    {p.Process,-9} RSS max {Mib(p.RssMax)}; disk max {Mib(p.DiskMax)} (other files then {Mib(p.OtherAtDiskMax)}); SafeSend log max {Mib(p.LogMax)}; checkpoints max {Mib(p.CheckpointMax)} ({p.Samples} samples)");
+            Console.WriteLine($"    {p.Process,-9} RSS max {Mib(p.RssMax)}; disk max {Mib(p.DiskMax)} (spare log segments then {Mib(p.SpareAtDiskMax)}, the rest beyond the live log and checkpoints {Mib(p.OtherAtDiskMax)}); SafeSend log max {Mib(p.LogMax)}; checkpoints max {Mib(p.CheckpointMax)} ({p.Samples} samples)");
         foreach (string v in _results.Violations) Console.WriteLine("  VIOLATION: " + v);
         Console.WriteLine($"  results: {Path.Combine(_o.Out, "results.json")}; report: {Path.Combine(_o.Out, "report.html")}; member logs: {Path.Combine(_o.Out, "logs")}");
     }

@@ -120,14 +120,15 @@ internal static class HistoryDigest
 /// </summary>
 internal static class HistoryLog
 {
-    private const byte IncarnationRecord = 1, ViewRecord = 2, EntryRecord = 3, QueryEntryRecord = 4, TrimRecord = 5, ForcedRecoveryRecord = 6, GaveUpRecord = 7, SegmentRecord = 8;
+    /// <summary>A record's kind, its first byte (the reader and the drivers' segment bookkeeping read it too).</summary>
+    internal const byte IncarnationKind = 1, ViewKind = 2, EntryKind = 3, QueryEntryKind = 4, TrimKind = 5, ForcedRecoveryKind = 6, GaveUpKind = 7, SegmentKind = 8;
 
     /// <summary>True if <paramref name="record"/> is a View record (the simulator's torn writes keep the records before a step's first one).</summary>
-    public static bool IsViewRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == ViewRecord;
+    public static bool IsViewRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == ViewKind;
 
-    public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationRecord).Node(self).FinishRecord();
+    public static byte[] Incarnation(PacketWriter w, NodeId self) => w.BeginRecord().U8(IncarnationKind).Node(self).FinishRecord();
 
-    public static byte[] View(PacketWriter w, HistoryViewRecord v) => WriteViewBody(w.BeginRecord().U8(ViewRecord), v).FinishRecord();
+    public static byte[] View(PacketWriter w, HistoryViewRecord v) => WriteViewBody(w.BeginRecord().U8(ViewKind), v).FinishRecord();
 
     /// <summary>A view's fields, as a View record and a member's status carry them.</summary>
     internal static PacketWriter WriteViewBody(PacketWriter w, HistoryViewRecord v) =>
@@ -151,18 +152,18 @@ internal static class HistoryLog
     /// a checkpoint, not in this log; <paramref name="digest"/> is their <see cref="HistoryDigest"/>
     /// (a Trim record written before digests has none: unknown).
     /// </summary>
-    public static byte[] Trim(PacketWriter w, long through, ulong digest) => w.BeginRecord().U8(TrimRecord).I64(through).I64((long)digest).FinishRecord();
+    public static byte[] Trim(PacketWriter w, long through, ulong digest) => w.BeginRecord().U8(TrimKind).I64(through).I64((long)digest).FinishRecord();
 
     /// <summary>
     /// The operator allows a recovery without <paramref name="without"/> (members of the last view;
     /// none named: whichever have not come back), until this member next holds the history.
     /// </summary>
-    public static byte[] ForcedRecovery(PacketWriter w, IEnumerable<NodeId> without) => w.BeginRecord().U8(ForcedRecoveryRecord).Nodes([.. without]).FinishRecord();
+    public static byte[] ForcedRecovery(PacketWriter w, IEnumerable<NodeId> without) => w.BeginRecord().U8(ForcedRecoveryKind).Nodes([.. without]).FinishRecord();
 
     /// <summary>Incarnations a forced recovery gave up: what their logs and checkpoints hold is never taken as the history.</summary>
-    public static byte[] GaveUp(PacketWriter w, IEnumerable<NodeId> incarnations) => w.BeginRecord().U8(GaveUpRecord).Nodes([.. incarnations]).FinishRecord();
+    public static byte[] GaveUp(PacketWriter w, IEnumerable<NodeId> incarnations) => w.BeginRecord().U8(GaveUpKind).Nodes([.. incarnations]).FinishRecord();
 
-    public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(e.Query ? QueryEntryRecord : EntryRecord), e).FinishRecord();
+    public static byte[] Entry(PacketWriter w, HistoryEntry e) => WriteEntry(w.BeginRecord().U8(e.Query ? QueryEntryKind : EntryKind), e).FinishRecord();
 
     /// <summary>An entry as a transfer chunk carries it: whether it is a SafeQuery, then its fields after its index.</summary>
     internal static PacketWriter WriteTransferred(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.U8(e.Query ? (byte)1 : (byte)0), e);
@@ -206,15 +207,15 @@ internal static class HistoryLog
     /// The records after it restate what a reader of the log from here on must know (incarnations,
     /// the last view, a pending forced recovery, the give-ups: <see cref="HistoryLogReader.SegmentHeader"/>).
     /// </summary>
-    public static byte[] Segment(PacketWriter w, long firstIndex, ulong digestBefore) => w.BeginRecord().U8(SegmentRecord).I64(firstIndex).I64((long)digestBefore).FinishRecord();
+    public static byte[] Segment(PacketWriter w, long firstIndex, ulong digestBefore) => w.BeginRecord().U8(SegmentKind).I64(firstIndex).I64((long)digestBefore).FinishRecord();
 
     /// <summary>True if <paramref name="record"/> begins a segment (<see cref="Segment"/>): a segment file that does not start with one starts a log.</summary>
-    public static bool IsSegmentRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == SegmentRecord;
+    public static bool IsSegmentRecord(ReadOnlySpan<byte> record) => record.Length > 0 && record[0] == SegmentKind;
 
     /// <summary>The index of an Entry or SafeQuery entry record (0 for a record of another kind, or a malformed one).</summary>
     public static long EntryIndexOf(ReadOnlySpan<byte> record)
     {
-        if (record.Length < 9 || record[0] is not (EntryRecord or QueryEntryRecord)) return 0;
+        if (record.Length < 9 || record[0] is not (EntryKind or QueryEntryKind)) return 0;
         return new WireReader(record[1..]).I64();
     }
 
@@ -231,9 +232,6 @@ internal static class HistoryLog
         while (i < records.Count && reader.Accept(records[i])) i++;
         return reader.Image(records.Count - i);
     }
-
-    internal const byte IncarnationKind = IncarnationRecord, ViewKind = ViewRecord, EntryKind = EntryRecord, QueryEntryKind = QueryEntryRecord,
-        TrimKind = TrimRecord, ForcedRecoveryKind = ForcedRecoveryRecord, GaveUpKind = GaveUpRecord, SegmentKind = SegmentRecord;
 }
 
 /// <summary>
