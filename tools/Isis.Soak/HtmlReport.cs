@@ -74,7 +74,7 @@ internal static class HtmlReport
         html.Append(Chart(r, "Resident memory (VmRSS) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.RssBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Managed heap after the last garbage collection, per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.HeapBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Data directory on disk per process (allocated blocks, spare log segments included)", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.DiskBytes / Mebi))).ToList()));
-        html.Append(Chart(r, "Live SafeSend log (its segments' bytes) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.LogBytes / Mebi))).ToList()));
+        html.Append(Chart(r, "Live SafeSend log (bytes in its segments) per process", "MiB", r.Processes.Select(p => (p, Points(r, p, s => s.LogBytes / Mebi))).ToList()));
         html.Append(Chart(r, "Throughput of the group", "operations/s", [
             ("acknowledged SafeSend + SafeQuery", r.Throughput.Select(t => (t.T, (double?)t.AckedPerSecond)).ToArray()),
             ("completed, all four", r.Throughput.Select(t => (t.T, (double?)t.CompletedPerSecond)).ToArray())]));

@@ -441,7 +441,8 @@ internal sealed class LoadLoop(Group group, MemberOptions o, int incarnation, Ac
         ["history"] = history,
         ["lastFailure"] = _lastFailure,
         // What the process's memory is made of: the managed heap as the last collection left it, and how many full collections ran.
-        ["heapBytes"] = GC.GetGCMemoryInfo().HeapSizeBytes,
+        // (Before its first collection a process has no such figure: what it allocated so far stands in.)
+        ["heapBytes"] = GC.GetGCMemoryInfo() is { Index: > 0 } info ? info.HeapSizeBytes : GC.GetTotalMemory(false),
         ["gen2Collections"] = GC.CollectionCount(2),
     };
 }

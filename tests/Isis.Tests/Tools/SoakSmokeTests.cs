@@ -61,13 +61,17 @@ public sealed class SoakSmokeTests(ITestOutputHelper output)
                 Assert.True(mine.Length >= 10, $"{mine.Length} samples of {process}");
                 Assert.Contains(mine, s => s.GetProperty("rssBytes").ValueKind == JsonValueKind.Number && s.GetProperty("rssBytes").GetInt64() > 0);
                 Assert.Contains(mine, s => s.GetProperty("logBytes").GetInt64() > 0);
+                // Disk is what the files take (allocated blocks): at least the live log's bytes; and the member reports its managed heap.
+                Assert.Contains(mine, s => s.GetProperty("diskBytes").GetInt64() >= s.GetProperty("logBytes").GetInt64() && s.GetProperty("logBytes").GetInt64() > 0);
+                Assert.Contains(mine, s => s.GetProperty("heapBytes").ValueKind == JsonValueKind.Number && s.GetProperty("heapBytes").GetInt64() > 0);
             }
             Assert.Contains(root.GetProperty("throughput").EnumerateArray(), t => t.GetProperty("ackedPerSecond").GetDouble() > 0);
 
             string page = File.ReadAllText(Path.Combine(dir, "report.html"));
             Assert.Contains("No violation.", page);
             Assert.Contains("<svg", page);
-            Assert.Contains("SafeSend log (*.safelog) per process", page);
+            Assert.Contains("Live SafeSend log (bytes in its segments) per process", page);
+            Assert.Contains("Managed heap after the last garbage collection, per process", page);
             Assert.DoesNotContain("<script", page);
         }
         finally
