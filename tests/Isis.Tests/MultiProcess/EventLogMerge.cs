@@ -76,9 +76,16 @@ internal static class EventLogMerge
         return new Result(merged, reordered, maxShift);
     }
 
+    /// <summary>
+    /// Reads a process's event log. A process killed (SIGKILL) while it wrote an event leaves that
+    /// last line cut short, with no newline after it: that event never happened as far as anyone
+    /// saw, so it is left out; every complete line is read (a malformed one still fails).
+    /// </summary>
     public static History Read(string path)
     {
-        using var reader = new StreamReader(path);
+        string text = File.ReadAllText(path);
+        int end = text.LastIndexOf('\n');
+        using var reader = new StringReader(end < 0 ? "" : text[..(end + 1)]);
         return History.ReadJsonLines(reader);
     }
 }
