@@ -95,12 +95,19 @@ public sealed partial class Group
 
     private string LogPath(string suffix) => HistoryLogFile.PathFor(_logDirectory!, Name, suffix);
 
+    /// <summary>
+    /// The disk a trimmed SafeSend log keeps in segment files at least (an eighth of its bound: 32
+    /// MiB by default), so that its footprint holds still through the swells of a restart or a slow
+    /// checkpoint (docs/operations.md, "Disk of a durable member").
+    /// </summary>
+    internal static long ReserveFloorBytes(long maxLogBytes) => maxLogBytes / 8;
+
     /// <summary>Before joining with disk durability: opens the log and returns what it holds, for the core.</summary>
     private List<byte[]> OpenHistoryLog()
     {
         IDurableFiles files = _runtime.Options.StoreFiles ?? DurableFiles.System;
         files.CreateDirectory(_logDirectory!);
-        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files, HistoryLogFile.SegmentBytesFor(_maxLogBytes));
+        (HistoryLogFile log, List<byte[]> records) = HistoryLogFile.Open(LogPath(".safelog"), files, HistoryLogFile.SegmentBytesFor(_maxLogBytes), ReserveFloorBytes(_maxLogBytes));
         HistoryLog = log;
         if (log.Damage != null) _runtime.ReportHistoryProblem(Name, log.Damage, error: true);
         if (log.StaleCopyBytes > 0)

@@ -22,11 +22,13 @@ namespace Isis.Runtime;
 /// <para><b>Spare segments.</b> A segment behind the trim point is not deleted but kept as a
 /// spare (<c>{Path}.spare-{n}</c>), and the next segment the log starts reuses it, as PostgreSQL
 /// recycles its WAL segments: emptied, its disk reserved for a whole segment ahead of the writes
-/// (fallocate), synced, then renamed into place. The log keeps as many segment files, live and
-/// spare, as it held live segments at most over its last <see cref="ReserveWindow"/> segments
-/// started, and deletes the rest: its footprint stays at that high-water mark while the live log
-/// saw-tooths between checkpoints, and falls back only after a burst has passed. A spare is never
-/// read as log: reading takes segment names only.</para>
+/// (fallocate), synced, then renamed into place. The log keeps segments' worth of files, live and
+/// spare, up to its reserve (<see cref="ReservedSegments"/>): the larger of a floor the owner
+/// sets (as PostgreSQL's <c>min_wal_size</c>) and the most it held live over its last
+/// <see cref="ReserveWindow"/> segments started; it deletes the rest. Its footprint so stays at
+/// the reserve while the live log saw-tooths between checkpoints and swells at a restart or a
+/// slow checkpoint, and a disk too small for it shows when the reserve fills, not at a peak. A
+/// spare is never read as log: reading takes segment names only.</para>
 /// <para><b>Rewrites.</b> A rewrite (a recovery's new history, a copied history) goes to a file
 /// aside, is synced, and is renamed to the first segment of the next generation (the directory
 /// synced) before the older generation's segments are deleted; a reader takes the highest
@@ -72,7 +74,8 @@ internal sealed class HistoryLogFile : IDisposable
     private IOException? _failure;
     private readonly List<string> _spares = []; // emptied segment files kept for reuse, last used first
     private long _nextSpareName;
-    private readonly Queue<int> _recentLive = new(); // live segments after each of the last ReserveWindow starts
+    private readonly Queue<int> _recentLive = new(); // live segments' worth after each of the last ReserveWindow starts
+    private int _reserveFloor = 1; // segments' worth of files kept at least
 
     private HistoryLogFile(string path, long segmentBytes, IDurableFiles files, long generation, HistorySegments segments, string current, long intactLength)
     {
@@ -97,13 +100,19 @@ internal sealed class HistoryLogFile : IDisposable
     /// <summary>The log's length in bytes, every segment of it (read from any thread: the SafeSend caller checks the bound with it).</summary>
     public long Length => Volatile.Read(ref _closedBytes) + Volatile.Read(ref _file).Length;
 
-    /// <summary>How many segment files, live and spare, the log keeps: the most live segments it held over its last <see cref="ReserveWindow"/> segment starts.</summary>
-    public int ReservedSegments => _recentLive.Count == 0 ? 1 : _recentLive.Max();
+    /// <summary>
+    /// How many segments' worth of files, live and spare, the log keeps: its floor, or the most
+    /// segments' worth it held live over its last <see cref="ReserveWindow"/> segment starts if more.
+    /// </summary>
+    public int ReservedSegments => Math.Max(_reserveFloor, _recentLive.Count == 0 ? 1 : _recentLive.Max());
 
     /// <summary>The spare segment files kept for reuse now.</summary>
     public int SpareSegments => _spares.Count;
 
-    private int LiveSegments => _closedLengths.Count + 1;
+    // The live segments in segments' worth: a rewrite's first segment holds a whole log, and counts as the segments it fills.
+    private int LiveSegments => _closedLengths.Values.Sum(Worth) + Worth(Volatile.Read(ref _file).Length);
+
+    private int Worth(long bytes) => (int)Math.Max(1, (bytes + SegmentBytes / 2) / SegmentBytes);
 
     /// <summary>What reading the log found wrong, for the operator (null when it was intact).</summary>
     public string? Damage { get; private init; }
@@ -209,7 +218,11 @@ internal sealed class HistoryLogFile : IDisposable
     /// <see cref="StaleCopyBytes"/> says how long it was. Segments of a generation older than the
     /// newest were replaced by a rewrite that a crash kept from deleting them: they are deleted.
     /// </remarks>
-    public static (HistoryLogFile Log, List<byte[]> Records) Open(string path, IDurableFiles? files = null, long segmentBytes = DefaultSegmentBytes)
+    /// <param name="path">The log's name (<see cref="Path"/>).</param>
+    /// <param name="files">The file layer (the real one by default).</param>
+    /// <param name="segmentBytes">How many bytes of records a segment holds.</param>
+    /// <param name="reserveFloorBytes">The disk the log keeps in segment files, live and spare, at least once it has filled it (rounded down to whole segments).</param>
+    public static (HistoryLogFile Log, List<byte[]> Records) Open(string path, IDurableFiles? files = null, long segmentBytes = DefaultSegmentBytes, long reserveFloorBytes = 0)
     {
         files ??= DurableFiles.System;
         long stale = DeleteStaleReplacement(files, path);
@@ -251,6 +264,7 @@ internal sealed class HistoryLogFile : IDisposable
             Damage = damage,
             StaleCopyBytes = stale,
         };
+        log._reserveFloor = (int)Math.Clamp(reserveFloorBytes / segmentBytes, 1, int.MaxValue);
         foreach (var (_, seq, _) in kept.Take(kept.Count - 1)) log._closedLengths[seq] = scan.Lengths[seq];
         log._closedBytes = log._closedLengths.Values.Sum();
         foreach (string spare in files.FilesIn(DurableFiles.DirectoryOf(path), System.IO.Path.GetFileName(path) + SpareSuffix))
@@ -358,13 +372,14 @@ internal sealed class HistoryLogFile : IDisposable
     }
 
     /// <summary>
-    /// Puts an empty file at <paramref name="path"/> with a segment's disk reserved: a spare,
-    /// emptied and synced before it takes the name (a crash never shows an old segment's records
-    /// under a new segment's name), else a new file; the name made durable.
+    /// Puts an empty file at <paramref name="path"/> with a segment's disk reserved: a new file
+    /// while the reserve is not full, else a spare, emptied and synced before it takes the name (a
+    /// crash never shows an old segment's records under a new segment's name), else a new file;
+    /// the name made durable.
     /// </summary>
     private void ReserveSegmentFile(string path)
     {
-        if (_spares.Count > 0)
+        if (_spares.Count > 0 && LiveSegments + _spares.Count >= ReservedSegments)
         {
             string spare = _spares[^1];
             _spares.RemoveAt(_spares.Count - 1);
@@ -383,9 +398,11 @@ internal sealed class HistoryLogFile : IDisposable
     /// deleted. Renamed without a directory sync: a crash that undoes it brings back a segment
     /// behind the trim point, which is harmless.
     /// </summary>
-    private void Retire(string file)
+    private void Retire(string file, long length)
     {
-        if (LiveSegments + _spares.Count < ReservedSegments)
+        // A file longer than a segment (a rewrite's first) is deleted: reused, it would give back all
+        // but a segment of its disk at once, so the footprint would dip and then climb back.
+        if (Worth(length) == 1 && LiveSegments + _spares.Count < ReservedSegments)
         {
             string spare = Path + SpareSuffix + _nextSpareName++.ToString(System.Globalization.CultureInfo.InvariantCulture);
             _files.Rename(file, spare);
@@ -412,7 +429,7 @@ internal sealed class HistoryLogFile : IDisposable
             if (_closedLengths.Remove(seq, out long length)) Volatile.Write(ref _closedBytes, _closedBytes - length);
             try
             {
-                Retire(file);
+                Retire(file, length);
             }
             catch (Exception e) when (e is IOException or UnauthorizedAccessException)
             {
@@ -527,8 +544,8 @@ internal sealed class HistoryLogFile : IDisposable
     {
         string directory = DurableFiles.DirectoryOf(Path);
         _file.Dispose();
-        List<string> old = [.. _closedLengths.Keys.Order().Select(seq => SegmentPath(Path, _generation, seq)), SegmentPath(Path, _generation, _segments.CurrentSeq)];
-        string? kept = keepOldAside ? KeepAside(old) : null;
+        List<(string File, long Length)> old = [.. _closedLengths.OrderBy(c => c.Key).Select(c => (SegmentPath(Path, _generation, c.Key), c.Value)), (SegmentPath(Path, _generation, _segments.CurrentSeq), _file.Length)];
+        string? kept = keepOldAside ? KeepAside(old.Select(o => o.File).ToList()) : null;
         long generation = _generation + 1;
         string first = SegmentPath(Path, generation, 0);
         _files.Rename(NextPath, first);
@@ -537,13 +554,19 @@ internal sealed class HistoryLogFile : IDisposable
         _segments = segments;
         _closedLengths.Clear();
         Volatile.Write(ref _closedBytes, 0);
+        Volatile.Write(ref _file, new DurableRecordFile(first, files: _files));
         // A lone segment kept aside is a hard link to the same file: it must not become a spare.
-        foreach (string file in old)
+        foreach (var (file, length) in old)
         {
-            if (kept == null) Retire(file);
+            if (kept == null) Retire(file, length);
             else _files.Delete(file);
         }
-        Volatile.Write(ref _file, new DurableRecordFile(first, files: _files));
+        // The new log may fill more segments than the old: spares past the reserve go.
+        while (_spares.Count > 0 && LiveSegments + _spares.Count > ReservedSegments)
+        {
+            _files.Delete(_spares[0]);
+            _spares.RemoveAt(0);
+        }
         return kept;
     }
 

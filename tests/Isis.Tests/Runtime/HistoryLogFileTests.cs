@@ -189,6 +189,71 @@ public sealed class HistoryLogFileTests : IDisposable
         }
     }
 
+    /// <summary>
+    /// With a reserve floor the log keeps that many segments' worth of files even though its live
+    /// log is far smaller: the footprint fills the floor and then holds still. A rewrite's first
+    /// segment, which holds a whole log, counts as the segments it fills, and once trimmed it is
+    /// deleted rather than kept as a spare, so no spare is ever much longer than a segment.
+    /// </summary>
+    [Fact]
+    public void A_log_with_a_reserve_floor_fills_it_holds_there_and_never_keeps_a_long_rewritten_segment_as_a_spare()
+    {
+        const long segment = 10_000;
+        const int floor = 12;
+        var appended = new List<byte[]>();
+        long next = 1;
+        int Files() => Directory.GetFiles(_directory.FullName, "ledger.safelog*").Length;
+        string[] Spares() => Directory.GetFiles(_directory.FullName, "ledger.safelog.spare-*");
+        var filesAfterSync = new List<int>();
+        void Cycles(HistoryLogFile log, int cycles)
+        {
+            for (int c = 0; c < cycles; c++)
+            {
+                for (int i = 0; i < 25; i++, next++)
+                {
+                    appended.Add(BigEntry(next));
+                    log.Append([appended[^1]]);
+                }
+                log.Append([Trim(next - 6, appended)]);
+                log.Sync();
+                filesAfterSync.Add(Files());
+            }
+        }
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment, reserveFloorBytes: floor * segment);
+        using (log)
+        {
+            log.Append([View(1)]);
+            Cycles(log, 10);
+            Assert.Equal(floor, log.ReservedSegments); // the live log alone would keep 3 or 4
+            Assert.Equal(floor, Files());
+            // Filled once (about 30 entries in), then still.
+            Assert.All(filesAfterSync.Skip(6), n => Assert.Equal(floor, n));
+
+            // A rewrite of about six segments' worth in one file: it counts as six, so the old
+            // segments kept as spares leave the reserve where it was.
+            appended.Clear();
+            next = 1;
+            for (; next <= 60; next++) appended.Add(BigEntry(next));
+            log.Rewrite([View(1), .. appended], keepOldAside: false);
+            string first = HistoryLogFile.SegmentPath(LogPath, 1, 0);
+            Assert.True(new FileInfo(first).Length > 5 * segment);
+            Assert.True(Files() is >= floor - 6 and <= floor - 4, $"{Files()} files after the rewrite: {string.Join(", ", Directory.GetFiles(_directory.FullName).Select(f => $"{Path.GetFileName(f)} {new FileInfo(f).Length}"))}");
+            filesAfterSync.Clear();
+            Cycles(log, 8);
+            Assert.False(File.Exists(first), "the rewritten segment was not retired");
+            Assert.All(Spares(), f => Assert.True(new FileInfo(f).Length < 2 * segment, $"{f} is a spare of {new FileInfo(f).Length} bytes"));
+            Assert.Equal(floor, Files());
+        }
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment, reserveFloorBytes: floor * segment);
+        using (reopened)
+        {
+            Assert.Equal(next - 1, HistoryLog.Read(records).Count);
+            filesAfterSync.Clear();
+            Cycles(reopened, 4);
+            Assert.All(filesAfterSync, n => Assert.Equal(floor, n));
+        }
+    }
+
     /// <summary>The disk a file takes (st_blocks of stat(2)), where it can be read: Linux on x86-64 or arm64, whose struct stat both hold it at byte 64.</summary>
     private static long? AllocatedBytes(string path)
     {
