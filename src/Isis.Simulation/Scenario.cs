@@ -326,7 +326,8 @@ internal sealed record Scenario
     /// are a few hundred short entries, which the runtime's sizes would copy in one chunk, write in
     /// one part and replay in one slice. So every copy here arrives in many chunks, is written aside
     /// in several parts (HistoryStage) that crashes and torn writes cut short, and every replay takes
-    /// many ticks, while the view's traffic, view changes and leaves go on.
+    /// many ticks, while the view's traffic, view changes and leaves go on; and the payloads a member
+    /// holds fill many slabs, each reused as soon as the trim point passes it.
     /// </summary>
     internal static ProtocolOptions DurableParts(ulong seed)
     {
@@ -337,6 +338,7 @@ internal sealed record Scenario
             HistoryCopyPartBytes = 60 + dr.Next(1000),
             HistoryReplaySliceEntries = 1 + dr.Next(6),
             HistoryReplaySliceBytes = 30 + dr.Next(300),
+            HistorySlabBytes = 40 + dr.Next(400),
         };
     }
 

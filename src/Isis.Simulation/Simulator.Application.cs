@@ -99,7 +99,7 @@ internal sealed partial class Simulator
                 if (d.Kind.IsSafe() && Scenario.PersistentCheckpoints) ApplySafe(p, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
                 break;
             case HistoryReplayed r when r.Group == _group && Scenario.PersistentCheckpoints:
-                p.App.SafeApplied.Add((new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), PayloadHash(r.Entry.Payload)));
+                p.App.SafeApplied.Add((new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), PayloadHash(r.Entry.Payload.Span)));
                 break;
             case CheckpointRestored c when c.Group == _group:
                 Checkpoint restored = p.CheckpointFiles[c.Checkpoint.Name];

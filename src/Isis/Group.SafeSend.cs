@@ -119,7 +119,7 @@ public sealed partial class Group
     }
 
     /// <summary>A history entry replayed here (event loop): delivered like the SafeSend or SafeQuery it was (a SafeQuery's replies go nowhere).</summary>
-    internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, entry.Kind, entry.Payload, entry.ViewId, entry.Seq, replayed: true);
+    internal void OnReplayed(Core.Durability.HistoryEntry entry) => OnDelivered(entry.Sender, entry.Kind, entry.Payload.Span, entry.ViewId, entry.Seq, replayed: true);
 
     /// <summary>
     /// This member holds the history and replayed it (event loop): the machine's registry of durable

@@ -104,6 +104,7 @@ internal sealed partial class DurableHistory
         _entries.RemoveRange(0, (int)(point - _trimmed));
         _chain.RemoveRange(0, (int)(point - _trimmed));
         _trimmed = point;
+        _slabs.Trimmed(point);
         _node.Counters.HistoryTrims++;
         // Appended, not rewritten: a driver that keeps its log in segments drops the ones behind it
         // once it is durable (HistorySegments), and a reader leaves the entries before it out.

@@ -106,6 +106,7 @@ internal sealed partial class DurableHistory
     private readonly GroupMember _member;
     private readonly HistoryLogImage _image;
     private List<HistoryEntry> _entries = []; // entries _trimmed+1 .. Count
+    private readonly PayloadSlabs _slabs; // the payloads of the entries logged while current
     private long _trimmed;                     // entries 1.._trimmed are held in a persistent checkpoint only
     private List<ulong> _chain = [];           // while current: the HistoryDigest of entries 1..i, for each entry i of _entries
     private ulong _trimmedDigest = HistoryDigest.Empty; // the HistoryDigest of entries 1.._trimmed
@@ -142,6 +143,7 @@ internal sealed partial class DurableHistory
     public DurableHistory(ProcessNode node, GroupMember member, HistoryLogImage image, IReadOnlyList<CheckpointMark> checkpoints)
     {
         _node = node;
+        _slabs = new PayloadSlabs(node.Options.HistorySlabBytes, (node.Options.Mutations & ProtocolMutations.SlabReusedBeforeTrim) != 0);
         _member = member;
         _image = image;
         _kept.AddRange(checkpoints);
@@ -272,6 +274,7 @@ internal sealed partial class DurableHistory
             _kept.RemoveAll(_setAside.Contains);
             _setAside.Clear();
         }
+        _slabs.Clear(); // no entry of the history held before is held from here on
         _entries = entries;
         _trimmed = trimmed;
         _trimmedDigest = baseDigest;
@@ -508,7 +511,7 @@ internal sealed partial class DurableHistory
     public void Log(NodeId sender, int viewId, long seq, int phi, MessageKind kind, ReadOnlyMemory<byte> payload)
     {
         if (!Current) return;
-        var e = new HistoryEntry(Count + 1, sender, viewId, seq, phi, payload.ToArray(), kind == MessageKind.QuerySafe);
+        var e = new HistoryEntry(Count + 1, sender, viewId, seq, phi, _slabs.Hold(Count + 1, payload.Span), kind == MessageKind.QuerySafe);
         _entries.Add(e);
         _chain.Add(HistoryDigest.Next(_chain.Count == 0 ? _trimmedDigest : _chain[^1], e));
         Append(HistoryLog.Entry(_node.Writer, e));

@@ -45,7 +45,7 @@ internal readonly record struct HistoryViewKey(long Epoch, int ViewId) : ICompar
 /// <param name="Phi">Its acceptor threshold.</param>
 /// <param name="Payload">What was delivered.</param>
 /// <param name="Query">A SafeQuery request: replayed to the query handlers, whose replies go nowhere (the query ended long ago).</param>
-internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long Seq, int Phi, byte[] Payload, bool Query = false)
+internal sealed record HistoryEntry(long Index, NodeId Sender, int ViewId, long Seq, int Phi, ReadOnlyMemory<byte> Payload, bool Query = false)
 {
     /// <summary>The message kind it was delivered as.</summary>
     public MessageKind Kind => Query ? MessageKind.QuerySafe : MessageKind.Safe;
@@ -178,7 +178,7 @@ internal static class HistoryLog
 
     /// <summary>An entry's fields after its index (the index is the record's or the chunk's).</summary>
     internal static PacketWriter WriteEntryBody(PacketWriter w, HistoryEntry e) =>
-        w.Node(e.Sender).I32(e.ViewId).I64(e.Seq).I32(e.Phi).Bytes(e.Payload);
+        w.Node(e.Sender).I32(e.ViewId).I64(e.Seq).I32(e.Phi).Bytes(e.Payload.Span);
 
     private static PacketWriter WriteEntry(PacketWriter w, HistoryEntry e) => WriteEntryBody(w.I64(e.Index), e);
 

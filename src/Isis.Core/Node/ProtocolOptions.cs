@@ -120,6 +120,14 @@ internal sealed record ProtocolOptions
     public int HistoryCopyPartBytes { get; init; } = 4 << 20;
 
     /// <summary>
+    /// Disk durability: a current member keeps the payloads of the history entries it holds in
+    /// memory in slabs of this many bytes, reused once the history is trimmed past them
+    /// (<see cref="Durability.PayloadSlabs"/>), so that they never reach the collector's oldest
+    /// generation. Defaults to 1 MiB.
+    /// </summary>
+    public int HistorySlabBytes { get; init; } = Durability.PayloadSlabs.DefaultSlabBytes;
+
+    /// <summary>
     /// Disk durability: a member that comes to hold the history hands its replay to the application
     /// in slices of at most this many entries (and <see cref="HistoryReplaySliceBytes"/>), one slice
     /// per tick, with whatever else happens meanwhile handed over after the last slice. Defaults to 4,096.
@@ -392,4 +400,11 @@ internal enum ProtocolMutations : long
     /// have held the history by that plan, delivered and failed).
     /// </summary>
     AutoRecoverAfterPlanHolderLost = 1L << 32,
+
+    /// <summary>
+    /// Deliberately broken: at each trim a member reuses every filled slab of history payloads,
+    /// whether or not the trim point has passed it, so entries still in its history (a member
+    /// copying it pulls them) read another SafeSend's bytes.
+    /// </summary>
+    SlabReusedBeforeTrim = 1L << 33,
 }

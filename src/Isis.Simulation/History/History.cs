@@ -163,7 +163,7 @@ internal sealed class History
                 Add(new HistoryEvent(time, process, HistoryEventKind.HistoryHeld) { Group = h.Group, LogIndex = h.Entries });
                 break;
             case HistoryReplayed r:
-                RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload), r.Entry.Query);
+                RecordReplay(time, process, r.Group, r.Entry.Index, new MessageId(r.Entry.Sender, r.Group, r.Entry.ViewId, r.Entry.Seq), Simulator.PayloadHash(r.Entry.Payload.Span), r.Entry.Query);
                 break;
         }
     }

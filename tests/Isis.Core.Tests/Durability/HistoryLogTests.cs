@@ -70,8 +70,8 @@ public class HistoryLogTests
     public void Every_record_kind_reads_back_as_it_was_written()
     {
         var view = new HistoryViewRecord(new HistoryViewKey(7, 42), new Lineage(C, 9), B, [A, B, C]);
-        var first = new HistoryEntry(1, C, 41, 5, 3, [1, 2, 3, 0, 255]);
-        var empty = new HistoryEntry(2, A, 42, long.MaxValue, 0, []);
+        var first = new HistoryEntry(1, C, 41, 5, 3, new byte[] { 1, 2, 3, 0, 255 });
+        var empty = new HistoryEntry(2, A, 42, long.MaxValue, 0, Array.Empty<byte>());
         var large = new HistoryEntry(3, B, int.MaxValue, 1, int.MaxValue, Enumerable.Range(0, 70_000).Select(i => (byte)i).ToArray());
 
         HistoryLogImage image = HistoryLog.Read([Inc(A), Inc(new NodeId(ulong.MaxValue, uint.MaxValue)), Vw(view), En(first), En(empty), En(large)]);
@@ -89,8 +89,8 @@ public class HistoryLogTests
     public void A_SafeQuery_entry_reads_back_as_a_query_from_the_log_and_from_a_transfer_chunk()
     {
         var view = new HistoryViewRecord(new HistoryViewKey(1, 1), new Lineage(A, 1), A, [A, B]);
-        var send = new HistoryEntry(1, A, 1, 1, 0, [9]);
-        var query = new HistoryEntry(2, B, 1, 1, 0, [1, 0, 0, 0, 0, 0, 0, 0, 42], Query: true);
+        var send = new HistoryEntry(1, A, 1, 1, 0, new byte[] { 9 });
+        var query = new HistoryEntry(2, B, 1, 1, 0, new byte[] { 1, 0, 0, 0, 0, 0, 0, 0, 42 }, Query: true);
 
         HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(send), En(query)]);
         Assert.Equal(2, image.Entries.Count);
@@ -111,7 +111,7 @@ public class HistoryLogTests
     public void A_SafeQuery_entry_too_short_to_hold_its_query_id_ends_the_readable_log()
     {
         var view = new HistoryViewRecord(new HistoryViewKey(1, 1), new Lineage(A, 1), A, [A]);
-        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(new HistoryEntry(1, A, 1, 1, 0, [1, 2, 3], Query: true))]);
+        HistoryLogImage image = HistoryLog.Read([Inc(A), Vw(view), En(new HistoryEntry(1, A, 1, 1, 0, new byte[] { 1, 2, 3 }, Query: true))]);
         Assert.Empty(image.Entries);
         Assert.Equal(1, image.Unreadable);
     }
@@ -389,11 +389,11 @@ public class HistoryLogTests
     {
         HistoryEntry[] bad =
         [
-            new(1, NodeId.None, 3, 1, 0, [1]),  // no sender
-            new(1, A, 0, 1, 0, [1]),            // view 0
-            new(1, A, 3, 0, 0, [1]),            // sequence number 0
-            new(1, A, 3, -7, 0, [1]),
-            new(1, A, 3, 1, -1, [1]),           // negative phi
+            new(1, NodeId.None, 3, 1, 0, new byte[] { 1 }),  // no sender
+            new(1, A, 0, 1, 0, new byte[] { 1 }),            // view 0
+            new(1, A, 3, 0, 0, new byte[] { 1 }),            // sequence number 0
+            new(1, A, 3, -7, 0, new byte[] { 1 }),
+            new(1, A, 3, 1, -1, new byte[] { 1 }),           // negative phi
         ];
         foreach (HistoryEntry e in bad)
         {

@@ -42,7 +42,7 @@ public class HistoryPacketHostileTests
         c[i].Send(G, Encoding.UTF8.GetBytes(text), c.Now, MessageKind.Safe);
 
     private static List<string> Replayed(TestCluster c, int i) =>
-        c.Events[i].OfType<HistoryReplayed>().Select(r => Encoding.UTF8.GetString(r.Entry.Payload)).ToList();
+        c.Events[i].OfType<HistoryReplayed>().Select(r => Encoding.UTF8.GetString(r.Entry.Payload.Span)).ToList();
 
     /// <summary>What must not change: whether it holds the history, how much, its plan, and the rest of its state.</summary>
     private static string HistoryState(TestCluster c, int i)

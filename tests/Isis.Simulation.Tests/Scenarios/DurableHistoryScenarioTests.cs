@@ -168,6 +168,27 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         Assert.True(caught >= withCheckpoints * 3 / 4, $"the checker caught the mutation in only {caught} of {withCheckpoints} seeds");
     }
 
+    [Fact]
+    public void Reusing_a_payload_slab_before_the_trim_point_passes_it_is_caught()
+    {
+        // The mutation reuses every filled slab of history payloads at each trim: a member that then
+        // copies the history pulls entries whose bytes are another SafeSend's, and replays them.
+        // Only runs with persistent checkpoints trim, and only a copy from a current member reads
+        // what it holds in memory, so a share of the seeds see it.
+        int caught = 0, runs = 0;
+        foreach (string family in new[] { "lost-disk", "history-refound" })
+        {
+            for (ulong seed = 0; seed < 60; seed++)
+            {
+                runs++;
+                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.SlabReusedBeforeTrim } });
+                if (run.Result.Violates("RecoveredHistory")) caught++;
+            }
+        }
+        output.WriteLine($"the mutation was caught in {caught} of {runs} seeds");
+        Assert.True(caught >= 5, $"the checker caught the mutation in only {caught} of {runs} seeds");
+    }
+
     private static Scenario MoreSafeQueries(Scenario s) => s with { QueryChance = 0.3 };
 
     [Fact]

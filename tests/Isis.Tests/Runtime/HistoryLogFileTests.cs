@@ -19,7 +19,7 @@ public sealed class HistoryLogFileTests : IDisposable
     private static byte[] View(int founderView) =>
         HistoryLog.View(new PacketWriter(), new HistoryViewRecord(new HistoryViewKey(1, founderView), new Lineage(Member, founderView), Member, [Member]));
 
-    private static byte[] Entry(long index) => HistoryLog.Entry(new PacketWriter(), new HistoryEntry(index, Member, 1, index, 1, [(byte)index, 42]));
+    private static byte[] Entry(long index) => HistoryLog.Entry(new PacketWriter(), new HistoryEntry(index, Member, 1, index, 1, new byte[] { (byte)index, 42 }));
 
     [Fact]
     public void Records_appended_after_an_out_of_place_record_are_read_after_a_restart()

@@ -129,7 +129,7 @@ public sealed class SafeSendLogDamageTests
             File.WriteAllBytes(copy, file);
             (List<byte[]> records, long intact) = DurableRecordFile.Read(copy);
             HistoryLogImage image = HistoryLog.Read(records);
-            return intact == file.Length && image.Unreadable == 0 && image.Entries.Select(e => DecodeValue(e.Payload)).SequenceEqual(values);
+            return intact == file.Length && image.Unreadable == 0 && image.Entries.Select(e => DecodeValue(e.Payload.ToArray())).SequenceEqual(values);
         }
         finally
         {
@@ -211,7 +211,7 @@ public sealed class SafeSendLogDamageTests
         foreach (Member m in before.AsEnumerable().Reverse()) m.Runtime.Crash();
         // Every log ends with the whole history in the same last view: the precondition for what follows.
         HistoryLogImage[] images = directories.Select(d => Image(LogOf(d))).ToArray();
-        Assert.All(images, image => Assert.Equal(order, image.Entries.Select(e => DecodeValue(e.Payload))));
+        Assert.All(images, image => Assert.Equal(order, image.Entries.Select(e => DecodeValue(e.Payload.ToArray()))));
         Assert.All(images, image => Assert.Equal(images[0].LastView!.Key, image.LastView!.Key));
         return order;
     }

@@ -339,7 +339,7 @@ public sealed class StoreCrashTests(ITestOutputHelper output)
             if (image.LastView == null) return v.Acked == 0 && v.ViewId <= 1 && image.Count == 0; // the first view record was not synced yet
             if (image.LastView?.Key.ViewId != v.ViewId) return false;
             if (image.Count < v.Acked || image.Count > v.Written || image.Trimmed > v.TrimmedAtMost) return false;
-            return image.Entries.All(e => e.Payload.AsSpan().SequenceEqual(EntryOf(v.ViewId, e.Index).Payload))
+            return image.Entries.All(e => e.Payload.Span.SequenceEqual(EntryOf(v.ViewId, e.Index).Payload.Span))
                 && image.DigestAt(image.Count) == digests[v.ViewId][(int)image.Count];
         }
     }
