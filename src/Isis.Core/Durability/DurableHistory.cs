@@ -104,7 +104,7 @@ internal sealed partial class DurableHistory
 {
     private readonly ProcessNode _node;
     private readonly GroupMember _member;
-    private readonly HistoryLogImage _image;
+    private HistoryLogImage _image; // what this member's log held when it started (its entries dropped once it holds the history)
     private List<HistoryEntry> _entries = []; // entries _trimmed+1 .. Count
     private readonly PayloadSlabs _slabs; // the payloads of the entries logged while current
     private long _trimmed;                     // entries 1.._trimmed are held in a persistent checkpoint only
@@ -336,6 +336,9 @@ internal sealed partial class DurableHistory
             _nextStatusAt = 0;
         }
         TrimToCheckpoints(); // checkpoints named at join may already cover a prefix
+        // The log's entries read at start are the history's now, or were never part of it: held
+        // here as well, they would stay in memory after the history is trimmed past them.
+        _image = _image with { Entries = [] };
     }
 
     /// <summary>
