@@ -123,7 +123,8 @@ public sealed partial class Group
 
     /// <summary>
     /// This member holds the history and replayed it (event loop): the machine's registry of durable
-    /// groups records it, then the join completes once the handlers have run.
+    /// groups records it, the runtime gives back the memory a long recovery took, and the join
+    /// completes once the handlers have run.
     /// </summary>
     internal void OnHistoryReady(Core.Durability.Lineage lineage) => _delivery!.Enqueue(() =>
     {
@@ -131,6 +132,7 @@ public sealed partial class Group
         {
             _runtime.ReportRuntimeProblem($"group '{Name}': {problem}; if every process stops, one that starts first without a log may found a second history");
         }
+        _runtime.CompactAfterRecovery(HistoryLog?.Length ?? 0);
         JoinCompleted();
     });
 

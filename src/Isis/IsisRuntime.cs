@@ -491,6 +491,35 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     /// </summary>
     internal void ReportRuntimeError(string text) => Log.RuntimeError(Logger, text);
 
+    /// <summary>
+    /// A durable history at least this long, recovered at a join, has the runtime ask for one
+    /// aggressive full collection afterwards (<see cref="CompactAfterRecovery"/>).
+    /// </summary>
+    internal const long CompactAfterRecoveryBytes = 1L << 20;
+
+    private long _lastRecoveryCompaction = long.MinValue / 2; // Environment.TickCount64 of the last one
+    private long _recoveryCompactions;
+
+    /// <summary>How many times a recovered history had the runtime compact the heap.</summary>
+    internal long RecoveryCompactions => Interlocked.Read(ref _recoveryCompactions);
+
+    /// <summary>
+    /// A member of a durable group holds its history and replayed it (<paramref name="historyBytes"/>
+    /// in its log now): it read its log, copied the rest from another member and replayed it, a burst
+    /// of several times the history in allocations, most of it garbage now. The collector keeps what
+    /// it committed for that burst for tens of seconds to minutes, so a restarted member sat 20-40 MiB
+    /// above its peers (docs/performance.md). One aggressive full collection, on a pool thread, gives
+    /// it back: a pause of some milliseconds, once per recovery, at most once per 10 seconds.
+    /// </summary>
+    internal void CompactAfterRecovery(long historyBytes)
+    {
+        if (historyBytes < CompactAfterRecoveryBytes) return;
+        long now = Environment.TickCount64, last = Interlocked.Read(ref _lastRecoveryCompaction);
+        if (now - last < 10_000 || Interlocked.CompareExchange(ref _lastRecoveryCompaction, now, last) != last) return;
+        Interlocked.Increment(ref _recoveryCompactions);
+        ThreadPool.UnsafeQueueUserWorkItem(static _ => GC.Collect(GC.MaxGeneration, GCCollectionMode.Aggressive, blocking: true, compacting: true), null);
+    }
+
     /// <summary>Checkpoint bytes a maker may have in flight before SendChkpt waits (the protocol's state-transfer window).</summary>
     internal long StateWindowBytes => _loop?.Node.Options.StateWindowBytes ?? new Core.Node.ProtocolOptions().StateWindowBytes;
 

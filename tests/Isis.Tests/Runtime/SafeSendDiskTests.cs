@@ -83,6 +83,53 @@ public sealed class SafeSendDiskTests
         }
     }
 
+    /// <summary>
+    /// A member that recovers a history of over a MiB has its runtime compact the heap once
+    /// afterwards (the memory the recovery's burst of allocations took goes back); founding a
+    /// history, or recovering a short one, does not.
+    /// </summary>
+    [Fact]
+    public async Task Recovering_a_long_history_has_the_runtime_compact_the_heap_once_and_a_short_one_does_not()
+    {
+        string root = Directory.CreateTempSubdirectory("isis-safelog-compact-").FullName;
+        try
+        {
+            using var runtimes = new TestRuntimes();
+            (IsisRuntime Runtime, Group Group, ConcurrentQueue<int> Delivered) Start(string name)
+            {
+                IsisRuntime r = runtimes.Start();
+                var g = new Group(r, name);
+                var delivered = new ConcurrentQueue<int>();
+                g.Handlers[1] += (Action<int, byte[]>)((n, _) => delivered.Enqueue(n));
+                g.SetSafeSendDurability(SafeSendDurability.Disk, Path.Combine(root, name));
+                g.Join();
+                return (r, g, delivered);
+            }
+
+            var (first, group, _) = Start("long");
+            byte[] kilobyte = new byte[1024];
+            var sends = Enumerable.Range(1, 1200).Select(n => group.SafeSendAsync(1, n, kilobyte)).ToArray();
+            await Task.WhenAll(sends).WaitAsync(TimeSpan.FromSeconds(60)); // acknowledged, so durable
+            Assert.Equal(0, first.RecoveryCompactions); // founding recovered nothing
+            first.Crash();
+
+            var (again, _, replayed) = Start("long");
+            TestRuntimes.WaitUntil(() => replayed.Count == 1200, "the restarted member replays its log");
+            Assert.Equal(1, again.RecoveryCompactions);
+
+            var (small, smallGroup, _) = Start("short");
+            smallGroup.SafeSend(1, 1, kilobyte);
+            small.Crash();
+            var (smallAgain, _, smallReplayed) = Start("short");
+            TestRuntimes.WaitUntil(() => smallReplayed.Count == 1, "the short history is replayed");
+            Assert.Equal(0, smallAgain.RecoveryCompactions);
+        }
+        finally
+        {
+            Directory.Delete(root, recursive: true);
+        }
+    }
+
     [Fact]
     public void A_SafeSend_that_would_take_the_log_past_its_bound_is_refused_with_the_bound_named_and_everything_sent_before_survives()
     {
