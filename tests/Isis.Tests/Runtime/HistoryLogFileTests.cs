@@ -127,6 +127,27 @@ public sealed class HistoryLogFileTests : IDisposable
     }
 
     /// <summary>
+    /// <paramref name="cycles"/> times: about two and a half segments of entries from
+    /// <paramref name="next"/> on (kept in <paramref name="appended"/>), then a checkpoint that keeps
+    /// the last five, synced, then <paramref name="afterSync"/>. Returns the next entry's index.
+    /// </summary>
+    private static long CheckpointCycles(HistoryLogFile log, int cycles, List<byte[]> appended, long next, Action afterSync)
+    {
+        for (int c = 0; c < cycles; c++)
+        {
+            for (int i = 0; i < 25; i++, next++)
+            {
+                appended.Add(BigEntry(next));
+                log.Append([appended[^1]]);
+            }
+            log.Append([Trim(next - 6, appended)]);
+            log.Sync();
+            afterSync();
+        }
+        return next;
+    }
+
+    /// <summary>
     /// A group that checkpoints makes its live log saw-tooth between checkpoints; the segment
     /// files do not: those behind the trim point become spares that later segments reuse, so the
     /// log keeps its high-water count of files, each with a whole segment reserved on disk, and a
@@ -140,21 +161,7 @@ public sealed class HistoryLogFileTests : IDisposable
         long next = 1;
         var filesAfterSync = new List<int>();
         int Files() => Directory.GetFiles(_directory.FullName, "ledger.safelog*").Length;
-        void Cycles(HistoryLogFile log, int cycles)
-        {
-            for (int c = 0; c < cycles; c++)
-            {
-                // About two and a half segments of entries, then a checkpoint that keeps the last five.
-                for (int i = 0; i < 25; i++, next++)
-                {
-                    appended.Add(BigEntry(next));
-                    log.Append([appended[^1]]);
-                }
-                log.Append([Trim(next - 6, appended)]);
-                log.Sync();
-                filesAfterSync.Add(Files());
-            }
-        }
+        void Cycles(HistoryLogFile log, int cycles) => next = CheckpointCycles(log, cycles, appended, next, () => filesAfterSync.Add(Files()));
         (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment);
         using (log)
         {
@@ -205,20 +212,7 @@ public sealed class HistoryLogFileTests : IDisposable
         int Files() => Directory.GetFiles(_directory.FullName, "ledger.safelog*").Length;
         string[] Spares() => Directory.GetFiles(_directory.FullName, "ledger.safelog.spare-*");
         var filesAfterSync = new List<int>();
-        void Cycles(HistoryLogFile log, int cycles)
-        {
-            for (int c = 0; c < cycles; c++)
-            {
-                for (int i = 0; i < 25; i++, next++)
-                {
-                    appended.Add(BigEntry(next));
-                    log.Append([appended[^1]]);
-                }
-                log.Append([Trim(next - 6, appended)]);
-                log.Sync();
-                filesAfterSync.Add(Files());
-            }
-        }
+        void Cycles(HistoryLogFile log, int cycles) => next = CheckpointCycles(log, cycles, appended, next, () => filesAfterSync.Add(Files()));
         (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment, reserveFloorBytes: floor * segment);
         using (log)
         {
