@@ -35,7 +35,7 @@ internal sealed class PayloadSlabs(int slabBytes = PayloadSlabs.DefaultSlabBytes
     private int _used; // bytes of _current taken
     private long _currentLast; // the last entry with a payload in _current
     private readonly Stack<byte[]> _free = new();
-    private readonly Queue<int> _recentInUse = new();
+    private readonly Common.HighWaterMark _recentInUse = new(Window);
 
     /// <summary>Slabs holding payloads now.</summary>
     public int InUse => _full.Count + (_current == null ? 0 : 1);
@@ -61,8 +61,7 @@ internal sealed class PayloadSlabs(int slabBytes = PayloadSlabs.DefaultSlabBytes
         if (_current != null) _full.Enqueue((_current, _currentLast));
         _current = _free.Count > 0 ? _free.Pop() : new byte[_slabBytes];
         _used = 0;
-        _recentInUse.Enqueue(InUse);
-        if (_recentInUse.Count > Window) _recentInUse.Dequeue();
+        _recentInUse.Note(InUse);
     }
 
     /// <summary>The history was trimmed through entry <paramref name="trimmed"/>: the filled slabs wholly behind it are reused.</summary>
@@ -90,7 +89,6 @@ internal sealed class PayloadSlabs(int slabBytes = PayloadSlabs.DefaultSlabBytes
     /// <summary>A slab no longer in use: kept while the slabs in use and kept are fewer than the recent high-water mark, else left to the collector.</summary>
     private void Release(byte[] slab)
     {
-        int keep = _recentInUse.Count == 0 ? 1 : _recentInUse.Max();
-        if (InUse + _free.Count < keep) _free.Push(slab);
+        if (InUse + _free.Count < _recentInUse.Value) _free.Push(slab);
     }
 }

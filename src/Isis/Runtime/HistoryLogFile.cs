@@ -74,7 +74,7 @@ internal sealed class HistoryLogFile : IDisposable
     private IOException? _failure;
     private readonly List<string> _spares = []; // emptied segment files kept for reuse, last used first
     private long _nextSpareName;
-    private readonly Queue<int> _recentLive = new(); // live segments' worth after each of the last ReserveWindow starts
+    private readonly HighWaterMark _recentLive = new(ReserveWindow); // live segments' worth after each of the last ReserveWindow starts
     private int _reserveFloor = 1; // segments' worth of files kept at least
 
     private HistoryLogFile(string path, long segmentBytes, IDurableFiles files, long generation, HistorySegments segments, string current, long intactLength)
@@ -104,7 +104,7 @@ internal sealed class HistoryLogFile : IDisposable
     /// How many segments' worth of files, live and spare, the log keeps: its floor, or the most
     /// segments' worth it held live over its last <see cref="ReserveWindow"/> segment starts if more.
     /// </summary>
-    public int ReservedSegments => Math.Max(_reserveFloor, _recentLive.Count == 0 ? 1 : _recentLive.Max());
+    public int ReservedSegments => Math.Max(_reserveFloor, _recentLive.Value);
 
     /// <summary>The spare segment files kept for reuse now.</summary>
     public int SpareSegments => _spares.Count;
@@ -274,7 +274,7 @@ internal sealed class HistoryLogFile : IDisposable
             log._nextSpareName = Math.Max(log._nextSpareName, n + 1);
         }
         // The files found are the reserve until the log has started segments enough to know its own high-water mark.
-        log._recentLive.Enqueue(log.LiveSegments + log._spares.Count);
+        log._recentLive.Note(log.LiveSegments + log._spares.Count);
         return (log, records);
     }
 
@@ -367,8 +367,7 @@ internal sealed class HistoryLogFile : IDisposable
         Volatile.Write(ref _file, next);
         Volatile.Write(ref _closedBytes, _closedBytes + old.Length);
         old.Dispose();
-        _recentLive.Enqueue(LiveSegments);
-        if (_recentLive.Count > ReserveWindow) _recentLive.Dequeue();
+        _recentLive.Note(LiveSegments);
     }
 
     /// <summary>
