@@ -187,14 +187,35 @@ internal static class HistoryLog
     /// malformed. Without <paramref name="keepPayload"/> the payload is checked and skipped, not
     /// copied (the entry's is empty): a driver's bookkeeping needs only the entry's id.
     /// </summary>
-    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index, bool query = false, bool keepPayload = true)
+    /// <param name="r">The reader, positioned at the body.</param>
+    /// <param name="index">The entry's index (the record's or the chunk's).</param>
+    /// <param name="query">Whether the entry is a SafeQuery.</param>
+    /// <param name="keepPayload">Whether the entry keeps its payload.</param>
+    /// <param name="owner">
+    /// The array <paramref name="r"/> reads from its start, when the caller owns it and nothing
+    /// writes it again (a log record): the payload is then a slice of it instead of a copy, so that
+    /// a recovering member holds its log once, not twice. Null: the payload is copied (a packet's
+    /// buffer is reused).
+    /// </param>
+    internal static HistoryEntry? ReadEntryBody(ref WireReader r, long index, bool query = false, bool keepPayload = true, byte[]? owner = null)
     {
         NodeId sender = r.Node();
         int viewId = r.I32();
         long seq = r.I64();
         int phi = r.I32();
-        byte[] payload = keepPayload ? r.Bytes() : [];
-        int length = keepPayload ? payload.Length : r.SkipBytes();
+        ReadOnlyMemory<byte> payload = ReadOnlyMemory<byte>.Empty;
+        int length;
+        if (keepPayload && owner == null)
+        {
+            byte[] copy = r.Bytes();
+            payload = copy;
+            length = copy.Length;
+        }
+        else
+        {
+            length = r.SkipBytes();
+            if (keepPayload && r.Ok) payload = new ReadOnlyMemory<byte>(owner, r.Position - length, length);
+        }
         if (!r.Ok || sender.IsNone || viewId <= 0 || seq <= 0 || phi < 0) { r.Fail(); return null; }
         if (query && length < 8) { r.Fail(); return null; } // a query request starts with its id
         return new HistoryEntry(index, sender, viewId, seq, phi, payload, query);
@@ -300,7 +321,7 @@ internal sealed class HistoryLogReader(bool keepEntries)
             case HistoryLog.EntryKind or HistoryLog.QueryEntryKind:
             {
                 long index = r.I64();
-                HistoryEntry? e = HistoryLog.ReadEntryBody(ref r, index, kind == HistoryLog.QueryEntryKind, keepEntries);
+                HistoryEntry? e = HistoryLog.ReadEntryBody(ref r, index, kind == HistoryLog.QueryEntryKind, keepEntries, keepEntries ? record : null);
                 if (e == null || !r.Complete || _last == null || index != Count + 1) return false;
                 if (keepEntries) _entries.Add(e);
                 _count++;

@@ -23,6 +23,9 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
 
     public readonly int Remaining => _data.Length - _position;
 
+    /// <summary>How many bytes have been read (where the next field starts in the body).</summary>
+    public readonly int Position => _position;
+
     private ReadOnlySpan<byte> Take(int count)
     {
         if (_failed || count < 0 || count > _data.Length - _position)

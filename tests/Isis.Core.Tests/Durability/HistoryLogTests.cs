@@ -108,6 +108,30 @@ public class HistoryLogTests
     }
 
     [Fact]
+    public void Reading_a_log_holds_each_payload_in_its_record_while_a_transfer_chunk_is_copied_out_of_its_reused_buffer()
+    {
+        // A recovering member holds its log once: the entries' payloads are slices of the records read from disk.
+        List<byte[]> records = ValidLog(3);
+        HistoryLogImage image = HistoryLog.Read(records);
+        Assert.Equal(3, image.Entries.Count);
+        for (int i = 0; i < 3; i++)
+        {
+            Assert.True(System.Runtime.InteropServices.MemoryMarshal.TryGetArray(image.Entries[i].Payload, out ArraySegment<byte> held));
+            Assert.Same(records[2 + i], held.Array);
+            AssertSameEntry(Entry(i + 1), image.Entries[i]);
+        }
+
+        // A chunk arrives in a packet buffer that is reused for the next packet: its entries must not point into it.
+        var w = new PacketWriter().BeginRecord();
+        HistoryLog.WriteTransferred(w, Entry(1));
+        byte[] buffer = w.FinishRecord();
+        var r = new WireReader(buffer);
+        HistoryEntry copied = HistoryLog.ReadTransferred(ref r, 1)!;
+        Array.Fill(buffer, (byte)0xEE);
+        AssertSameEntry(Entry(1), copied);
+    }
+
+    [Fact]
     public void A_SafeQuery_entry_too_short_to_hold_its_query_id_ends_the_readable_log()
     {
         var view = new HistoryViewRecord(new HistoryViewKey(1, 1), new Lineage(A, 1), A, [A]);
