@@ -23,6 +23,9 @@ internal sealed partial class DurableHistory
         public long NextAt;                // when to ask again
 
         // The copy is written aside in parts as it arrives (HistoryCopyPartBytes each), never whole at its end.
+        public int OwnTail;                // of Pulled, the first ones taken from this member's own log (unchecked until the first chunk)
+        public ulong OwnTailDigest;        // this member's log's HistoryDigest after them
+        public bool OwnTailRefused;        // the source's history differs from them: everything is pulled
         public int StagedParts;            // parts written aside (the first carries the log's header)
         public int Staged;                 // of Pulled, the entries they hold
         public long Unstaged;              // record bytes of the pulled entries after those
@@ -138,8 +141,39 @@ internal sealed partial class DurableHistory
             return;
         }
         // Nothing to pull: StartPull checked the checkpoint against the plan's digest at the target.
-        if (pull.Base == plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
-        else SendPull(now);
+        if (pull.Base == plan.Target)
+        {
+            BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
+            return;
+        }
+        TakeOwnTail(pull);
+        SendPull(now);
+    }
+
+    /// <summary>
+    /// A member coming back to a running group holds in its own log most of what it copies: the
+    /// entries after its checkpoint, up to where it stopped. It takes them from there, tentatively,
+    /// and pulls only the rest; the source's first chunk carries the source's history digest just
+    /// before it, which must be this log's digest after the entries taken, or they are dropped and
+    /// pulled (its log holds SafeSends the group lost: all their acceptors delivered them and
+    /// failed, and the indices went to others). A recovering member so holds each entry once, and
+    /// the copy moves only what it missed.
+    /// </summary>
+    private void TakeOwnTail(PullState pull)
+    {
+        HistoryPlan plan = _plan!;
+        // At least the last entry is pulled: its chunk is what checks the ones taken.
+        long end = Math.Min(_image.Count, plan.Target - 1);
+        if (pull.OwnTailRefused || pull.Pulled.Count > 0 || pull.Base < _image.Trimmed || end <= pull.Base) return;
+        ulong atBase = _image.DigestAt(pull.Base), atEnd = _image.DigestAt(end);
+        // Without digests nothing can check them; and a base this log disagrees with is the first chunk's to judge.
+        if (atBase == HistoryDigest.Unknown || atEnd == HistoryDigest.Unknown || !HistoryDigest.Agree(pull.BaseDigest, atBase)) return;
+        int from = (int)(pull.Base - _image.Trimmed), count = (int)(end - pull.Base);
+        pull.Pulled.AddRange(_image.Entries.GetRange(from, count));
+        foreach (HistoryEntry e in pull.Pulled) pull.Unstaged += e.Payload.Length + EntryRecordOverhead;
+        pull.OwnTail = count;
+        pull.OwnTailDigest = atEnd;
+        if (pull.BaseDigest == HistoryDigest.Unknown) pull.BaseDigest = atBase; // checked with the tail
     }
 
     private void RetryPull(long now)
@@ -204,6 +238,22 @@ internal sealed partial class DurableHistory
         ulong digest = (ulong)r.I64();
         if (!r.Complete || first < 1) { r.Fail(); return; }
         if (Current || _pull is not { Fetch: null } pull || from != _plan!.Source || first != pull.Base + pull.Pulled.Count + 1) { _node.Counters.Duplicates++; return; }
+        if (!pull.BaseChecked && pull.OwnTail > 0)
+        {
+            if (!OwnTailUnchecked && !HistoryDigest.Agree(pull.OwnTailDigest, digest))
+            {
+                // This member's log holds other SafeSends after its checkpoint than the source's history: pull them all.
+                pull.Pulled.Clear();
+                pull.Unstaged = 0;
+                pull.OwnTail = 0;
+                pull.OwnTailRefused = true;
+                SendPull(now);
+                return;
+            }
+            // The same history through the entries taken, so through the base too (it agreed with this log there).
+            pull.BaseChecked = true;
+            _node.Counters.HistoryEntriesFromOwnLog += pull.OwnTail;
+        }
         if (!pull.BaseChecked)
         {
             if (!PrefixUnchecked && !HistoryDigest.Agree(pull.BaseDigest, digest))

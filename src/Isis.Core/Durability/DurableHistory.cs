@@ -419,6 +419,8 @@ internal sealed partial class DurableHistory
         return _chain[(int)(index - _trimmed - 1)];
     }
 
+    private bool OwnTailUnchecked => (_node.Options.Mutations & ProtocolMutations.OwnLogTailUnchecked) != 0;
+
     private bool PrefixUnchecked => (_node.Options.Mutations & ProtocolMutations.CheckpointPrefixUnchecked) != 0;
 
     /// <summary>

@@ -407,4 +407,12 @@ internal enum ProtocolMutations : long
     /// copying it pulls them) read another SafeSend's bytes.
     /// </summary>
     SlabReusedBeforeTrim = 1L << 33,
+
+    /// <summary>
+    /// Deliberately broken: a member coming back to a running group takes the entries its own log
+    /// holds after its checkpoint as the history's without checking them against the source's
+    /// history digest: a log holding SafeSends the group lost (all their acceptors delivered them
+    /// and failed, and the indices went to others) puts them in this member's history.
+    /// </summary>
+    OwnLogTailUnchecked = 1L << 34,
 }

@@ -189,6 +189,27 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         Assert.True(caught >= 5, $"the checker caught the mutation in only {caught} of {runs} seeds");
     }
 
+    [Fact]
+    public void Taking_a_returning_members_own_log_entries_without_the_sources_digest_is_caught()
+    {
+        // A member coming back to a running group takes the entries its log holds after its
+        // checkpoint and pulls the rest, once the source's digest before the rest agrees with them.
+        // The mutation takes them unchecked: a log holding SafeSends the group lost (their acceptors
+        // all delivered them and crashed, and the indices went to others) puts them in the member's history.
+        int caught = 0, runs = 0;
+        foreach (string family in new[] { "disk-chaos", "lost-disk" })
+        {
+            for (ulong seed = 0; seed < 60; seed++)
+            {
+                runs++;
+                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.OwnLogTailUnchecked } });
+                if (run.Result.Violates("RecoveredHistory")) caught++;
+            }
+        }
+        output.WriteLine($"the mutation was caught in {caught} of {runs} seeds");
+        Assert.True(caught >= 5, $"the checker caught the mutation in only {caught} of {runs} seeds");
+    }
+
     private static Scenario MoreSafeQueries(Scenario s) => s with { QueryChance = 0.3 };
 
     [Fact]
