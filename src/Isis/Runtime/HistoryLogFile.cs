@@ -449,6 +449,7 @@ internal sealed class HistoryLogFile : IDisposable
         try
         {
             DropStaged();
+            MakeRoomAside(Framed(records));
             var segments = new HistorySegments(SegmentBytes, 0);
             using (var file = new DurableRecordFile(NextPath, truncateTo: 0, _files))
             {
@@ -487,6 +488,7 @@ internal sealed class HistoryLogFile : IDisposable
                 _stagedSegments = new HistorySegments(SegmentBytes, 0);
             }
             DurableRecordFile staged = _staged ?? throw new IOException($"{NextPath}: a part of a copied history came without the part that starts it");
+            MakeRoomAside(staged.Length + Framed(records));
             foreach (byte[] r in records)
             {
                 staged.Append(r);
@@ -513,6 +515,7 @@ internal sealed class HistoryLogFile : IDisposable
         {
             DurableRecordFile staged = _staged ?? throw new IOException($"{NextPath}: the end of a copied history came without its start");
             HistorySegments segments = _stagedSegments!;
+            MakeRoomAside(staged.Length + Framed(records));
             foreach (byte[] r in records)
             {
                 staged.Append(r);
@@ -525,6 +528,30 @@ internal sealed class HistoryLogFile : IDisposable
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
             throw _failure = DurableRecordFile.Failed(Path, "rewritten (the end of a copied history)", e);
+        }
+    }
+
+    private static long Framed(IReadOnlyList<byte[]> records)
+    {
+        long bytes = 0;
+        foreach (byte[] r in records) bytes += FrameBytes + r.Length;
+        return bytes;
+    }
+
+    /// <summary>
+    /// A replacement written aside takes disk beside the log until it is renamed: spare segments
+    /// give way to it as it grows (<paramref name="asideBytes"/>, what it will hold once the records
+    /// at hand are in), so that the log's files and the copy together stay within the reserve, and
+    /// a restarting member's footprint does not jump by the copy for the second it takes. A spare's
+    /// deletion needs no directory sync: one a crash brings back is found again at open.
+    /// </summary>
+    private void MakeRoomAside(long asideBytes)
+    {
+        int aside = (int)Math.Min(int.MaxValue, (asideBytes + SegmentBytes - 1) / SegmentBytes);
+        while (_spares.Count > 0 && LiveSegments + aside + _spares.Count > ReservedSegments)
+        {
+            _files.Delete(_spares[0]);
+            _spares.RemoveAt(0);
         }
     }
 

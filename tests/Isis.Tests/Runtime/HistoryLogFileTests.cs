@@ -248,6 +248,45 @@ public sealed class HistoryLogFileTests : IDisposable
         }
     }
 
+    [Fact]
+    public void A_copy_written_aside_takes_its_room_from_the_spares_so_the_footprint_stays_at_the_reserve()
+    {
+        // A restarting member's copy of the history is written aside in parts while its log and
+        // spare segments are still there: the spares give way as the copy grows, so the log's
+        // files and the copy never take more than the reserve (and a segment being started).
+        const long segment = 10_000;
+        const int floor = 12;
+        var appended = new List<byte[]>();
+        long Footprint() => Directory.GetFiles(_directory.FullName, "ledger.safelog*").Sum(f => new FileInfo(f).Length);
+        long bound = (floor + 1) * segment;
+        (HistoryLogFile log, _) = HistoryLogFile.Open(LogPath, segmentBytes: segment, reserveFloorBytes: floor * segment);
+        using (log)
+        {
+            log.Append([View(1)]);
+            CheckpointCycles(log, 10, appended, 1, () => { });
+            Assert.True(log.SpareSegments >= floor - 5, $"only {log.SpareSegments} spares: the reserve is not full");
+            Assert.InRange(Footprint(), (floor - 1) * segment, bound);
+
+            // A copy of about eight segments' worth, in parts of two.
+            var copy = Enumerable.Range(1, 80).Select(i => BigEntry(i)).ToList();
+            log.Stage([View(2), .. copy.Take(20)], begin: true);
+            Assert.InRange(Footprint(), 0, bound);
+            for (int part = 1; part < 3; part++)
+            {
+                log.Stage(copy.Skip(20 * part).Take(20).ToList(), begin: false);
+                Assert.InRange(Footprint(), 0, bound);
+            }
+            log.CommitStaged(copy.Skip(60).ToList(), keepOldAside: false);
+            Assert.InRange(Footprint(), 0, bound);
+
+            // A whole rewrite of as much makes its room the same way.
+            log.Rewrite([View(3), .. copy], keepOldAside: false);
+            Assert.InRange(Footprint(), 0, bound);
+        }
+        (HistoryLogFile reopened, List<byte[]> records) = HistoryLogFile.Open(LogPath, segmentBytes: segment, reserveFloorBytes: floor * segment);
+        using (reopened) Assert.Equal(80, HistoryLog.Read(records).Count);
+    }
+
     /// <summary>The disk a file takes (st_blocks of stat(2)), where it can be read: Linux on x86-64 or arm64, whose struct stat both hold it at byte 64.</summary>
     private static long? AllocatedBytes(string path)
     {
