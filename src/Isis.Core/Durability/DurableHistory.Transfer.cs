@@ -18,14 +18,15 @@ internal sealed partial class DurableHistory
         public CheckpointMark? BaseMark;   // the checkpoint at Base (Restore, or the one before it; null: Base is 0)
         public ulong BaseDigest = HistoryDigest.Empty; // the HistoryDigest of entries 1..Base (checked against the source's at the first chunk)
         public bool BaseChecked;           // the source's first chunk agreed with BaseDigest
-        public List<HistoryEntry> Pulled = []; // entries Base+1.. pulled so far
+        public List<HistoryEntry> Pulled = []; // entries Base+1.. so far: taken from this member's own log (OwnTail), then pulled
         public CheckpointFetch? Fetch;     // a checkpoint being copied, before the entries
         public long NextAt;                // when to ask again
 
-        // The copy is written aside in parts as it arrives (HistoryCopyPartBytes each), never whole at its end.
         public int OwnTail;                // of Pulled, the first ones taken from this member's own log (unchecked until the first chunk)
         public ulong OwnTailDigest;        // this member's log's HistoryDigest after them
         public bool OwnTailRefused;        // the source's history differs from them: everything is pulled
+
+        // The copy is written aside in parts as it arrives (HistoryCopyPartBytes each), never whole at its end.
         public int StagedParts;            // parts written aside (the first carries the log's header)
         public int Staged;                 // of Pulled, the entries they hold
         public long Unstaged;              // record bytes of the pulled entries after those
