@@ -18,13 +18,9 @@ internal sealed partial class DurableHistory
         public CheckpointMark? BaseMark;   // the checkpoint at Base (Restore, or the one before it; null: Base is 0)
         public ulong BaseDigest = HistoryDigest.Empty; // the HistoryDigest of entries 1..Base (checked against the source's at the first chunk)
         public bool BaseChecked;           // the source's first chunk agreed with BaseDigest
-        public List<HistoryEntry> Pulled = []; // entries Base+1.. so far: taken from this member's own log (OwnTail), then pulled
+        public List<HistoryEntry> Pulled = []; // entries Base+1.. pulled so far (this member's own log's where it holds the same ones)
         public CheckpointFetch? Fetch;     // a checkpoint being copied, before the entries
         public long NextAt;                // when to ask again
-
-        public int OwnTail;                // of Pulled, the first ones taken from this member's own log (unchecked until the first chunk)
-        public ulong OwnTailDigest;        // this member's log's HistoryDigest after them
-        public bool OwnTailRefused;        // the source's history differs from them: everything is pulled
 
         // The copy is written aside in parts as it arrives (HistoryCopyPartBytes each), never whole at its end.
         public int StagedParts;            // parts written aside (the first carries the log's header)
@@ -147,34 +143,27 @@ internal sealed partial class DurableHistory
             BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
             return;
         }
-        TakeOwnTail(pull);
         SendPull(now);
     }
 
     /// <summary>
-    /// A member coming back to a running group holds in its own log most of what it copies: the
-    /// entries after its checkpoint, up to where it stopped. It takes them from there, tentatively,
-    /// and pulls only the rest; the source's first chunk carries the source's history digest just
-    /// before it, which must be this log's digest after the entries taken, or they are dropped and
-    /// pulled (its log holds SafeSends the group lost: all their acceptors delivered them and
-    /// failed, and the indices went to others). A recovering member so holds each entry once, and
-    /// the copy moves only what it missed.
+    /// The entry this member keeps for index <paramref name="index"/> of a copy: a member coming
+    /// back to a running group still holds most of what it pulls in its own log (the entries after
+    /// its checkpoint, up to where it stopped), read at start. Where its log's entry there is the
+    /// very one the source sent (the same id, phi and payload), that one is kept and the pulled one
+    /// dropped at once, so a recovering member holds each entry once and not a second copy beside
+    /// its log's. Where it differs (its log holds SafeSends the group lost: all their acceptors
+    /// delivered them and failed, and the indices went to others), the pulled one is kept.
     /// </summary>
-    private void TakeOwnTail(PullState pull)
+    private HistoryEntry OwnCopyOr(long index, HistoryEntry pulled)
     {
-        HistoryPlan plan = _plan!;
-        // At least the last entry is pulled: its chunk is what checks the ones taken.
-        long end = Math.Min(_image.Count, plan.Target - 1);
-        if (pull.OwnTailRefused || pull.Pulled.Count > 0 || pull.Base < _image.Trimmed || end <= pull.Base) return;
-        ulong atBase = _image.DigestAt(pull.Base), atEnd = _image.DigestAt(end);
-        // Without digests nothing can check them; and a base this log disagrees with is the first chunk's to judge.
-        if (atBase == HistoryDigest.Unknown || atEnd == HistoryDigest.Unknown || !HistoryDigest.Agree(pull.BaseDigest, atBase)) return;
-        int from = (int)(pull.Base - _image.Trimmed), count = (int)(end - pull.Base);
-        pull.Pulled.AddRange(_image.Entries.GetRange(from, count));
-        foreach (HistoryEntry e in pull.Pulled) pull.Unstaged += e.Payload.Length + EntryRecordOverhead;
-        pull.OwnTail = count;
-        pull.OwnTailDigest = atEnd;
-        if (pull.BaseDigest == HistoryDigest.Unknown) pull.BaseDigest = atBase; // checked with the tail
+        if (index <= _image.Trimmed || index > _image.Count) return pulled;
+        HistoryEntry own = _image.Entries[(int)(index - _image.Trimmed - 1)];
+        bool same = own.Sender == pulled.Sender && own.ViewId == pulled.ViewId && own.Seq == pulled.Seq && own.Phi == pulled.Phi
+            && own.Query == pulled.Query && own.Payload.Span.SequenceEqual(pulled.Payload.Span);
+        if (!same && !OwnEntryUnchecked) return pulled; // (deliberately broken if taken anyway)
+        _node.Counters.HistoryEntriesFromOwnLog++;
+        return own;
     }
 
     private void RetryPull(long now)
@@ -239,22 +228,6 @@ internal sealed partial class DurableHistory
         ulong digest = (ulong)r.I64();
         if (!r.Complete || first < 1) { r.Fail(); return; }
         if (Current || _pull is not { Fetch: null } pull || from != _plan!.Source || first != pull.Base + pull.Pulled.Count + 1) { _node.Counters.Duplicates++; return; }
-        if (!pull.BaseChecked && pull.OwnTail > 0)
-        {
-            if (!OwnTailUnchecked && !HistoryDigest.Agree(pull.OwnTailDigest, digest))
-            {
-                // This member's log holds other SafeSends after its checkpoint than the source's history: pull them all.
-                pull.Pulled.Clear();
-                pull.Unstaged = 0;
-                pull.OwnTail = 0;
-                pull.OwnTailRefused = true;
-                SendPull(now);
-                return;
-            }
-            // The same history through the entries taken, so through the base too (it agreed with this log there).
-            pull.BaseChecked = true;
-            _node.Counters.HistoryEntriesFromOwnLog += pull.OwnTail;
-        }
         if (!pull.BaseChecked)
         {
             if (!PrefixUnchecked && !HistoryDigest.Agree(pull.BaseDigest, digest))
@@ -271,7 +244,7 @@ internal sealed partial class DurableHistory
         foreach (HistoryEntry e in entries)
         {
             if (pull.Base + pull.Pulled.Count >= _plan.Target) break;
-            pull.Pulled.Add(e);
+            pull.Pulled.Add(OwnCopyOr(pull.Base + pull.Pulled.Count + 1, e));
             pull.Unstaged += e.Payload.Length + EntryRecordOverhead;
         }
         if (pull.Base + pull.Pulled.Count == _plan.Target)

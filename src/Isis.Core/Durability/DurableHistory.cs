@@ -419,7 +419,7 @@ internal sealed partial class DurableHistory
         return _chain[(int)(index - _trimmed - 1)];
     }
 
-    private bool OwnTailUnchecked => (_node.Options.Mutations & ProtocolMutations.OwnLogTailUnchecked) != 0;
+    private bool OwnEntryUnchecked => (_node.Options.Mutations & ProtocolMutations.OwnLogEntryUnchecked) != 0;
 
     private bool PrefixUnchecked => (_node.Options.Mutations & ProtocolMutations.CheckpointPrefixUnchecked) != 0;
 

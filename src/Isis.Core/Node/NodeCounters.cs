@@ -23,7 +23,7 @@ internal sealed class NodeCounters
     public long HistoryTrims;            // disk durability: times a group's log was trimmed behind its checkpoints
     public long CheckpointsNotPrefix;    // disk durability: kept checkpoints dropped because they do not hold a prefix of the history (HistoryDigest)
     public long HistoryCopyParts;        // disk durability: parts of copied histories written aside as they arrived (HistoryStage)
-    public long HistoryEntriesFromOwnLog; // disk durability: entries a member copying the history took from its own log instead of pulling them
+    public long HistoryEntriesFromOwnLog; // disk durability: pulled entries a member copying the history kept its own log's identical entry for (holding it once)
     public long HistoryReplaySlices;     // disk durability: slices in which histories were handed to the application
 
     public NodeCounters Snapshot() => (NodeCounters)MemberwiseClone();

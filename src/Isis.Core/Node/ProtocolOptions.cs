@@ -409,10 +409,10 @@ internal enum ProtocolMutations : long
     SlabReusedBeforeTrim = 1L << 33,
 
     /// <summary>
-    /// Deliberately broken: a member coming back to a running group takes the entries its own log
-    /// holds after its checkpoint as the history's without checking them against the source's
-    /// history digest: a log holding SafeSends the group lost (all their acceptors delivered them
-    /// and failed, and the indices went to others) puts them in this member's history.
+    /// Deliberately broken: a member copying the history keeps its own log's entry at each index it
+    /// pulls instead of the pulled one without checking that they are the same SafeSend: a log
+    /// holding SafeSends the group lost (all their acceptors delivered them and failed, and the
+    /// indices went to others) puts them in this member's history.
     /// </summary>
-    OwnLogTailUnchecked = 1L << 34,
+    OwnLogEntryUnchecked = 1L << 34,
 }

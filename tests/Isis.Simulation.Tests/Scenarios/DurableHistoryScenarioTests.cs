@@ -175,39 +175,34 @@ public sealed class DurableHistoryScenarioTests(ITestOutputHelper output)
         // copies the history pulls entries whose bytes are another SafeSend's, and replays them.
         // Only runs with persistent checkpoints trim, and only a copy from a current member reads
         // what it holds in memory, so a share of the seeds see it.
-        int caught = 0, runs = 0;
-        foreach (string family in new[] { "lost-disk", "history-refound" })
-        {
-            for (ulong seed = 0; seed < 60; seed++)
-            {
-                runs++;
-                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.SlabReusedBeforeTrim } });
-                if (run.Result.Violates("RecoveredHistory")) caught++;
-            }
-        }
-        output.WriteLine($"the mutation was caught in {caught} of {runs} seeds");
-        Assert.True(caught >= 5, $"the checker caught the mutation in only {caught} of {runs} seeds");
+        AssertRecoveredHistoryCatches(ProtocolMutations.SlabReusedBeforeTrim, "lost-disk", "history-refound");
     }
 
     [Fact]
-    public void Taking_a_returning_members_own_log_entries_without_the_sources_digest_is_caught()
+    public void Keeping_a_returning_members_own_log_entries_without_comparing_them_with_the_pulled_ones_is_caught()
     {
-        // A member coming back to a running group takes the entries its log holds after its
-        // checkpoint and pulls the rest, once the source's digest before the rest agrees with them.
-        // The mutation takes them unchecked: a log holding SafeSends the group lost (their acceptors
-        // all delivered them and crashed, and the indices went to others) puts them in the member's history.
+        // A member coming back to a running group keeps its own log's entry where the source sends
+        // the very same one. The mutation keeps its own unchecked: a log holding SafeSends the group
+        // lost (their acceptors all delivered them and crashed, and the indices went to others)
+        // puts them in the member's history.
+        AssertRecoveredHistoryCatches(ProtocolMutations.OwnLogEntryUnchecked, "disk-chaos", "lost-disk");
+    }
+
+    /// <summary>Runs seeds 0..59 of each family with <paramref name="mutation"/>: RecoveredHistory must fail in at least 5 of them.</summary>
+    private void AssertRecoveredHistoryCatches(ProtocolMutations mutation, params string[] families)
+    {
         int caught = 0, runs = 0;
-        foreach (string family in new[] { "disk-chaos", "lost-disk" })
+        foreach (string family in families)
         {
             for (ulong seed = 0; seed < 60; seed++)
             {
                 runs++;
-                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.OwnLogTailUnchecked } });
+                SimulationRun run = SimulationRun.Execute(seed, family, s => s with { Protocol = s.Protocol with { Mutations = mutation } });
                 if (run.Result.Violates("RecoveredHistory")) caught++;
             }
         }
-        output.WriteLine($"the mutation was caught in {caught} of {runs} seeds");
-        Assert.True(caught >= 5, $"the checker caught the mutation in only {caught} of {runs} seeds");
+        output.WriteLine($"{mutation} was caught in {caught} of {runs} seeds");
+        Assert.True(caught >= 5, $"the checker caught {mutation} in only {caught} of {runs} seeds");
     }
 
     private static Scenario MoreSafeQueries(Scenario s) => s with { QueryChance = 0.3 };

@@ -7,13 +7,12 @@ using Isis.Core.Wire;
 namespace Isis.Core.Tests.Durability;
 
 /// <summary>
-/// A member coming back to a running group takes what its own log holds of the history from there
-/// and pulls only what it missed (issue 25: a restarted member held its log's entries and a pulled
-/// copy of the same entries at once, and moved the whole tail over the network again). The entries
-/// taken are checked against the source's history digest before them in its first chunk; a log
-/// that holds other SafeSends at those indices is not taken, and everything is pulled.
+/// A member coming back to a running group keeps its own log's entry wherever the source sends the
+/// very same one (issue 25: a restarted member held its log's entries and a pulled copy of the
+/// same entries at once). A log that holds other SafeSends at those indices is not used: the pulled
+/// entries are kept.
 /// </summary>
-public class OwnLogTailTests
+public class OwnLogEntryTests
 {
     private const int Entries = 600;
     private const int Held = 450; // what the returning member's log holds
@@ -38,9 +37,9 @@ public class OwnLogTailTests
     /// Process 0 holds the history (600 entries, from its own log); process 1 returns with a log of
     /// 450 entries of the same lineage, the same SafeSends (<paramref name="sameSafeSends"/>) or
     /// others at the same indices, and copies the history. Returns the first index of each pull it
-    /// sent, and its replay.
+    /// sent, its replay and its log as read at start.
     /// </summary>
-    private static (List<long> Pulls, List<HistoryEntry> Replayed, ProcessNode Returning) Return(bool sameSafeSends, ProtocolMutations mutations = ProtocolMutations.None)
+    private static (List<long> Pulls, List<HistoryEntry> Replayed, ProcessNode Returning, List<byte[]> Own) Return(bool sameSafeSends, ProtocolMutations mutations = ProtocolMutations.None)
     {
         var c = new TestCluster(2, Options with { Mutations = mutations });
         NodeId first = c.Id(0), second = c.Id(1);
@@ -62,7 +61,7 @@ public class OwnLogTailTests
         GroupMember returning = c[1].Join(TestCluster.GroupName, c.Now, historyLog: own);
         c.RunUntil(() => returning.History!.Current && !returning.Replaying, limit: 20_000_000);
         List<HistoryEntry> replayed = c.Events[1].OfType<HistoryReplayed>().Select(r => r.Entry).ToList();
-        return (pulls, replayed, c[1]);
+        return (pulls, replayed, c[1], own);
     }
 
     private static void AssertSourceHistory(List<HistoryEntry> replayed)
@@ -72,31 +71,35 @@ public class OwnLogTailTests
     }
 
     [Fact]
-    public void A_returning_member_takes_the_entries_its_log_holds_and_pulls_only_the_rest()
+    public void A_returning_member_keeps_its_own_logs_entries_where_the_source_sends_the_same_ones()
     {
-        (List<long> pulls, List<HistoryEntry> replayed, ProcessNode returning) = Return(sameSafeSends: true);
+        (List<long> pulls, List<HistoryEntry> replayed, ProcessNode returning, List<byte[]> own) = Return(sameSafeSends: true);
         AssertSourceHistory(replayed);
         Assert.Equal(Held, returning.Counters.HistoryEntriesFromOwnLog);
-        Assert.NotEmpty(pulls);
-        Assert.Equal(Held + 1, pulls.Min()); // nothing it held was asked for
+        Assert.Contains(1L, pulls);
+        // Held once: entries 1..450 are the ones its log read at start (slices of its records), not the pulled copies.
+        for (int i = 0; i < Held; i++)
+        {
+            Assert.True(System.Runtime.InteropServices.MemoryMarshal.TryGetArray(replayed[i].Payload, out ArraySegment<byte> held));
+            Assert.Same(own[2 + i], held.Array);
+        }
+        Assert.False(System.Runtime.InteropServices.MemoryMarshal.TryGetArray(replayed[Held].Payload, out ArraySegment<byte> past) && own.Contains(past.Array!));
     }
 
     [Fact]
-    public void A_returning_member_whose_log_holds_other_SafeSends_at_those_indices_pulls_the_whole_history()
+    public void A_returning_member_whose_log_holds_other_SafeSends_at_those_indices_keeps_the_pulled_ones()
     {
         // Its log's SafeSends were lost by the group (their acceptors all delivered them and failed),
-        // and the indices went to others: the source's digest in its first chunk says so.
-        (List<long> pulls, List<HistoryEntry> replayed, ProcessNode returning) = Return(sameSafeSends: false);
+        // and the indices went to others.
+        (_, List<HistoryEntry> replayed, ProcessNode returning, _) = Return(sameSafeSends: false);
         AssertSourceHistory(replayed);
         Assert.Equal(0, returning.Counters.HistoryEntriesFromOwnLog);
-        Assert.Equal(Held + 1, pulls[0]); // it tried its own first
-        Assert.Contains(1L, pulls); // then pulled everything
     }
 
     [Fact]
-    public void Taking_the_log_entries_without_checking_them_replays_SafeSends_the_group_does_not_have()
+    public void Keeping_the_log_entries_without_comparing_them_replays_SafeSends_the_group_does_not_have()
     {
-        (_, List<HistoryEntry> replayed, ProcessNode returning) = Return(sameSafeSends: false, ProtocolMutations.OwnLogTailUnchecked);
+        (_, List<HistoryEntry> replayed, ProcessNode returning, _) = Return(sameSafeSends: false, ProtocolMutations.OwnLogEntryUnchecked);
         Assert.Equal(Held, returning.Counters.HistoryEntriesFromOwnLog);
         Assert.Equal(Payload(1, 2), replayed[0].Payload.ToArray()); // the broken rule: its own, not the group's
     }
