@@ -138,12 +138,8 @@ internal sealed partial class DurableHistory
             return;
         }
         // Nothing to pull: StartPull checked the checkpoint against the plan's digest at the target.
-        if (pull.Base == plan.Target)
-        {
-            BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
-            return;
-        }
-        SendPull(now);
+        if (pull.Base == plan.Target) BecomeCurrent(pull.Base, pull.Pulled, pull.Restore, rewrite: true, baseDigest: pull.BaseDigest);
+        else SendPull(now);
     }
 
     /// <summary>
