@@ -545,10 +545,13 @@ internal sealed class HistoryLogFile : IDisposable
     /// a restarting member's footprint does not jump by the copy for the second it takes. A spare's
     /// deletion needs no directory sync: one a crash brings back is found again at open.
     /// </summary>
-    private void MakeRoomAside(long asideBytes)
+    private void MakeRoomAside(long asideBytes) => DeleteSparesPastReserve((int)Math.Min(int.MaxValue, (asideBytes + SegmentBytes - 1) / SegmentBytes));
+
+    /// <summary>Deletes spare segments until the live log, <paramref name="besides"/> segments' worth more, and the spares fit the reserve.</summary>
+    private void DeleteSparesPastReserve(int besides)
     {
-        int aside = (int)Math.Min(int.MaxValue, (asideBytes + SegmentBytes - 1) / SegmentBytes);
-        while (_spares.Count > 0 && LiveSegments + aside + _spares.Count > ReservedSegments)
+        int live = LiveSegments;
+        while (_spares.Count > 0 && live + besides + _spares.Count > ReservedSegments)
         {
             _files.Delete(_spares[0]);
             _spares.RemoveAt(0);
@@ -588,11 +591,7 @@ internal sealed class HistoryLogFile : IDisposable
             else _files.Delete(file);
         }
         // The new log may fill more segments than the old: spares past the reserve go.
-        while (_spares.Count > 0 && LiveSegments + _spares.Count > ReservedSegments)
-        {
-            _files.Delete(_spares[0]);
-            _spares.RemoveAt(0);
-        }
+        DeleteSparesPastReserve(0);
         return kept;
     }
 
