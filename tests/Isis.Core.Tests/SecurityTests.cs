@@ -127,6 +127,27 @@ public class SecurityTests
     }
 
     [Fact]
+    public void A_live_members_replay_window_survives_5000_other_incarnations()
+    {
+        var (live, receiver, from) = Pair(Key(1), Key(1));
+        long seq = 0;
+        ReadOnlyMemory<byte> SealFrom(PacketSealer sealer, NodeId id) => sealer.Seal(DataPacket(id, 3, ++seq, "x"), new Outbox()).ToArray();
+        byte[] captured = SealFrom(live, from).ToArray();
+        Assert.Equal(OpenVerdict.Opened, Open(receiver, captured, out _));
+        for (int n = 0; n < 5_000; n++)
+        {
+            // Incarnations come and go (each sends a few packets and falls silent); the live member talks on.
+            var other = new NodeId(1_000 + (ulong)n, 1);
+            var sealer = new PacketSealer(other, salt: (uint)n + 17, systemKey: null);
+            sealer.SetGroupKey(G, Key(1));
+            Assert.Equal(OpenVerdict.Opened, Open(receiver, SealFrom(sealer, other), out _));
+            if (n % 50 == 0) Assert.Equal(OpenVerdict.Opened, Open(receiver, SealFrom(live, from), out _));
+        }
+        Assert.InRange(receiver.RememberedSenders(G), 1, 4_096); // bounded: the silent ones were forgotten...
+        Assert.Equal(OpenVerdict.Replayed, Open(receiver, captured, out _)); // ...and the live member's window still refuses its old packet
+    }
+
+    [Fact]
     public void A_keyed_group_works_and_forged_or_replayed_packets_are_dropped_and_counted()
     {
         byte[] key = Key(1);

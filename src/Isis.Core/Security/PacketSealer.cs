@@ -70,6 +70,9 @@ internal sealed class PacketSealer
     private ulong _counter;
     private KeyRing? _system;
     private readonly Dictionary<GroupId, KeyRing> _groups = new();
+
+    /// <summary>The senders whose keys and replay windows this process keeps for <paramref name="group"/>'s key.</summary>
+    internal int RememberedSenders(GroupId group) => _groups.TryGetValue(group, out KeyRing? ring) ? ring.Count : 0;
     private readonly Dictionary<GroupId, List<KeyRing>> _staged = new();   // a group's next keys, newest last
     private readonly Dictionary<GroupId, (KeyRing Ring, HashSet<NodeId> Senders)> _retiring = new(); // a group's previous key, until the view change after the move, from the members that moved
     private const int MaxStagedKeys = 4;
@@ -340,6 +343,7 @@ internal sealed class PacketSealer
             packet.Slice(PacketHeader.Size, bodyLength).CopyTo(_plain.AsSpan(PacketHeader.Size)); // the deliberate bug: take it anyway
         }
         if (!known) ring.Remember(h.Sender, peer); // only a sender that proved the key takes a place in the cache
+        ring.Heard(peer);
         peer.Window.Mark(counter);
         // The plaintext as a clear packet, so everything after this reads it unchanged.
         Span<byte> opened = _plain.AsSpan(0, PacketHeader.Size + bodyLength);
@@ -384,15 +388,28 @@ internal sealed class PacketSealer
             return peer ?? new Peer(new AesGcm(Derive(key, sender), TagSize));
         }
 
+        private long _clock; // counts packets opened with this key: when each peer was last heard
+
+        public int Count => _peers.Count;
+
+        public void Heard(Peer peer) => peer.LastHeard = ++_clock;
+
+        /// <summary>
+        /// Keeps <paramref name="sender"/>'s key and replay window. Bounded: past
+        /// <see cref="MaxPeersPerKey"/> incarnations, the eighth heard from least recently are
+        /// forgotten. A live member sends all the time (heartbeats, gossip), so it is never among
+        /// them, and its window goes on refusing replays; only incarnations long silent (failed,
+        /// left, or expelled and firewalled) restart theirs.
+        /// </summary>
         public void Remember(NodeId sender, Peer peer)
         {
             if (_peers.Count >= MaxPeersPerKey)
             {
-                // Bounded: a group of more incarnations than this over the process's life forgets the
-                // old ones (their windows restart, which only old incarnations' replays could use; the
-                // firewall drops expelled ones anyway).
-                foreach (Peer p in _peers.Values) p.Aes.Dispose();
-                _peers.Clear();
+                foreach (var (old, oldPeer) in _peers.OrderBy(p => p.Value.LastHeard).Take(MaxPeersPerKey / 8).ToList())
+                {
+                    oldPeer.Aes.Dispose();
+                    _peers.Remove(old);
+                }
             }
             _peers[sender] = peer;
         }
@@ -412,6 +429,8 @@ internal sealed class PacketSealer
         public AesGcm Aes { get; } = aes;
 
         public ReplayWindow Window { get; } = new();
+
+        public long LastHeard { get; set; }
     }
 }
 
