@@ -360,6 +360,9 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             case QueryCompleted q:
                 if (_groups.TryGetValue(q.Group, out g)) g.OnQueryCompleted(q);
                 break;
+            case SlowRepliersReported slow:
+                Log.SlowRepliersReported(Logger, _groups.TryGetValue(slow.Group, out g) ? g.Name : slow.Group.ToString(), slow.QueryId, string.Join(", ", slow.Members));
+                break;
             case HistoryReplayed h:
                 if (_groups.TryGetValue(h.Group, out g)) g.OnReplayed(h.Entry);
                 break;
@@ -531,7 +534,12 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         if (e is IncarnationExpelled x && (!loop.EmbeddedService || loop.Service?.IsActiveLeader == true))
         {
             if (x.AfterExit) Log.Exited(Logger, x.Node.ToString());
-            else Log.Expelled(Logger, x.Node.ToString());
+            else Log.Expelled(Logger, x.Node.ToString(), x.Reason switch
+            {
+                Core.Membership.ExpelReason.SlowToReply => "a member's query timed out waiting for its reply",
+                Core.Membership.ExpelReason.LacksGroupKey => "it does not hold a group's key",
+                _ => "missed heartbeats",
+            });
         }
     }
 

@@ -63,6 +63,35 @@ public class FirewallTests
         Assert.Contains("expelled", c[Zombie].ShutdownReason!);
     }
 
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void AnExpulsionAMemberAskedForCarriesItsReasonToTheLogsAndToTheExpelledProcess(bool serviceTellsIt)
+    {
+        var c = new TestCluster(3);
+        c.FormGroup(3);
+        int view = c.CurrentView(0)!.Id;
+        c.Stop(Zombie);
+        long stoppedAt = c.Now;
+        // A member's query timed out on it (QueryTimeoutAction.ExpelSlowMembers), long before missed heartbeats would tell.
+        c[0].Suspect(c.Id(Zombie), Isis.Core.Membership.ExpelReason.SlowToReply);
+        c.RunUntil(() => c.CurrentView(0)!.Id > view && c.CurrentView(1)!.Id > view);
+        Assert.Contains(new IncarnationExpelled(c.Id(Zombie), false, Isis.Core.Membership.ExpelReason.SlowToReply), c.OracleEvents);
+        Assert.True(c.Now - stoppedAt < c.Options.HeartbeatInterval * c.Options.SuspicionCount, "expelled on the member's word, before missed heartbeats would tell");
+        if (!serviceTellsIt)
+        {
+            // Only the survivors' firewalls answer it: they learned the reason with the expulsion.
+            c.DropWhere(e => e.To == c.Id(Zombie).Endpoint && e.From == TestCluster.OracleEndpoint);
+        }
+        c.Resume(Zombie);
+        c.RunFor(20 * c.Options.HeartbeatInterval);
+        NodeShutDown shutDown = Assert.Single(c.Events[Zombie].OfType<NodeShutDown>());
+        Assert.StartsWith("expelled", shutDown.Reason);
+        Assert.Contains("query timed out waiting for this process's reply", shutDown.Reason);
+        Assert.DoesNotContain("stopped hearing", shutDown.Reason);
+        if (!serviceTellsIt) Assert.Contains("reported by", shutDown.Reason);
+    }
+
     [Fact]
     public void ZombieThatResumesTickingShutsDownBecauseItWasExpelled()
     {

@@ -71,7 +71,8 @@ using Isis.MemberHost;
 //
 // and reads commands on stdin, one per line: "stats", "status" (a progress line now), "view",
 // "send N" (N more messages), "order" (digest line), "dump" (write the order file now),
-// "query" (QueryAsync<int>(Group.ALL, 2, ...), answered by "queryDone"), "crash" and
+// "query" (QueryAsync<int>(Group.ALL, 2, ...), answered by "queryDone"), "query-expel MS" (the same
+// with a timeout of MS ms that expels the members that did not answer), "crash" and
 // "crash-at N" (see below), "quit". It exits when stdin closes, and after a protocol shutdown.
 //
 // "crash" SIGKILLs this process from its own event loop, between two iterations: the event log and
@@ -358,6 +359,25 @@ while ((line = Console.In.ReadLine()) != null)
                 try
                 {
                     IReadOnlyList<int> replies = await group.QueryAsync<int>(Group.ALL, 2, 0).ConfigureAwait(false);
+                    output.Write(new JsonObject
+                    {
+                        ["event"] = "queryDone",
+                        ["replies"] = new JsonArray(replies.Order().Select(r => (JsonNode)JsonValue.Create(r)).ToArray()),
+                    });
+                }
+                catch (Exception e)
+                {
+                    output.Write(new JsonObject { ["event"] = "queryFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
+                }
+            });
+            break;
+        case "query-expel" when words.Length == 2 && int.TryParse(words[1], CultureInfo.InvariantCulture, out int timeoutMs) && timeoutMs > 0:
+            // Query(ALL) whose members that do not answer within the timeout are expelled.
+            _ = Task.Run(async () =>
+            {
+                try
+                {
+                    IReadOnlyList<int> replies = await group.QueryAsync<int>(Group.ALL, new QueryTimeout(TimeSpan.FromMilliseconds(timeoutMs), QueryTimeoutAction.ExpelSlowMembers), 2, 0).ConfigureAwait(false);
                     output.Write(new JsonObject
                     {
                         ["event"] = "queryDone",

@@ -80,7 +80,7 @@ internal sealed partial class GroupMember
     /// <summary>Asks the membership service to expel a member that does not hold the group's key (once).</summary>
     internal void SuspectForKey(NodeId member)
     {
-        if (_suspectedForKey.Add(member)) _node.Suspect(member);
+        if (_suspectedForKey.Add(member)) _node.Suspect(member, Membership.ExpelReason.LacksGroupKey);
     }
 
     // Key rotation: the next key this member holds (its fingerprint), the fingerprints the view's

@@ -80,7 +80,7 @@ internal sealed partial class GroupMember
         Id = id;
         Name = name;
         State = MemberState.Joining;
-        _queries = new QueryTracker(id, e => Publish(e), node.Suspect, (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
+        _queries = new QueryTracker(id, e => Publish(e), slow => node.Suspect(slow, Membership.ExpelReason.SlowToReply), (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
         _order = new TotalOrder { OneAcceptorShort = (node.Options.Mutations & ProtocolMutations.SafeDeliversOneAcceptorShort) != 0 };
         if (log != null) History = new DurableHistory(node, this, log, checkpoints ?? []);
     }

@@ -132,7 +132,9 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
                     break;
                 case QueryTimeoutAction.ExpelSlowMembers when !p.Suspected && p.Expected != null:
                     p.Suspected = true;
-                    foreach (NodeId n in Missing(p)) suspect(n);
+                    NodeId[] slow = [.. Missing(p)];
+                    foreach (NodeId n in slow) suspect(n);
+                    if (slow.Length > 0) emit(new SlowRepliersReported(group, p.Id, slow));
                     break;
             }
         }

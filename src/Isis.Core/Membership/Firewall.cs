@@ -19,7 +19,20 @@ internal sealed class Firewall(ProtocolOptions options)
 
     public int ExpelledCount => _expelled.Count;
 
-    public void Expel(NodeId node) => _expelled.Add(node);
+    private readonly Dictionary<NodeId, ExpelReason> _reasons = new(); // the latest expulsions' causes, when known and not missed heartbeats
+    private readonly Queue<NodeId> _reasonOrder = new();
+
+    public void Expel(NodeId node, ExpelReason reason = ExpelReason.Unheard)
+    {
+        _expelled.Add(node);
+        if (reason == ExpelReason.Unheard || !_reasons.TryAdd(node, reason)) return;
+        _reasonOrder.Enqueue(node);
+        // Bounded like the service's list of recent expulsions: an older zombie hears the generic cause.
+        if (_reasonOrder.Count > options.MembershipUpdateSize) _reasons.Remove(_reasonOrder.Dequeue());
+    }
+
+    /// <summary>Why <paramref name="node"/> was expelled, as far as this process was told.</summary>
+    public ExpelReason ReasonFor(NodeId node) => _reasons.GetValueOrDefault(node);
 
     public bool Admit(NodeId sender) => !_expelled.Contains(sender);
 

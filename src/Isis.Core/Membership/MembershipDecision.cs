@@ -17,6 +17,7 @@ internal abstract record MembershipDecision
         View = 3,
         DeleteGroup = 4,
         Configuration = 5,
+        ExpelFor = 6, // an expulsion with its reason (one without is written as Expel, as before reasons travelled)
     }
 
     public byte[] Encode(PacketWriter writer)
@@ -27,8 +28,11 @@ internal abstract record MembershipDecision
             case LeaderTermDecision t:
                 writer.U8((byte)Tag.LeaderTerm).I64(t.Term);
                 break;
-            case ExpelDecision x:
+            case ExpelDecision { Reason: ExpelReason.Unheard } x:
                 writer.U8((byte)Tag.Expel).Node(x.Node);
+                break;
+            case ExpelDecision x:
+                writer.U8((byte)Tag.ExpelFor).Node(x.Node).U8((byte)x.Reason);
                 break;
             case ViewDecision v:
                 writer.U8((byte)Tag.View).I64((long)v.Group.Value).String(v.Name).I32(v.ViewId)
@@ -53,6 +57,7 @@ internal abstract record MembershipDecision
         {
             Tag.LeaderTerm => new LeaderTermDecision(r.I64()),
             Tag.Expel => new ExpelDecision(r.Node()),
+            Tag.ExpelFor => new ExpelDecision(r.Node(), ExpelReasons.Read(r.U8())),
             Tag.View => new ViewDecision(new GroupId((ulong)r.I64()), r.String(maxGroupNameBytes), r.I32(), r.Nodes(), r.Nodes(), r.Nodes(), (ulong)r.I64()),
             Tag.DeleteGroup => new DeleteGroupDecision(new GroupId((ulong)r.I64()), r.I32()),
             Tag.Configuration => ConfigurationDecision.Read(ref r),
@@ -74,7 +79,7 @@ internal abstract record MembershipDecision
 internal sealed record LeaderTermDecision(long Term) : MembershipDecision;
 
 /// <summary>The incarnation is out of the system: every process firewalls it, every group drops it.</summary>
-internal sealed record ExpelDecision(NodeId Node) : MembershipDecision;
+internal sealed record ExpelDecision(NodeId Node, ExpelReason Reason = ExpelReason.Unheard) : MembershipDecision;
 
 /// <summary>The next view of a group, after its flush (or the first view), with the multicast endpoint the leader allocated it (0: unicast).</summary>
 internal sealed record ViewDecision(GroupId Group, string Name, int ViewId, NodeId[] Members, NodeId[] Joiners, NodeId[] Leavers, ulong Multicast = 0) : MembershipDecision;

@@ -146,6 +146,7 @@ internal sealed partial class MembershipReplica
         _expelled.Clear();
         foreach (NodeId n in expelled) _expelled.Add(n);
         _recentlyExpelled.Clear();
+        _expelReasons.Clear(); // not in a snapshot: the restored ones are told as missed heartbeats
         _recentlyExpelled.AddRange(recentlyExpelled);
         _groups.Clear();
         foreach (var (id, g) in groups) _groups[id] = g;

@@ -39,6 +39,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     // Committed state: the same at every replica that applied the same log prefix.
     private readonly ExpelledIncarnations _expelled = new();
     private readonly List<NodeId> _recentlyExpelled = new();
+    private readonly Dictionary<NodeId, ExpelReason> _expelReasons = new(); // of the recently expelled whose cause is not missed heartbeats
     private readonly Dictionary<GroupId, GroupRecord> _groups = new();
     // The last view (and last live view) of recently deleted groups, oldest deletion first (see DeletedGroupLastView).
     private readonly Dictionary<GroupId, DeletedGroup> _deletedGroupViews = new();
@@ -208,7 +209,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         {
             // Firewall: an expelled incarnation gets one answer, "you are out", and nothing else.
             Counters.DroppedFirewall++;
-            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.Expelled, default, 0, 0)).Node(h.Sender).Finish());
+            Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.Expelled, default, 0, (long)_expelReasons.GetValueOrDefault(h.Sender))).Node(h.Sender).Finish());
             return;
         }
         if (h.Kind == PacketKind.Discover)
@@ -305,9 +306,10 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
                 NodeId suspect = r.Node();
                 if (!r.Complete) return false;
                 Heard(h.Sender);
-                // A member reports another as too slow (a query timed out on it): as with missed
-                // heartbeats, the service decides, and expelled is expelled.
-                if (suspect != h.Sender && _processes.ContainsKey(suspect)) ProposeExpel(suspect);
+                // A member reports another as too slow (a query timed out on it) or without the
+                // group's key: as with missed heartbeats, the service decides, and expelled is
+                // expelled. The reason goes with the expulsion, to the logs and the process.
+                if (suspect != h.Sender && _processes.ContainsKey(suspect)) ProposeExpel(suspect, ExpelReasons.Read(h.Number));
                 return true;
             }
             case PacketKind.InstallAck:
@@ -343,6 +345,10 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
     {
         PacketWriter w = _writer.Begin(Header(PacketKind.MembershipUpdate, default, 0, _epoch));
         w.Nodes(System.Runtime.InteropServices.CollectionsMarshal.AsSpan(_recentlyExpelled));
+        // Then why each was expelled, a byte each: a member's firewall tells an expelled process that asks.
+        Span<byte> reasons = _recentlyExpelled.Count <= 256 ? stackalloc byte[_recentlyExpelled.Count] : new byte[_recentlyExpelled.Count];
+        for (int i = 0; i < reasons.Length; i++) reasons[i] = (byte)_expelReasons.GetValueOrDefault(_recentlyExpelled[i]);
+        w.Bytes(reasons);
         Send(to.Endpoint, w.Finish());
     }
 
@@ -412,12 +418,12 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         if (_leading) ProposeExpel(node);
     }
 
-    private void ProposeExpel(NodeId node)
+    private void ProposeExpel(NodeId node, ExpelReason reason = ExpelReason.Unheard)
     {
         // Silent from now on: expelling takes a commit, and the process must not be suspected twice.
         if (_expelled.Contains(node) || !_expelProposed.Add(node)) return;
         _processes.Remove(node);
-        Propose(new ExpelDecision(node));
+        Propose(new ExpelDecision(node, reason));
     }
 
     private void Propose(MembershipDecision decision) => _log.Propose(decision.Encode(_writer), _now);
@@ -446,7 +452,7 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         switch (decision)
         {
             case ExpelDecision x:
-                ApplyExpel(x.Node);
+                ApplyExpel(x.Node, x.Reason);
                 break;
             case ViewDecision v:
                 ApplyView(v);
@@ -518,17 +524,22 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
         p.HeardSinceCheck = false;
     }
 
-    private void ApplyExpel(NodeId node)
+    private void ApplyExpel(NodeId node, ExpelReason reason)
     {
         if (!_expelled.Add(node)) return;
         // Earlier incarnations on the node's endpoint count as expelled from now on too (see
         // ExpelledIncarnations): the leader forgets them and changes their groups' views below.
         _recentlyExpelled.Add(node);
-        if (_recentlyExpelled.Count > Options.MembershipUpdateSize) _recentlyExpelled.RemoveAt(0);
+        if (reason != ExpelReason.Unheard) _expelReasons[node] = reason;
+        if (_recentlyExpelled.Count > Options.MembershipUpdateSize)
+        {
+            _expelReasons.Remove(_recentlyExpelled[0]);
+            _recentlyExpelled.RemoveAt(0);
+        }
         _epoch++;
         // An exiting process stops heartbeating once it has left its groups: the service expels it
         // like any silent process (so it is firewalled), but says it was no failure.
-        Outbox.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node)));
+        Outbox.Add(new IncarnationExpelled(node, AfterExit: _leading && _retiring.Contains(node), reason));
         if (!_leading) return;
 
         bool Out(NodeId n) => n.Endpoint == node.Endpoint && _expelled.Contains(n);

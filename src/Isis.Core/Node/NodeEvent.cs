@@ -252,12 +252,15 @@ internal sealed record ServiceNotFoundYet(long Waited, int AddressesAsked) : Nod
 /// </summary>
 internal sealed record TrafficFirewalled(NodeId From, long DroppedSoFar) : NodeEvent;
 
+/// <summary>A query with QueryTimeoutAction.ExpelSlowMembers timed out: the members that had not replied were reported to the membership service to be expelled.</summary>
+internal sealed record SlowRepliersReported(GroupId Group, long QueryId, NodeId[] Members) : NodeEvent;
+
 /// <summary>
 /// The membership service expelled an incarnation (emitted by the membership service).
 /// <paramref name="AfterExit"/>: the leader knew it was exiting (it had asked to hand its replica
-/// over), so this is the end of a graceful exit, not a failure.
+/// over), so this is the end of a graceful exit, not a failure. <paramref name="Reason"/>: why.
 /// </summary>
-internal sealed record IncarnationExpelled(NodeId Node, bool AfterExit = false) : NodeEvent;
+internal sealed record IncarnationExpelled(NodeId Node, bool AfterExit = false, Membership.ExpelReason Reason = Membership.ExpelReason.Unheard) : NodeEvent;
 
 /// <summary>
 /// A membership replica applied the committed decision at <paramref name="Index"/> of its log (every

@@ -372,8 +372,8 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>Asks the membership service to expel <paramref name="node"/> (a query found it too slow).</summary>
-    internal void Suspect(NodeId node) =>
-        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, 0)).Node(node).Finish());
+    internal void Suspect(NodeId node, ExpelReason reason) =>
+        SendToOracle(Writer.Begin(new PacketHeader(PacketKind.Suspect, Self, default, 0, (long)reason)).Node(node).Finish());
 
     /// <summary>Deletes the group: the service removes every member in one view change and forgets it; each member gets <see cref="GroupLeft"/> with Terminated set.</summary>
     public void Terminate(GroupId id, long now)
@@ -748,7 +748,11 @@ internal sealed class ProcessNode : IProtocolNode
             .Nodes(_service.Select(e => new NodeId(e, 0)).ToArray()).Finish();
 
     private byte[] ExpelledNotice(NodeId target) =>
-        Writer.Begin(new PacketHeader(PacketKind.Expelled, Self, default, 0, 0)).Node(target).Finish();
+        Writer.Begin(new PacketHeader(PacketKind.Expelled, Self, default, 0, (long)_firewall.ReasonFor(target))).Node(target).Finish();
+
+    /// <summary>What an expelled process says as it shuts down: who expelled it and why.</summary>
+    private static string ExpelledBecause(ExpelReason reason, string by) =>
+        $"expelled by {by}: {ExpelReasons.Describe(reason)}. Restart the process to rejoin as a new member.";
 
     private void HandleFromPeer(in PacketHeader h, ReadOnlySpan<byte> body)
     {
@@ -761,7 +765,7 @@ internal sealed class ProcessNode : IProtocolNode
             // service has gone quiet too; otherwise ask the service (the next heartbeat answers).
             if (target == Self && _now - _lastHeardFromOracle > Options.HeartbeatInterval * 2)
             {
-                ShutDown("expelled: members of the group firewall this incarnation (reported by " + h.Sender + ")");
+                ShutDown(ExpelledBecause(ExpelReasons.Read(h.Number), "the membership service (members of the group firewall this incarnation; reported by " + h.Sender + ")"));
             }
             else
             {
@@ -825,13 +829,15 @@ internal sealed class ProcessNode : IProtocolNode
             case PacketKind.MembershipUpdate:
             {
                 NodeId[] expelled = r.Nodes();
+                byte[] reasons = r.Remaining > 0 ? r.Bytes() : []; // one per expelled incarnation
                 if (!r.Complete) break;
                 HeardFromService();
                 _knownEpoch = Math.Max(_knownEpoch, h.Number);
-                foreach (NodeId n in expelled)
+                for (int i = 0; i < expelled.Length; i++)
                 {
-                    if (n == Self) { ShutDown("expelled by the membership service"); return; }
-                    _firewall.Expel(n);
+                    ExpelReason reason = i < reasons.Length ? ExpelReasons.Read(reasons[i]) : ExpelReason.Unheard;
+                    if (expelled[i] == Self) { ShutDown(ExpelledBecause(reason, "the membership service")); return; }
+                    _firewall.Expel(expelled[i], reason);
                 }
                 return;
             }
@@ -840,8 +846,7 @@ internal sealed class ProcessNode : IProtocolNode
                 NodeId target = r.Node();
                 if (!r.Complete) break;
                 if (target != Self) { Counters.DroppedNotForMe++; return; }
-                ShutDown("expelled by the membership service: it stopped hearing this process " +
-                         "(crashed, paused or cut off). Restart the process to rejoin as a new member.");
+                ShutDown(ExpelledBecause(ExpelReasons.Read(h.Number), "the membership service"));
                 return;
             }
             case PacketKind.InstallView:

@@ -20,8 +20,11 @@ internal static partial class Log
     [LoggerMessage(EventId = 5, Level = LogLevel.Critical, Message = "Isis runtime shut down by the membership protocol: {Reason}")]
     public static partial void ShutDown(ILogger logger, string reason);
 
-    [LoggerMessage(EventId = 6, Level = LogLevel.Warning, Message = "Membership service expelled {Member}; its traffic is now firewalled")]
-    public static partial void Expelled(ILogger logger, string member);
+    [LoggerMessage(EventId = 6, Level = LogLevel.Warning, Message = "Membership service expelled {Member} ({Reason}); its traffic is now firewalled")]
+    public static partial void Expelled(ILogger logger, string member, string reason);
+
+    [LoggerMessage(EventId = 24, Level = LogLevel.Warning, Message = "Group {Group}: query {Query} got no reply from {Members} within its timeout; reported them to the membership service to be expelled (QueryTimeoutAction.ExpelSlowMembers)")]
+    public static partial void SlowRepliersReported(ILogger logger, string group, long query, string members);
 
     [LoggerMessage(EventId = 8, Level = LogLevel.Warning, Message = "Firewall: dropped traffic from expelled incarnation {Incarnation} ({Dropped} packets from expelled incarnations dropped so far)")]
     public static partial void Firewalled(ILogger logger, string incarnation, long dropped);

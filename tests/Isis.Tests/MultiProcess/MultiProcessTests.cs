@@ -214,6 +214,41 @@ public sealed class MultiProcessTests
         });
     }
 
+    [Fact]
+    public void A_sigstopped_member_that_does_not_answer_a_query_in_time_is_expelled_for_that_and_told_why()
+    {
+        const int Members = 4;
+        // Missed heartbeats would take 60 s (600 x 100 ms): the query's 1 s timeout must be what expels it.
+        using var cluster = new MultiProcessCluster(_output, "expel-slow", suspicionCount: 600);
+        Run(cluster, () =>
+        {
+            MemberProcess[] members = cluster.StartMany(Members, i => ["--sends", S(10), "--expect-members", S(Members)]);
+            foreach (MemberProcess m in members) AssertDone(m, m.WaitFor("done", Long), Members, 10);
+            int viewWithVictim = members.Max(LastViewId);
+            MemberProcess victim = members[^1];
+            MemberProcess[] survivors = members[..^1];
+
+            victim.Stop();
+            cluster.Log($"SIGSTOPped {victim.Name} (pid {victim.Pid}); querying with a 1 s timeout that expels slow members");
+            survivors[0].Command("query-expel 1000");
+            JsonObject done = survivors[0].WaitFor("queryDone", Detection);
+            Assert.Equal(3, ((JsonArray)done["replies"]!).Count); // completed once the view dropped the stopped member
+            cluster.WaitForView(survivors, survivors, viewWithVictim, Detection, "survivors installed a view without the stopped member");
+            // The querier says whom it reported and why (on standard error: no logger was configured).
+            TestWait(() => survivors[0].StandardError.Contains("ExpelSlowMembers", StringComparison.Ordinal), Detection);
+            cluster.Log("querier: " + survivors[0].StandardError.Split('\n').First(l => l.Contains("ExpelSlowMembers", StringComparison.Ordinal)));
+
+            victim.Continue();
+            JsonObject shutdown = victim.WaitFor("shutdown", Detection);
+            string reason = (string)shutdown["reason"]!;
+            cluster.Log($"{victim.Name} shut down: {reason}");
+            Assert.StartsWith("expelled", reason, StringComparison.Ordinal);
+            Assert.Contains("query timed out waiting for this process's reply", reason, StringComparison.Ordinal);
+            Assert.DoesNotContain("stopped hearing", reason, StringComparison.Ordinal);
+            Assert.True(victim.WaitForExit(TimeSpan.FromSeconds(15)), $"{victim.Name} did not exit after its shutdown");
+        });
+    }
+
     // ---------------------------------------------------------------- (d) hostile datagrams
 
     [Fact]
