@@ -203,6 +203,9 @@ internal sealed record Scenario
     /// <summary>Chance that a send is followed by a Flush (when none is outstanding). Defaults to 0.05.</summary>
     public double FlushChance { get; init; } = 0.05;
 
+    /// <summary>Every other Flush is a Flush(k) with 1 &lt;= k &lt;= the view's size (the relaying families: a Flush(k) there asks k - 1 members directly, where every other Flush waits for the tree).</summary>
+    public bool FlushK { get; init; }
+
     /// <summary>With <see cref="Crashes"/>: chance that a process crashes right after its Flush returns (the case Flush exists for). Defaults to 0.3.</summary>
     public double CrashAfterFlushChance { get; init; } = 0.3;
 
@@ -491,13 +494,13 @@ internal sealed record Scenario
             },
             "relay" => new Scenario
             {
-                Name = family, Processes = 5 + r.Next(8), Crashes = true, LeaveAndRejoin = true, Protocol = GossipProtocol with { RelayThroughTree = true },
+                Name = family, Processes = 5 + r.Next(8), Crashes = true, LeaveAndRejoin = true, Protocol = GossipProtocol with { RelayThroughTree = true }, FlushK = true,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.03, MinDelay = 20, MaxDelay = 1_000 },
             },
             "relay-chaos" => new Scenario
             {
                 Name = family, Processes = 5 + r.Next(8), Crashes = true, CoordinatorCrashes = true, RoleCrashes = true, Partitions = true, Pauses = true,
-                LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol with { RelayThroughTree = true },
+                LeaveAndRejoin = true, MessagesPerProcess = 80, Protocol = GossipProtocol with { RelayThroughTree = true }, FlushK = true,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
             "collections" => new Scenario

@@ -598,8 +598,12 @@ internal sealed partial class Simulator
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
         {
             p.FlushOutstanding = true;
-            History.RecordFlushRequested(_now, node.Self, _group, g.View?.Id ?? 0);
-            node.Flush(_group, ++p.FlushTokens, minHolders: 0, _now);
+            // In the relaying families every other flush is a Flush(k), 1 <= k <= the view's size
+            // (drawn from the token, not the run's random stream): the rest wait for every member.
+            int size = Math.Max(1, g.View?.Members.Length ?? 1);
+            int k = !Scenario.FlushK || p.FlushTokens % 2 == 0 ? 0 : 1 + (int)(p.FlushTokens / 2 % size);
+            History.RecordFlushRequested(_now, node.Self, _group, g.View?.Id ?? 0, k);
+            node.Flush(_group, ++p.FlushTokens, minHolders: k, _now);
             Flush(p);
         }
     }

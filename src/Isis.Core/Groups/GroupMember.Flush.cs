@@ -11,6 +11,7 @@ internal sealed partial class GroupMember
     // and not yet known settled are logged with their view and sequence number.
     private long _issued;
     private long _nextFlushPokeAt;
+    private int _flushPokeRepeats; // relaying: pokes since the last Flush completed (each asks one member more)
     private long _sentCount;
     private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
     private int _sentLogStart; // entries before it are stable: see TrimSentLog
@@ -23,12 +24,61 @@ internal sealed partial class GroupMember
         _flushWaiters.Add((token, _issued, minHolders));
         CompleteFlushes();
         if (_flushWaiters.Count == 0 || _wedged || MyRank < 0) return;
-        // Relaying, this member talks to its tree neighbours only: the Flush waits for the tree to
-        // declare its messages stable (a Flush(k) too: stable means held by every member).
-        if (Relaying) return;
-        // Ask every member for its digest now: the Flush then costs one round trip.
+        PokeForFlush(now);
+    }
+
+    /// <summary>True while a Flush waits and this member asks for the digests that decide it (<see cref="PokeForFlush"/>).</summary>
+    private bool PokesForFlush => _flushWaiters.Count > 0 && !_wedged && MyRank >= 0 && (!Relaying || FlushHoldersToAsk > 0);
+
+    /// <summary>
+    /// Relaying, the most other members a waiting Flush(k) counts (k - 1 of the largest k), or 0 when
+    /// every waiting Flush wants every member: stability, which the tree declares.
+    /// </summary>
+    private int FlushHoldersToAsk
+    {
+        get
+        {
+            int members = View!.Members.Length, most = 0;
+            foreach (var (_, _, minHolders) in _flushWaiters)
+            {
+                if (minHolders > 0 && minHolders < members) most = Math.Max(most, minHolders - 1);
+            }
+            return most;
+        }
+    }
+
+    /// <summary>
+    /// Asks the members whose holdings decide a waiting Flush for their digests at once, so it costs
+    /// a round trip and not a digest period; again each NAK interval while it waits (a reply may be
+    /// lost, or may have raced ahead of our data). In a small group that is every member. Relaying
+    /// (a large TCP group), a member talks to its tree neighbours only and stability comes from the
+    /// tree, which settles a Flush of every member; a Flush(k) asks k - 1 members only, its tree
+    /// neighbours first (the data reaches them first), then the next ranks: k - 1 packets, whatever
+    /// the group's size. Each repeat asks one member more, so one that crashed (and does not answer
+    /// until the view change drops it) is made up for by the next.
+    /// </summary>
+    private void PokeForFlush(long now)
+    {
+        if (!PokesForFlush) return;
         _nextFlushPokeAt = now + Options.NakInterval;
-        SendDigest(now, askForReplies: true);
+        if (!Relaying)
+        {
+            SendDigest(now, askForReplies: true);
+            return;
+        }
+        int members = View!.Members.Length;
+        int ask = Math.Min(members - 1, FlushHoldersToAsk + _flushPokeRepeats++);
+        var asked = new List<int>(ask);
+        foreach (int neighbour in _tree!.Neighbours)
+        {
+            if (asked.Count < ask) asked.Add(neighbour);
+        }
+        for (int step = 1; asked.Count < ask && step < members; step++)
+        {
+            int rank = (MyRank + step) % members;
+            if (!asked.Contains(rank)) asked.Add(rank);
+        }
+        foreach (int rank in asked) SendDigest(now, askForReplies: true, only: View.Members[rank]);
     }
 
     /// <summary>
@@ -49,6 +99,7 @@ internal sealed partial class GroupMember
             _flushWaiters.RemoveAt(i);
             Publish(new FlushCompleted(Id, token));
         }
+        if (_flushWaiters.Count == 0) _flushPokeRepeats = 0;
     }
 
     /// <summary>

@@ -665,13 +665,8 @@ internal sealed partial class GroupMember
         TickKeyRotation(now);
         if (_outgoingStates.Count > 0) TickStateTransfers(now);
         _queries.Tick(now);
-        // While a Flush waits, ask every member for its digest at once, and again each NAK interval
-        // (a reply may be lost, or may have raced ahead of our last data).
-        if (_flushWaiters.Count > 0 && now >= _nextFlushPokeAt && !_wedged && MyRank >= 0 && !Relaying)
-        {
-            _nextFlushPokeAt = now + Options.NakInterval;
-            SendDigest(now, askForReplies: true);
-        }
+        // While a Flush waits, ask the members that decide it for their digests each NAK interval.
+        if (now >= _nextFlushPokeAt) PokeForFlush(now);
         if (_outgoingReplies.Count > 0 && now >= _nextReplyRetryAt)
         {
             _nextReplyRetryAt = now + Options.RetryInterval;
@@ -735,7 +730,7 @@ internal sealed partial class GroupMember
             d = Math.Min(d, KeyRotationDeadline);
             if (_outgoingStates.Count > 0) d = Math.Min(d, StateTransferDeadline());
             d = Math.Min(d, _queries.NextDeadline);
-            if (_flushWaiters.Count > 0 && !_wedged && MyRank >= 0 && !Relaying) d = Math.Min(d, _nextFlushPokeAt);
+            if (PokesForFlush) d = Math.Min(d, _nextFlushPokeAt);
             if (_outgoingReplies.Count > 0) d = Math.Min(d, _nextReplyRetryAt);
             if (!_wedged) d = Math.Min(d, _digestDirty ? _nextDigestAt : Math.Max(_nextDigestAt, _lastDigestSentAt + IdleDigestInterval));
             if (!_wedged && _tree != null) d = Math.Min(d, _tree.NextDeadline);

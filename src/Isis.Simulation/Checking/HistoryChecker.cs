@@ -446,25 +446,29 @@ internal static partial class HistoryChecker
     /// <summary>
     /// Flush: once a process's Flush returned, every message it sent before calling Flush is held
     /// by every member of its view, so it survives the sender's crash: every member that survives
-    /// that message's view (installs the next view) delivered it in that view.
+    /// that message's view (installs the next view) delivered it in that view. A Flush(k) promises
+    /// k holders: a message it returned for survives any k - 1 failures, so the survivors must
+    /// deliver it whenever fewer than k members of its view did not come through the view.
     /// </summary>
     internal static void FlushDurability(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
         const string P = nameof(FlushDurability);
-        var open = new Dictionary<(NodeId, GroupId), int>();
-        var cover = new Dictionary<(NodeId, GroupId), int>();
+        var open = new Dictionary<(NodeId, GroupId), (int Request, int Holders)>();
+        var completed = new Dictionary<(NodeId, GroupId), List<(int Request, int Holders)>>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
-            if (e.Kind == HistoryEventKind.FlushRequested) open[(e.Process, e.Group)] = i;
-            else if (e.Kind == HistoryEventKind.FlushCompleted && open.Remove((e.Process, e.Group), out int request))
+            if (e.Kind == HistoryEventKind.FlushRequested) open[(e.Process, e.Group)] = (i, e.Phi);
+            else if (e.Kind == HistoryEventKind.FlushCompleted && open.Remove((e.Process, e.Group), out var request))
             {
-                cover[(e.Process, e.Group)] = Math.Max(cover.GetValueOrDefault((e.Process, e.Group)), request);
+                ref var list = ref System.Runtime.InteropServices.CollectionsMarshal.GetValueRefOrAddDefault(completed, (e.Process, e.Group), out _);
+                (list ??= new()).Add(request);
             }
         }
-        if (cover.Count == 0) return;
+        if (completed.Count == 0) return;
 
-        var flushed = new Dictionary<MessageId, int>(); // message -> index of the flush request covering it
+        // Per message: the strongest flush that returned for it (requested after it was sent), and where.
+        var flushed = new Dictionary<MessageId, (int Request, int Holders)>();
         var delivered = new HashSet<(NodeId, MessageId)>();
         for (int i = 0; i < events.Length; i++)
         {
@@ -472,7 +476,13 @@ internal static partial class HistoryChecker
             switch (e.Kind)
             {
                 case HistoryEventKind.Send when e.Primitive != Isis.Core.Groups.MessageKind.Safe: // Flush covers the cheap primitives
-                    if (cover.TryGetValue((e.Process, e.Group), out int request) && i < request) flushed[e.Message] = request;
+                    if (!completed.TryGetValue((e.Process, e.Group), out var flushes)) break;
+                    foreach (var (request, holders) in flushes)
+                    {
+                        if (request < i) continue;
+                        int strength = holders <= 0 ? int.MaxValue : holders;
+                        if (!flushed.TryGetValue(e.Message, out var best) || strength > (best.Holders <= 0 ? int.MaxValue : best.Holders)) flushed[e.Message] = (request, holders);
+                    }
                     break;
                 case HistoryEventKind.Deliver:
                     if (flushed.ContainsKey(e.Message)) delivered.Add((e.Process, e.Message));
@@ -480,11 +490,16 @@ internal static partial class HistoryChecker
             }
         }
         var views = ViewHistory.Of(events);
-        foreach (var (m, request) in flushed)
+        foreach (var (m, (request, holders)) in flushed)
         {
+            if (holders > 0 && views.MembersOf.TryGetValue((m.Group, m.ViewId), out NodeId[]? members) && members.Count(q => !views.Survived(q, m)) >= holders)
+            {
+                continue; // as many members as it had holders may have failed: the flush promised no more
+            }
             foreach (NodeId q in views.SurvivorsWithout(m, delivered))
             {
-                sink.Report(P, $"{m} was flushed by {m.Sender} (Flush requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
+                string flush = holders > 0 ? $"Flush({holders})" : "Flush";
+                sink.Report(P, $"{m} was flushed by {m.Sender} ({flush} requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
             }
         }
     }

@@ -95,8 +95,9 @@ internal sealed class History
     public void RecordJoinRequested(long time, NodeId process, GroupId group) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.JoinRequested) { Group = group });
 
-    public void RecordFlushRequested(long time, NodeId process, GroupId group, int viewId) =>
-        Add(new HistoryEvent(time, process, HistoryEventKind.FlushRequested) { Group = group, ViewId = viewId });
+    /// <summary>A Flush(<paramref name="holders"/>) was requested (0: every member), kept in <see cref="HistoryEvent.Phi"/>.</summary>
+    public void RecordFlushRequested(long time, NodeId process, GroupId group, int viewId, int holders = 0) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.FlushRequested) { Group = group, ViewId = viewId, Phi = holders });
 
     public void RecordFlushCompleted(long time, NodeId process, GroupId group, int viewId) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.FlushCompleted) { Group = group, ViewId = viewId });

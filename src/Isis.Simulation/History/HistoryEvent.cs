@@ -31,7 +31,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Send and Deliver: the primitive (Send or OrderedSend); ordered messages must be delivered in one total order.</summary>
     public MessageKind Primitive { get; init; }
 
-    /// <summary>Send of a SafeSend: its acceptor count phi (0 = every member of the view).</summary>
+    /// <summary>Send of a SafeSend: its acceptor count phi (0 = every member of the view). FlushRequested: the holders a Flush(k) waits for (0 = every member).</summary>
     public int Phi { get; init; }
 
     /// <summary>Deliver: delivered by the view change's flush at the end of the view, not on the normal path.</summary>

@@ -46,4 +46,26 @@ public sealed class GossipScenarioTests(ITestOutputHelper output)
             .ToList();
         Assert.All(runs, r => Assert.False(r.Passed, r.Summary));
     }
+
+    [Fact]
+    public void Relaying_Flush_k_returns_for_k_holders_and_the_checker_holds_it_to_k()
+    {
+        // In the relay families every other Flush is a Flush(k): it asks k - 1 members for their
+        // digests directly (the tree only settles a Flush of all), and FlushDurability demands that
+        // its messages survive any k - 1 failures.
+        int returned = 0;
+        for (ulong seed = 0; seed < 20; seed++)
+        {
+            SimulationRun run = SimulationRun.Execute(seed, "relay");
+            Assert.True(run.Passed, run.Summary);
+            var asked = new Dictionary<Isis.Core.Identity.NodeId, int>();
+            foreach (HistoryEvent e in run.History.Events)
+            {
+                if (e.Kind == HistoryEventKind.FlushRequested) asked[e.Process] = e.Phi;
+                else if (e.Kind == HistoryEventKind.FlushCompleted && asked.Remove(e.Process, out int k) && k > 0) returned++;
+            }
+        }
+        output.WriteLine($"{returned} Flush(k) calls returned in 20 relay seeds");
+        Assert.True(returned >= 20, $"only {returned} Flush(k) calls returned");
+    }
 }

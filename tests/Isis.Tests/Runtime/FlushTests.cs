@@ -50,4 +50,44 @@ public sealed class FlushTests
         Assert.Contains("Join()", e.Message);
         Assert.Throws<ArgumentOutOfRangeException>(() => { _ = g.FlushAsync(-1); });
     }
+
+    /// <summary>
+    /// Flush(k) at 3 members (digests to every member) and at 12 over TCP (the group relays along
+    /// its tree, and only the tree tells stability): with one member crashed and not yet noticed,
+    /// Flush(k) returns once k members hold the messages, and a Flush of every member waits for the
+    /// view change that drops the crashed one.
+    /// </summary>
+    [Theory]
+    [InlineData(3, false)]
+    [InlineData(12, true)]
+    public async Task Flush_k_returns_once_k_members_hold_the_messages_and_a_flush_of_all_waits_for_a_crashed_member(int n, bool tcp)
+    {
+        using var runtimes = new TestRuntimes();
+        var members = new List<(IsisRuntime Runtime, Group Group)>();
+        for (int i = 0; i < n; i++)
+        {
+            // Failure detection slow enough (200 missed heartbeats: 20 s) that the crash is not noticed while Flush(k) runs.
+            IsisRuntime r = runtimes.Start(o =>
+            {
+                o.SuspicionCount = 200;
+                if (tcp) o.Transport = IsisTransport.Tcp;
+            });
+            var g = new Group(r, "flush-k");
+            g.Handlers[1] += (Action<int>)(_ => { });
+            await g.JoinAsync();
+            members.Add((r, g));
+        }
+        TestRuntimes.WaitUntil(() => members.All(m => m.Group.GetView()?.Members.Length == n), $"a {n}-member view", 60);
+        members[^1].Runtime.Crash(); // the youngest member (a leaf of the tree), without a word
+        Group sender = members[0].Group;
+        for (int m = 1; m <= 10; m++) sender.Send(1, m);
+        await Task.Run(() => sender.Flush(n - 1)).WaitAsync(TimeSpan.FromSeconds(30)); // every live member holds them
+        Task all = sender.FlushAsync();
+        for (int m = 11; m <= 20; m++) sender.Send(1, m);
+        await sender.FlushAsync(2).WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(n, sender.GetView()!.Members.Length); // the crash is not noticed yet...
+        Assert.False(all.IsCompleted); // ...so the crashed member cannot hold the messages: a Flush of all waits
+        await all.WaitAsync(TimeSpan.FromSeconds(60)); // and returns once the view drops it
+        Assert.Equal(n - 1, sender.GetView()!.Members.Length);
+    }
 }
