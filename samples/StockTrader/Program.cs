@@ -22,7 +22,8 @@ using Microsoft.Extensions.Diagnostics.HealthChecks;
 //
 // A write returns once its update is merged into the history of the instance that took it, so the
 // client reads its own write there. A front-end that is not an instance reads with
-// RedundantQueryClient (the k fastest instances, the first answer). With
+// RedundantQueryClient (the k fastest instances, the first answer at least as fresh as what it saw:
+// every read answers with its position in the history, header Isis-History-Position). With
 // --Trader:DataDirectory=DIR (a directory per instance) the state also survives a stop of every instance.
 var builder = WebApplication.CreateBuilder(args);
 var state = new TraderState();
@@ -43,21 +44,36 @@ builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
         state.Carts = new ReplicatedDictionary<string, int>(group);
         if (data is { Length: > 0 }) group.PersistCheckpoints(Path.Combine(data, "carts"), TimeSpan.FromSeconds(10));
     });
-builder.Services.AddHealthChecks().AddIsis();
+// Reads are served from this instance's copy: past Trader:MaxStalenessSeconds (default 5) without
+// confirming that it holds what a peer merged, it cannot vouch for them, and says Degraded.
+TimeSpan maxStaleness = TimeSpan.FromSeconds(builder.Configuration.GetValue("Trader:MaxStalenessSeconds", 5.0));
+builder.Services.AddHealthChecks().AddIsis().AddCheck("trader-staleness", () =>
+{
+    TimeSpan worst = new[] { state.Quotes.Staleness, state.Trades.Staleness, state.Carts.Staleness }.Max();
+    return worst <= maxStaleness
+        ? HealthCheckResult.Healthy($"reads at most {worst.TotalSeconds:0.0} s stale")
+        : HealthCheckResult.Degraded($"reads may be {worst.TotalSeconds:0.0} s stale (bound {maxStaleness.TotalSeconds:0.0} s): this instance has not confirmed it holds what its peers merged");
+});
 
 var app = builder.Build();
-app.MapPut("/quotes/{symbol}", async (string symbol, double price, CancellationToken cancel) =>
+app.MapPut("/quotes/{symbol}", async (string symbol, double price, HttpContext http, CancellationToken cancel) =>
 {
     OperationId id = await state.Quotes.SetAsync(symbol, price);
     await state.Quotes.WaitForAsync(id, cancel);
+    Positioned(http, state.Quotes.Position); // at or past the write: a front-end that notes it reads its write anywhere
     return Results.NoContent();
 });
-app.MapGet("/quotes/{symbol}", (string symbol, string? read) =>
+app.MapGet("/quotes/{symbol}", (string symbol, string? read, HttpContext http) =>
 {
+    Positioned(http, state.Quotes.Position);
     IReadOnlyDictionary<string, double> view = read == "optimistic" ? state.Quotes.Optimistic : state.Quotes;
     return view.TryGetValue(symbol, out double price) ? Results.Ok(price) : Results.NotFound();
 });
-app.MapGet("/quotes", () => new SortedDictionary<string, double>(state.Quotes.ToDictionary()));
+app.MapGet("/quotes", (HttpContext http) =>
+{
+    Positioned(http, state.Quotes.Position);
+    return new SortedDictionary<string, double>(state.Quotes.ToDictionary());
+});
 app.MapPost("/trades", async (string symbol, int quantity, CancellationToken cancel) =>
 {
     if (!state.Quotes.Optimistic.TryGetValue(symbol, out double price)) return Results.NotFound($"no quote for {symbol}");
@@ -65,7 +81,11 @@ app.MapPost("/trades", async (string symbol, int quantity, CancellationToken can
     await state.Trades.WaitForAsync(id, cancel);
     return Results.Created("/trades", id.ToString());
 });
-app.MapGet("/trades", () => state.Trades.ToArray());
+app.MapGet("/trades", (HttpContext http) =>
+{
+    Positioned(http, state.Trades.Position);
+    return state.Trades.ToArray();
+});
 
 // The shopping cart: one entry per line ("cart/symbol" -> quantity), so two instances adding
 // different lines to one cart at once both win, and the merge orders two changes of one line.
@@ -81,8 +101,9 @@ app.MapDelete("/carts/{cart}/{symbol}", async (string cart, string symbol, Cance
     await state.Carts.WaitForAsync(await state.Carts.RemoveAsync(CartLine(cart, symbol)), cancel);
     return Results.NoContent();
 });
-app.MapGet("/carts/{cart}", (string cart) =>
+app.MapGet("/carts/{cart}", (string cart, HttpContext http) =>
 {
+    Positioned(http, state.Carts.Position, state.Quotes.Position);
     var lines = LinesOf(state, cart).Select(l => new { l.Symbol, l.Quantity, Price = state.Quotes.GetValueOrDefault(l.Symbol) }).ToList();
     return new { Cart = cart, Lines = lines, Total = lines.Sum(l => l.Quantity * l.Price) };
 });
@@ -103,10 +124,16 @@ app.MapPost("/carts/{cart}/checkout", async (string cart, CancellationToken canc
     return Results.Ok(new { Cart = cart, Trades = lines.Count });
 });
 // An instance whose membership lease ran out (the service does not answer it: it is cut off, or
-// starved of CPU) may serve stale reads. The "isis" check says Degraded then, which ASP.NET answers
+// starved of CPU), or whose collections are staler than the bound, may serve stale reads. The
+// "isis" and "trader-staleness" checks say Degraded then, which ASP.NET answers
 // with 200 unless told otherwise: answer 503, so front-ends (RedundantQueryClient probes /health) leave it out until it is back.
 app.MapHealthChecks("/health", new HealthCheckOptions { ResultStatusCodes = { [HealthStatus.Degraded] = StatusCodes.Status503ServiceUnavailable } });
 app.Run();
+
+// Where each collection an answer reads stood, taken before the read: a front-end's
+// RedundantQueryClient then never takes a lagging instance's answer (a 404 included) over what it saw.
+static void Positioned(HttpContext http, params HistoryPosition[] positions) =>
+    http.Response.Headers[HistoryPosition.HeaderName] = HistoryPosition.Format(positions);
 
 static string CartLine(string cart, string symbol) => $"{cart}/{symbol}";
 

@@ -50,6 +50,9 @@ public sealed record ReplicatedCollectionStatistics
     /// <summary>Times a peer's history differed from this member's at the same position (a bug; each is reported).</summary>
     public long Divergences { get; init; }
 
+    /// <summary>Calls of <c>WaitForAsync</c> still waiting: each goes when its update merges (it completes), when its issuer leaves without it (it faults), or when it is cancelled.</summary>
+    public int Waiting { get; init; }
+
     /// <summary>True while this member's history is shorter than a peer's was a gossip round ago: its handlers trail, its reads are stale, and the next round repairs it.</summary>
     public bool Trailing { get; init; }
 }

@@ -35,7 +35,10 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     private readonly Dictionary<OperationId, TOp> _pendingById = new();
     private readonly List<OperationId> _arrivals = new(); // pending ids in arrival order; merged ones are dropped lazily
     private readonly Queue<OperationId> _merged = new(); // listed, waiting for their update to arrive
-    private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal);
+    private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal); // issuers of the view (and a repair's, from later views)
+    private readonly Dictionary<string, long> _retired = new(StringComparer.Ordinal); // issuers that left: how far their updates got
+    private readonly Queue<string> _retiredOrder = new(); // oldest first: past RetiredIssuersKept, the oldest is forgotten
+    private readonly HashSet<string> _members = new(StringComparer.Ordinal);
     private readonly Dictionary<string, long> _known = new(StringComparer.Ordinal); // members' history lengths, as last heard
     private List<OperationId> _toAnnounce = new();
     private bool _listInFlight; // the sequencer announced a list of this view that has not come back to it yet
@@ -94,6 +97,29 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     }
 
     public bool IsApplied(OperationId id) => _appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence;
+
+    /// <summary>
+    /// How many issuers that left the view this member remembers, with how far their updates got
+    /// (about 50 bytes each, and as much in a joiner's checkpoint): a wait on one of their updates
+    /// still has an answer, in the history or lost with its issuer.
+    /// </summary>
+    public const int RetiredIssuersKept = 4_096;
+
+    /// <summary>
+    /// What became of update <paramref name="id"/> as this member sees it now: in its history, still
+    /// to come (its issuer is a member, or from a view this member has not reached), lost (its issuer
+    /// left and the update is not in the history: it never will be), or unknown (its issuer is no
+    /// member and this member does not remember it: it left more than <see cref="RetiredIssuersKept"/>
+    /// issuers ago, or never issued to this collection).
+    /// </summary>
+    public UpdateFate Fate(OperationId id)
+    {
+        if (IsApplied(id)) return UpdateFate.Applied;
+        if (_retired.TryGetValue(id.Issuer, out long through)) return id.Sequence <= through ? UpdateFate.Applied : UpdateFate.Lost;
+        (string member, int firstView) = ParseIssuer(id.Issuer);
+        if (ViewId < 0 || firstView > ViewId || _members.Contains(member)) return UpdateFate.Pending;
+        return UpdateFate.Unknown;
+    }
 
     /// <summary>
     /// An update arrived. True if this member is the sequencer, the update starts a new list and no
@@ -164,11 +190,13 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         // arrive (a message is delivered in its view or nowhere), and if its process joins again,
         // its new collection issues under a new name. (An issuer whose first view is later than this
         // one is a repair's, from a view this member has not reached yet: it stays.)
-        var inView = members.ToHashSet(StringComparer.Ordinal);
+        // It is remembered a while, with how far its updates got: a wait on one of them is answered.
+        _members.Clear();
+        _members.UnionWith(members);
         foreach (string issuer in _appliedThrough.Keys.ToList())
         {
             (string member, int firstView) = ParseIssuer(issuer);
-            if (!inView.Contains(member) && firstView <= viewId) _appliedThrough.Remove(issuer);
+            if (!_members.Contains(member) && firstView <= viewId && _appliedThrough.Remove(issuer, out long through)) Retire(issuer, through);
         }
         foreach (string gone in _known.Keys.Where(k => !members.Contains(k)).ToList()) _known.Remove(gone);
         // A joiner holds at least what everyone held now (its state came from one of them).
@@ -179,8 +207,33 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         }
     }
 
+    private void Retire(string issuer, long through)
+    {
+        if (_retired.TryAdd(issuer, through)) _retiredOrder.Enqueue(issuer);
+        else _retired[issuer] = Math.Max(_retired[issuer], through);
+        while (_retiredOrder.Count > RetiredIssuersKept) _retired.Remove(_retiredOrder.Dequeue());
+    }
+
     /// <summary>A checkpoint's header: the history loaded with it ends at <paramref name="length"/>, with chain hash <paramref name="chain"/>.</summary>
     public void Load(long length, long chain) => History.Reset(length, chain);
+
+    /// <summary>
+    /// How far each issuer's updates got in the history, as a checkpoint carries it: the issuers of
+    /// the view, then those that left, oldest first (<see cref="LoadIssuers"/> takes it back).
+    /// </summary>
+    public IssuersApplied SaveIssuers() => new(
+        _appliedThrough.Keys.ToArray(), _appliedThrough.Values.ToArray(),
+        _retiredOrder.ToArray(), _retiredOrder.Select(i => _retired[i]).ToArray());
+
+    /// <summary>A checkpoint's record of how far each issuer's updates got: a joiner's history holds them, and it answers waits on them as every member does.</summary>
+    public void LoadIssuers(IssuersApplied issuers)
+    {
+        for (int i = 0; i < issuers.Live.Length && i < issuers.LiveThrough.Length; i++)
+        {
+            _appliedThrough[issuers.Live[i]] = Math.Max(_appliedThrough.GetValueOrDefault(issuers.Live[i]), issuers.LiveThrough[i]);
+        }
+        for (int i = 0; i < issuers.Retired.Length && i < issuers.RetiredThrough.Length; i++) Retire(issuers.Retired[i], issuers.RetiredThrough[i]);
+    }
 
     /// <summary>Appends the listed updates to the history in list order, as far as they have arrived.</summary>
     private void ApplyMerged()
@@ -348,6 +401,25 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         return floor;
     }
 }
+
+/// <summary>What became of an update, as one member sees it (<see cref="MergeLog{TOp}.Fate"/>).</summary>
+internal enum UpdateFate
+{
+    /// <summary>In this member's history.</summary>
+    Applied,
+
+    /// <summary>Not yet: its issuer is a member, or from a view this member has not reached.</summary>
+    Pending,
+
+    /// <summary>Its issuer left and it is not in the history: it never will be.</summary>
+    Lost,
+
+    /// <summary>Its issuer is no member, and this member does not remember it.</summary>
+    Unknown,
+}
+
+/// <summary>How far each issuer's updates got in a history: the view's issuers, then those that left (oldest first).</summary>
+internal sealed record IssuersApplied(string[] Live, long[] LiveThrough, string[] Retired, long[] RetiredThrough);
 
 /// <summary>A member's side of a gossip exchange: its history's length and chain, whether it wants the entries from its length on, and the lengths it has heard of.</summary>
 internal readonly record struct PullRequest(long Length, long Chain, bool WantEntries, MemberLength[] Heard);

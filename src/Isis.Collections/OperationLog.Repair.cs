@@ -2,7 +2,7 @@ using System.Collections;
 
 namespace Isis.Collections;
 
-// OperationLog, part 2 of 2: gossip reconciliation on a real group. Every GossipInterval the gossip
+// OperationLog, part 2 of 3: gossip reconciliation on a real group. Every GossipInterval the gossip
 // task sends the model's pull (length, chain, and whether it wants entries) to a random peer, as a
 // Query that only the named peer answers (its reply comes back point to point), and hands the reply
 // to the model, which applies what extends the history. The application hears of each repair.
@@ -38,6 +38,7 @@ internal sealed partial class OperationLog<TOp>
                     RetainedFrom = _log.History.Start,
                     Divergences = _divergences,
                     Trailing = _log.Trailing,
+                    Waiting = _waiters.Count,
                 };
             }
         }
@@ -89,6 +90,7 @@ internal sealed partial class OperationLog<TOp>
     {
         PullRequest pull;
         string self;
+        long askedAt = System.Diagnostics.Stopwatch.GetTimestamp();
         lock (_gate)
         {
             pull = _log.MakePull();
@@ -125,6 +127,7 @@ internal sealed partial class OperationLog<TOp>
         lock (_gate)
         {
             outcome = _log.OnPullReply(peer.ToString(), reply);
+            if (reply.Agrees) PeerHeld(reply.Length, askedAt);
             if (outcome.Gained > 0)
             {
                 _repairs++;

@@ -5,7 +5,7 @@ namespace Isis.Collections;
 /// the papers' fixed sequencer) on a real group: updates go out by Send, the sequencer's lists by
 /// OrderedSend or SafeSend every <see cref="ReplicatedCollectionOptions.MergeInterval"/>, views come
 /// from the group's view handler, and gossip repairs a member that trails
-/// (<c>OperationLog.Repair.cs</c>). Adds what a caller needs around the model: ids, waiting for an
+/// (<c>OperationLog.Repair.cs</c>), which also bounds how stale reads may be (<c>OperationLog.Staleness.cs</c>). Adds what a caller needs around the model: ids, waiting for an
 /// update, and the optimistic view.
 /// </summary>
 /// <remarks>
@@ -21,7 +21,7 @@ internal sealed partial class OperationLog<TOp>
     private readonly Action<TOp> _applyToHistory;
     private readonly Lock _gate = new();
     private readonly MergeLog<TOp> _log;
-    private readonly List<(OperationId Id, TaskCompletionSource Done)> _waiters = new();
+    private readonly UpdateWaiters _waiters;
     private readonly Timer _announceTimer;
     private readonly Lock _announcing = new();
     private readonly Lock _issuing = new();
@@ -47,10 +47,12 @@ internal sealed partial class OperationLog<TOp>
         _applyToHistory = applyToHistory;
         _codec = codec;
         _log = new MergeLog<TOp>(OnApplied);
+        _waiters = new UpdateWaiters(_gate);
         _announceTimer = new Timer(_ => Announce());
         group.Handlers[MergeCode] += (Action<int, string[], long[]>)OnMerge;
         group.Handlers[PullCode] += (Action<string, string, long, long, bool, string[], long[]>)OnPull;
         group.ViewHandlers += (ViewHandler)OnView;
+        group.LoadChkpt += (Action<string[], long[], string[], long[]>)OnIssuersLoaded;
     }
 
     /// <summary>Updates in this member's history: the position the next one takes (the same position names the same update at every member).</summary>
@@ -94,10 +96,26 @@ internal sealed partial class OperationLog<TOp>
         return fresh;
     }
 
-    /// <summary>The history as it stands (read by <paramref name="read"/>), with where it ends: what a checkpoint carries.</summary>
-    public (TState State, long Length, long Chain) Snapshot<TState>(Func<TState> read)
+    /// <summary>
+    /// Makes the collection's checkpoint at the cut: where the history ends (its length and chain),
+    /// how far each issuer's updates got in it (so the joiner answers waits as every member does),
+    /// then the state itself, read by <paramref name="read"/> and sent in parts by <paramref name="sendParts"/>.
+    /// </summary>
+    public void MakeCheckpoint<TState>(Func<TState> read, Action<TState> sendParts)
     {
-        lock (_gate) return (read(), _log.History.Length, _log.History.Chain);
+        TState state;
+        long length, chain;
+        IssuersApplied issuers;
+        lock (_gate)
+        {
+            state = read();
+            length = _log.History.Length;
+            chain = _log.History.Chain;
+            issuers = _log.SaveIssuers();
+        }
+        _group.SendChkpt(length, chain);
+        _group.SendChkpt(issuers.Live, issuers.LiveThrough, issuers.Retired, issuers.RetiredThrough);
+        sendParts(state);
     }
 
     /// <summary>A checkpoint's header arrived: the history loaded with it ends at <paramref name="length"/>, with chain hash <paramref name="chain"/>.</summary>
@@ -107,6 +125,16 @@ internal sealed partial class OperationLog<TOp>
         {
             _log.Load(length, chain);
             Version++;
+        }
+    }
+
+    /// <summary>A checkpoint's record of how far each issuer's updates got (a checkpoint made before it was added has none: waits on earlier updates then go on until their issuer's next update).</summary>
+    private void OnIssuersLoaded(string[] live, long[] liveThrough, string[] retired, long[] retiredThrough)
+    {
+        lock (_gate)
+        {
+            _log.LoadIssuers(new IssuersApplied(live, liveThrough, retired, retiredThrough));
+            foreach (string issuer in _waiters.Issuers.ToList()) _waiters.Settle(issuer, _log.Fate, Unanswered);
         }
     }
 
@@ -134,18 +162,27 @@ internal sealed partial class OperationLog<TOp>
         }
     }
 
-    /// <summary>Completes once the update named by <paramref name="id"/> is in this member's history.</summary>
+    /// <summary>
+    /// Completes once the update named by <paramref name="id"/> is in this member's history; faults
+    /// once it never will be (its issuer left without it), or at once if this member cannot tell.
+    /// </summary>
     public Task WaitForAsync(OperationId id, CancellationToken cancellationToken)
     {
-        TaskCompletionSource done;
+        ArgumentNullException.ThrowIfNull(id.Issuer, nameof(id));
         lock (_gate)
         {
-            if (_log.IsApplied(id)) return Task.CompletedTask;
-            done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-            _waiters.Add((id, done));
+            UpdateFate fate = _log.Fate(id);
+            if (fate == UpdateFate.Applied) return Task.CompletedTask;
+            if (fate != UpdateFate.Pending) return Task.FromException(Unanswered(id, fate));
+            return _waiters.Add(id, cancellationToken);
         }
-        return done.Task.WaitAsync(cancellationToken);
     }
+
+    /// <summary>Why a wait on update <paramref name="id"/> ends without it (<paramref name="fate"/> is lost or unknown).</summary>
+    private Exception Unanswered(OperationId id, UpdateFate fate) => fate == UpdateFate.Lost
+        ? new UpdateLostException(id, $"Update {id} of the collection on group '{_group.Name}' is lost: its issuer left the group before the group ordered it, and it will never be in the history. Issue it again if it still matters.")
+        : new ArgumentException($"Update {id} names an issuer that is not a member of group '{_group.Name}' and that this member does not remember: it left more than {MergeLog<TOp>.RetiredIssuersKept} issuers ago, " +
+            "or the id does not come from this collection. Pass an id an update of this collection returned, and wait soon after.", nameof(id));
 
     // ---------------------------------------------------------------- delivery thread
 
@@ -180,8 +217,12 @@ internal sealed partial class OperationLog<TOp>
     {
         lock (_gate)
         {
+            bool first = _log.ViewId < 0;
             _log.OnView(view.ViewId, view.Members.Select(m => m.ToString()).ToList(), view.GetMyRank());
+            StalenessOnView(view, first);
             Version++;
+            // The view decides the fate of waits on issuers that left: in the history, or lost with them.
+            foreach (string issuer in _waiters.Issuers.ToList()) _waiters.Settle(issuer, _log.Fate, Unanswered);
         }
         StartRepairLoop();
     }
@@ -191,12 +232,8 @@ internal sealed partial class OperationLog<TOp>
     {
         _applyToHistory(op);
         Version++;
-        for (int i = _waiters.Count - 1; i >= 0; i--)
-        {
-            if (_waiters[i].Id.Issuer != id.Issuer || _waiters[i].Id.Sequence > id.Sequence) continue;
-            _waiters[i].Done.TrySetResult();
-            _waiters.RemoveAt(i);
-        }
+        _waiters.Applied(id.Issuer, id.Sequence);
+        CaughtUp();
     }
 
     // ---------------------------------------------------------------- the sequencer (timer thread)

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 
 namespace Isis.Collections;
@@ -16,6 +17,29 @@ public sealed class RedundantQueryOptions
 
     /// <summary>How long a request (or a probe) may take at one replica before that replica counts as failed for it (default 5 s).</summary>
     public TimeSpan Timeout { get; set; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>
+    /// Whether an answer must be at least as fresh as what the client saw before (default
+    /// <see cref="ReadFreshness.PreferFresh"/>). Freshness is read from the answers'
+    /// <see cref="HistoryPosition.HeaderName"/> header; an answer without it counts as fresh.
+    /// </summary>
+    public ReadFreshness Freshness { get; set; } = ReadFreshness.PreferFresh;
+}
+
+/// <summary>What a <see cref="RedundantQueryClient"/> does with an answer older than what it saw before (a lagging replica's, a 404 or 409 included).</summary>
+public enum ReadFreshness
+{
+    /// <summary>Takes the first answer that is not a failure, however old.</summary>
+    Any,
+
+    /// <summary>
+    /// Takes the first answer at least as fresh as every position the client saw; a stale one is set
+    /// aside while the other replicas are tried, and returned (the freshest of them) only if none is fresh.
+    /// </summary>
+    PreferFresh,
+
+    /// <summary>Takes only an answer at least as fresh as every position the client saw; if no replica has one, the request fails.</summary>
+    RequireFresh,
 }
 
 /// <summary>What a <see cref="RedundantQueryClient"/> knows of one replica.</summary>
@@ -30,10 +54,15 @@ public sealed record ReplicaStatus(Uri BaseAddress, TimeSpan Latency, bool Up);
 /// fastest, takes the first answer, and adapts when a replica slows down or fails.
 /// </summary>
 /// <remarks>
-/// A replica's latency is a moving average of its probes and of the requests it answered. A replica
+/// <para>A replica's latency is a moving average of its probes and of the requests it answered. A replica
 /// that fails (an error, a 5xx status, or no answer within <see cref="RedundantQueryOptions.Timeout"/>)
 /// is left out until a probe succeeds; if every replica chosen for a request fails, the others are
-/// tried before the request fails. Reads only: a request is sent several times.
+/// tried before the request fails. Reads only: a request is sent several times.</para>
+/// <para>Session guarantee (Tempest): answers carry the positions in the collections' histories they
+/// were made at (<see cref="HistoryPosition"/>). The client keeps the latest it saw of each collection
+/// and, by <see cref="RedundantQueryOptions.Freshness"/>, prefers or requires answers at least that
+/// fresh, so a replica that lags cannot take a read back in time, nor answer 404 or 409 for what the
+/// client already saw. <see cref="NoteSeen"/> adds a write's position (read your writes).</para>
 /// </remarks>
 public sealed class RedundantQueryClient : IDisposable
 {
@@ -45,6 +74,7 @@ public sealed class RedundantQueryClient : IDisposable
     private readonly Replica[] _replicas;
     private readonly Timer _probes;
     private readonly CancellationTokenSource _stopping = new();
+    private readonly ConcurrentDictionary<string, long> _seen = new(StringComparer.Ordinal);
 
     private sealed class Replica(Uri baseAddress)
     {
@@ -73,6 +103,21 @@ public sealed class RedundantQueryClient : IDisposable
     public IReadOnlyList<ReplicaStatus> Replicas =>
         [.. _replicas.OrderBy(r => !r.Up).ThenBy(r => Volatile.Read(ref r.LatencyMs)).Select(r => new ReplicaStatus(r.BaseAddress, TimeSpan.FromMilliseconds(Volatile.Read(ref r.LatencyMs)), r.Up))];
 
+    /// <summary>The latest position the client saw of each collection: answers older than these are stale.</summary>
+    public IReadOnlyDictionary<string, long> SeenPositions => new Dictionary<string, long>(_seen, StringComparer.Ordinal);
+
+    /// <summary>
+    /// Raises what the client has seen to <paramref name="position"/>: for example a write's, from the
+    /// <see cref="HistoryPosition.HeaderName"/> header of the answer of the instance that took it, so
+    /// later reads see the write (read your writes).
+    /// </summary>
+    /// <param name="position">A collection's position, as a service sent it.</param>
+    public void NoteSeen(HistoryPosition position)
+    {
+        ArgumentNullException.ThrowIfNull(position.Collection, nameof(position));
+        _seen.AddOrUpdate(position.Collection, position.Length, (_, seen) => Math.Max(seen, position.Length));
+    }
+
     /// <summary>GETs <paramref name="pathAndQuery"/> from the k fastest replicas and returns the first successful answer's body.</summary>
     /// <param name="pathAndQuery">Relative to each replica's base address.</param>
     /// <param name="cancellationToken">Gives up.</param>
@@ -96,27 +141,102 @@ public sealed class RedundantQueryClient : IDisposable
         ArgumentNullException.ThrowIfNull(request);
         Replica[] ranked = [.. _replicas.OrderBy(r => !r.Up).ThenBy(r => Volatile.Read(ref r.LatencyMs))];
         var failures = new List<string>();
-        for (int first = 0; first < ranked.Length; first += _options.Redundancy)
+        HttpResponseMessage? freshestStale = null;
+        long freshestStaleBehind = long.MaxValue;
+        bool anyStale = false;
+        try
         {
-            Replica[] round = ranked.Skip(first).Take(_options.Redundancy).ToArray();
-            using var losers = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
-            var attempts = round.Select(r => Attempt(r, request(r.BaseAddress), losers.Token)).ToList();
-            while (attempts.Count > 0)
+            for (int first = 0; first < ranked.Length; first += _options.Redundancy)
             {
-                Task<(HttpResponseMessage? Response, string? Failure)> done = await Task.WhenAny(attempts).ConfigureAwait(false);
-                attempts.Remove(done);
-                (HttpResponseMessage? response, string? failure) = await done.ConfigureAwait(false);
-                if (response != null)
+                Replica[] round = ranked.Skip(first).Take(_options.Redundancy).ToArray();
+                using var losers = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+                var attempts = round.Select(r => Attempt(r, request(r.BaseAddress), losers.Token)).ToList();
+                while (attempts.Count > 0)
                 {
+                    Task<(HttpResponseMessage? Response, string? Failure)> done = await Task.WhenAny(attempts).ConfigureAwait(false);
+                    attempts.Remove(done);
+                    (HttpResponseMessage? response, string? failure) = await done.ConfigureAwait(false);
+                    if (response == null)
+                    {
+                        failures.Add(failure!);
+                        continue;
+                    }
+                    string? stale = null;
+                    long behind = _options.Freshness == ReadFreshness.Any ? 0 : Behind(response, out stale);
+                    if (behind > 0)
+                    {
+                        anyStale = true;
+                        // A lagging replica's answer: kept aside (the least behind) while the others are tried.
+                        failures.Add($"{response.RequestMessage?.RequestUri?.GetLeftPart(UriPartial.Authority)}: {(int)response.StatusCode} from {stale}");
+                        if (behind < freshestStaleBehind)
+                        {
+                            freshestStale?.Dispose();
+                            (freshestStale, freshestStaleBehind) = (response, behind);
+                        }
+                        else
+                        {
+                            response.Dispose();
+                        }
+                        continue;
+                    }
                     await losers.CancelAsync().ConfigureAwait(false); // the slower copies are not needed
                     _ = DisposeWhenDone(attempts);
+                    See(response);
                     return response;
                 }
-                failures.Add(failure!);
+                cancellationToken.ThrowIfCancellationRequested();
             }
-            cancellationToken.ThrowIfCancellationRequested();
+            if (freshestStale != null && _options.Freshness == ReadFreshness.PreferFresh)
+            {
+                HttpResponseMessage best = freshestStale;
+                freshestStale = null;
+                return best; // no replica is as fresh as what the client saw: the least stale answer
+            }
         }
-        throw new HttpRequestException($"every replica failed: {string.Join("; ", failures)}");
+        finally
+        {
+            freshestStale?.Dispose();
+        }
+        throw new HttpRequestException(anyStale
+            ? $"no replica answered at least as fresh as the positions this client saw ({string.Join(", ", _seen.Select(p => new HistoryPosition(p.Key, p.Value)))}): {string.Join("; ", failures)}"
+            : $"every replica failed: {string.Join("; ", failures)}");
+    }
+
+    /// <summary>
+    /// How far <paramref name="response"/>'s positions are behind what the client saw (summed over the
+    /// collections, 0 if it is fresh or says nothing), and which of them lag, for the error message.
+    /// </summary>
+    private long Behind(HttpResponseMessage response, out string? stale)
+    {
+        stale = null;
+        if (!response.Headers.TryGetValues(HistoryPosition.HeaderName, out IEnumerable<string>? values) ||
+            !HistoryPosition.TryParse(string.Join(",", values), out HistoryPosition[] positions))
+        {
+            return 0;
+        }
+        long behind = 0;
+        var lagging = new List<string>();
+        foreach (HistoryPosition p in positions)
+        {
+            if (_seen.TryGetValue(p.Collection, out long seen) && p.Length < seen)
+            {
+                behind += seen - p.Length;
+                lagging.Add($"{p} older than {seen}");
+            }
+        }
+        if (lagging.Count > 0) stale = string.Join(", ", lagging);
+        return behind;
+    }
+
+    /// <summary>The client has seen what <paramref name="response"/> says it was made at.</summary>
+    private void See(HttpResponseMessage response)
+    {
+        if (!response.Headers.TryGetValues(HistoryPosition.HeaderName, out IEnumerable<string>? values) ||
+            !HistoryPosition.TryParse(string.Join(",", values), out HistoryPosition[] positions))
+        {
+            return;
+        }
+        foreach (HistoryPosition p in positions) NoteSeen(p);
     }
 
     private static async Task DisposeWhenDone(List<Task<(HttpResponseMessage? Response, string? Failure)>> attempts)

@@ -45,12 +45,12 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
         group.Handlers[InsertCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Insert, index, item)));
         group.Handlers[SetCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Set, index, item)));
         group.Handlers[RemoveAtCode] += (Action<string, long, int>)((issuer, seq, index) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.RemoveAt, index, default)));
-        group.MakeChkpt += (ChkptMaker)(_ =>
+        // The history as this member holds it at the cut (nothing is pending there: see OperationLog),
+        // after where it ends, so the loader's positions are everyone's.
+        group.MakeChkpt += (ChkptMaker)(_ => _log.MakeCheckpoint(() => _history, state =>
         {
-            var (state, length, chain) = _log.Snapshot(() => _history);
-            group.SendChkpt(length, chain);
             foreach (T[] part in state.Chunk(PartSize)) group.SendChkpt(part);
-        });
+        }));
         group.LoadChkpt += (Action<long, long>)((length, chain) =>
         {
             _history = ImmutableList<T>.Empty;
@@ -104,6 +104,22 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
 
     /// <summary>Updates in this member's history since the collection was created (each merged update takes the next position, the same at every member).</summary>
     public long MergedCount => _log.HistoryLength;
+
+    /// <summary>
+    /// This member's position in the collection's history (its group's name and <see cref="MergedCount"/>):
+    /// send it in the <see cref="HistoryPosition.HeaderName"/> header of an answer that reads the
+    /// collection, taken before the read, so <see cref="RedundantQueryClient"/> can tell a lagging replica's answer.
+    /// </summary>
+    public HistoryPosition Position => new(_group.Name, _log.HistoryLength);
+
+    /// <summary>
+    /// How old this member's reads may be: the time since its history last held everything a peer
+    /// had merged (gossip tells it every <see cref="ReplicatedCollectionOptions.GossipInterval"/>;
+    /// zero while it is the group's only member). A replica that is cut off or starved cannot see
+    /// that its reads are stale, but this grows; a service checks it against a bound (a health check
+    /// that turns Degraded past it) and stops serving reads it cannot vouch for.
+    /// </summary>
+    public TimeSpan Staleness => _log.Staleness;
 
     /// <summary>
     /// Raised (on the collection's gossip task) when a repair put updates into this member's history

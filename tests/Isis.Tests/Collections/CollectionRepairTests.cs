@@ -69,6 +69,28 @@ public sealed class CollectionRepairTests
     }
 
     [Fact]
+    public async Task Staleness_stays_near_the_gossip_interval_and_grows_while_no_peer_confirms_the_history()
+    {
+        using var runtimes = new TestRuntimes();
+        var members = await Dictionaries(runtimes, 2, "staleness", Gossip);
+        for (int n = 0; n < 50; n++) await members[0].Map.SetAsync("k" + n, n);
+        TimeSpan fresh = TimeSpan.FromSeconds(1);
+        TestRuntimes.WaitUntil(() => members.All(m => m.Map.Staleness < fresh), "gossip confirms both members current");
+
+        // The second member's handlers stall for 4 s: it answers no pull, so the first cannot confirm
+        // that it holds what its peer holds, and its bound grows (it cannot tell this from being cut off).
+        members[0].Group.Send(StallCode, 1, 4_000);
+        TestRuntimes.WaitUntil(() => members[1].Stall.Asleep, "the second member stalled");
+        TestRuntimes.WaitUntil(() => members[0].Map.Staleness > TimeSpan.FromSeconds(1.5), "the first member's bound grows while no peer answers");
+        TestRuntimes.WaitUntil(() => !members[1].Stall.Asleep && members[0].Map.Staleness < fresh, "confirmed again once the peer answers", 30);
+
+        // Alone, a member holds everything there is.
+        await members[1].Group.LeaveAsync();
+        TestRuntimes.WaitUntil(() => members[0].Group.GetView()!.Members.Length == 1, "the first member alone");
+        Assert.Equal(TimeSpan.Zero, members[0].Map.Staleness);
+    }
+
+    [Fact]
     public async Task A_member_whose_handlers_stall_is_repaired_by_a_peer_while_stalled_without_a_view_change()
     {
         using var runtimes = new TestRuntimes();
@@ -99,12 +121,15 @@ public sealed class CollectionRepairTests
         lock (repairs)
         {
             Assert.Equal(stats.RepairedEntries, repairs.Sum(r => r.Count));
+            Assert.Equal(repairs.Count, stats.Repairs); // one Repaired event per repair that added entries
             Assert.Equal(0, repairs[0].FirstPosition);
             Assert.All(repairs, r => Assert.Contains(r.From, members.Take(2).Select(m => m.Group.GetView()!.Members[m.Group.GetView()!.GetMyRank()])));
         }
         Assert.All(members, m => Assert.Equal(viewId, m.Group.GetView()!.ViewId)); // no view change did it
         Assert.All(members.Take(2), m => Assert.Equal(0, m.Map.Statistics.RepairedEntries));
         Assert.False(stats.Trailing);
+        Assert.True(stats.GossipRounds >= stats.Repairs, $"each repair came from a gossip round it started: {stats}");
+        Assert.All(members, m => Assert.True(m.Map.Statistics.GossipRounds > 0, "every member gossips, trailing or not"));
     }
 
     [Fact]

@@ -138,4 +138,53 @@ public sealed class MergeLogTests
         Assert.Equal(0, outcome.Gained);
         Assert.Equal([Id("b", 1)], c.Applied.Select(x => x.Id));
     }
+
+    [Fact]
+    public void An_update_of_an_issuer_that_left_stays_applied_and_one_it_never_ordered_is_lost()
+    {
+        Member a = new("a", 1, Abc);
+        a.Log.OnUpdate(Id("c", 1), 1);
+        a.Log.OnMerge(1, [Id("c", 1)]);
+        a.Log.OnUpdate(Id("c", 2), 2); // pending when c goes: the view's end merges it
+        Assert.Equal(UpdateFate.Applied, a.Log.Fate(Id("c", 1)));
+        Assert.Equal(UpdateFate.Pending, a.Log.Fate(Id("c", 3)));
+
+        a.Log.OnView(2, ["a", "b"], 0); // c left
+        Assert.Equal(UpdateFate.Applied, a.Log.Fate(Id("c", 1)));
+        Assert.Equal(UpdateFate.Applied, a.Log.Fate(Id("c", 2)));
+        Assert.Equal(UpdateFate.Lost, a.Log.Fate(Id("c", 3))); // no survivor received it: it never will be in the history
+        Assert.Equal(UpdateFate.Pending, a.Log.Fate(Id("b", 1))); // b is a member: it may still issue it
+        Assert.Equal(UpdateFate.Pending, a.Log.Fate(Id("e", 1, firstView: 5))); // from a view a has not reached
+        Assert.Equal(UpdateFate.Unknown, a.Log.Fate(Id("e", 1, firstView: 2))); // never a member here
+        // What a view leaves is merged in id order: issuer, then sequence number (numerically).
+        Assert.True(Id("c", 2).CompareTo(Id("c", 10)) < 0);
+        Assert.True(Id("b", 10).CompareTo(Id("c", 2)) < 0);
+
+        // A joiner's checkpoint carries it: the joiner answers as a does.
+        var joiner = new MergeLog<int>((_, _) => { });
+        joiner.Load(a.Log.History.Length, a.Log.History.Chain);
+        joiner.LoadIssuers(a.Log.SaveIssuers());
+        joiner.OnView(3, ["a", "b", "j"], 2);
+        Assert.Equal(UpdateFate.Applied, joiner.Fate(Id("c", 2)));
+        Assert.Equal(UpdateFate.Lost, joiner.Fate(Id("c", 3)));
+    }
+
+    [Fact]
+    public void A_member_remembers_the_latest_retired_issuers_only()
+    {
+        Member a = new("a", 1, ["a"]);
+        int view = 1;
+        for (int n = 0; n < MergeLog<int>.RetiredIssuersKept + 10; n++)
+        {
+            string issuer = "p" + n;
+            a.Log.OnView(++view, ["a", issuer], 0);
+            OperationId id = new($"{issuer}/{view}", 1);
+            a.Log.OnUpdate(id, n);
+            a.Log.OnMerge(view, [id]);
+            a.Log.OnView(++view, ["a"], 0);
+        }
+        Assert.Equal(UpdateFate.Unknown, a.Log.Fate(new OperationId("p0/2", 1))); // forgotten: the oldest 10
+        Assert.Equal(UpdateFate.Applied, a.Log.Fate(new OperationId("p10/22", 1)));
+        Assert.Equal(MergeLog<int>.RetiredIssuersKept, a.Log.SaveIssuers().Retired.Length);
+    }
 }

@@ -21,6 +21,8 @@ public sealed class RedundantQueryClientTests
         public readonly ConcurrentQueue<string> Paths = new();
         public volatile int DelayMs;
         public volatile bool Broken;
+        public volatile int Status = 200;
+        public long Position = -1; // sent as the "items" collection's position when not negative
 
         public Replica(string name)
         {
@@ -69,7 +71,9 @@ public sealed class RedundantQueryClientTests
                     try
                     {
                         if (DelayMs > 0) await Task.Delay(DelayMs, _stop.Token);
-                        context.Response.StatusCode = Broken ? 503 : 200;
+                        context.Response.StatusCode = Broken ? 503 : Status;
+                        long position = Interlocked.Read(ref Position);
+                        if (position >= 0) context.Response.AddHeader(HistoryPosition.HeaderName, HistoryPosition.Format(new HistoryPosition("items", position), new HistoryPosition("other, =odd", 1)));
                         byte[] body = System.Text.Encoding.UTF8.GetBytes(Name);
                         await context.Response.OutputStream.WriteAsync(body);
                         context.Response.Close();
@@ -152,5 +156,74 @@ public sealed class RedundantQueryClientTests
         Assert.Contains("503", failed.Message);
         Assert.Throws<ArgumentException>(() => new RedundantQueryClient([]));
         Assert.Throws<ArgumentException>(() => new RedundantQueryClient([a.Uri], new RedundantQueryOptions { Redundancy = 0 }));
+    }
+
+    [Fact]
+    public async Task A_lagging_replicas_404_is_not_taken_over_a_fresh_answer_and_the_client_prefers_or_requires_freshness()
+    {
+        using Replica a = new("a"), b = new("b");
+        a.Position = b.Position = 10;
+        var options = Fast;
+        options.Timeout = TimeSpan.FromSeconds(15);
+        Assert.Equal(ReadFreshness.PreferFresh, options.Freshness); // the default
+        using var client = new RedundantQueryClient([a.Uri, b.Uri], options);
+        Assert.Contains(await client.GetStringAsync("/items/x"), new[] { "a", "b" });
+        Assert.Equal(10, client.SeenPositions["items"]);
+        Assert.Equal(1, client.SeenPositions["other, =odd"]); // names are escaped in the header
+
+        // b lags behind what the client saw and answers 404 at once; a is fresh, but slower.
+        Interlocked.Exchange(ref b.Position, 5);
+        b.Status = 404;
+        a.DelayMs = 300;
+        using (HttpResponseMessage answer = await client.SendAsync(u => new HttpRequestMessage(HttpMethod.Get, new Uri(u, "/items/y"))))
+        {
+            Assert.Equal(HttpStatusCode.OK, answer.StatusCode);
+            Assert.Equal("a", await answer.Content.ReadAsStringAsync());
+        }
+        // Only the lagging replica answers: preferred freshness takes its answer (the least stale), required freshness fails.
+        a.Broken = true;
+        using (HttpResponseMessage answer = await client.SendAsync(u => new HttpRequestMessage(HttpMethod.Get, new Uri(u, "/items/z"))))
+        {
+            Assert.Equal(HttpStatusCode.NotFound, answer.StatusCode);
+        }
+        options.Freshness = ReadFreshness.RequireFresh;
+        using var strict = new RedundantQueryClient([a.Uri, b.Uri], options);
+        strict.NoteSeen(new HistoryPosition("items", 10)); // a write's position, from the instance that took it
+        var refused = await Assert.ThrowsAsync<HttpRequestException>(() => strict.GetStringAsync("/items/z"));
+        Assert.Contains("at least as fresh", refused.Message);
+        Assert.Contains("items=5 older than 10", refused.Message);
+        // Caught up: its answer is taken again.
+        Interlocked.Exchange(ref b.Position, 12);
+        b.Status = 200;
+        Assert.Equal("b", await strict.GetStringAsync("/items/z"));
+        Assert.Equal(12, strict.SeenPositions["items"]);
+        // Any freshness: the first answer, however old.
+        options.Freshness = ReadFreshness.Any;
+        using var any = new RedundantQueryClient([b.Uri], options);
+        any.NoteSeen(new HistoryPosition("items", 99));
+        Assert.Equal("b", await any.GetStringAsync("/items/z"));
+    }
+
+    [Fact]
+    public void A_position_header_reads_back_what_was_written_and_anything_else_is_refused()
+    {
+        HistoryPosition[] written = [new("trader-quotes", 120), new("a,b=c d", 0)];
+        Assert.True(HistoryPosition.TryParse(HistoryPosition.Format(written), out HistoryPosition[] read));
+        Assert.Equal(written, read);
+        Assert.False(HistoryPosition.TryParse("", out _));
+        Assert.False(HistoryPosition.TryParse("quotes", out _));
+        Assert.False(HistoryPosition.TryParse("quotes=-1", out _));
+        Assert.False(HistoryPosition.TryParse("quotes=12x", out _));
+    }
+
+    [Fact]
+    public void Probes_go_to_the_configured_path()
+    {
+        using Replica a = new("a");
+        var options = Fast;
+        options.ProbePath = "/ready";
+        using var client = new RedundantQueryClient([a.Uri], options);
+        TestRuntimes.WaitUntil(() => a.Paths.Count(p => p == "/ready") >= 3, "several probes at /ready");
+        Assert.DoesNotContain("/health", a.Paths);
     }
 }

@@ -103,6 +103,85 @@ public sealed class ReplicatedCollectionTests
         Assert.Equal(survivors[0].Map.OrderBy(p => p.Key).ToList(), survivors[1].Map.OrderBy(p => p.Key).ToList());
     }
 
+    [Theory]
+    [InlineData(MergeOrdering.Ordered, "isis.ordered_send", "isis.safesend")]
+    [InlineData(MergeOrdering.Safe, "isis.safesend", "isis.ordered_send")]
+    public async Task Merge_lists_travel_by_the_chosen_ordering_and_every_member_merges_one_history(MergeOrdering ordering, string lists, string notLists)
+    {
+        string name = "ordering-" + ordering;
+        var activities = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        using var listener = new System.Diagnostics.ActivityListener
+        {
+            ShouldListenTo = s => s.Name == "Isis",
+            Sample = (ref System.Diagnostics.ActivityCreationOptions<System.Diagnostics.ActivityContext> _) => System.Diagnostics.ActivitySamplingResult.AllDataAndRecorded,
+            ActivityStopped = a => { if ((string?)a.GetTagItem("isis.group") == name) activities.Enqueue(a.OperationName); },
+        };
+        System.Diagnostics.ActivitySource.AddActivityListener(listener);
+        using var runtimes = new TestRuntimes();
+        var replicas = await Dictionaries(runtimes, 3, name, new ReplicatedCollectionOptions { Ordering = ordering });
+        OperationId[][] issued = await Task.WhenAll(replicas.Select((r, i) => Task.Run(async () =>
+        {
+            var ids = new List<OperationId>();
+            for (int n = 0; n < 30; n++) ids.Add(await r.Map.SetAsync("k" + (n % 5), i * 100 + n));
+            return ids.ToArray();
+        })));
+        foreach (var r in replicas)
+        {
+            foreach (OperationId id in issued.SelectMany(x => x)) await r.Map.WaitForAsync(id).WaitAsync(TimeSpan.FromSeconds(30));
+        }
+        TestRuntimes.WaitUntil(() => replicas.All(r => r.Map.MergedCount == 90), "90 updates merged everywhere");
+        var first = replicas[0].Map.OrderBy(p => p.Key).ToList();
+        Assert.All(replicas, r => Assert.Equal(first, r.Map.OrderBy(p => p.Key).ToList()));
+        Assert.Contains(lists, activities); // the sequencer's lists, by the primitive asked for
+        Assert.DoesNotContain(notLists, activities);
+    }
+
+    [Fact]
+    public async Task A_wait_on_an_update_whose_issuer_left_completes_if_it_merged_and_faults_if_it_never_will()
+    {
+        using var runtimes = new TestRuntimes();
+        var replicas = await Dictionaries(runtimes, 3, "waits");
+        OperationId merged = await replicas[2].Map.SetAsync("k", 1);
+        await replicas[0].Map.WaitForAsync(merged).WaitAsync(TimeSpan.FromSeconds(30));
+        // Waits on the issuer's next update, which it will never send: one goes on, one is cancelled.
+        OperationId neverSent = merged with { Sequence = merged.Sequence + 1 };
+        Task open = replicas[0].Map.WaitForAsync(neverSent);
+        using var cancel = new CancellationTokenSource();
+        Task[] cancelled = Enumerable.Range(0, 100).Select(_ => replicas[1].Map.WaitForAsync(neverSent, cancel.Token)).ToArray();
+        Assert.Equal(100, replicas[1].Map.Statistics.Waiting);
+        await cancel.CancelAsync();
+        foreach (Task t in cancelled) await Assert.ThrowsAnyAsync<OperationCanceledException>(() => t);
+        Assert.Equal(0, replicas[1].Map.Statistics.Waiting); // cancelled waits are gone, not kept for ever
+
+        await replicas[2].Group.LeaveAsync();
+        var stay = replicas.Take(2).ToList();
+        TestRuntimes.WaitUntil(() => stay.All(r => r.Group.GetView()?.Members.Length == 2), "a view without the issuer", 30);
+        // The view that drops the issuer settles the wait: its next update is lost with it.
+        var lost = await Assert.ThrowsAsync<UpdateLostException>(() => open.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(neverSent, lost.Id);
+        Assert.Equal(0, replicas[0].Map.Statistics.Waiting);
+        // After the view change: what it merged is in the history, what it never sent is lost.
+        await replicas[1].Map.WaitForAsync(merged).WaitAsync(TimeSpan.FromSeconds(30));
+        await Assert.ThrowsAsync<UpdateLostException>(() => replicas[1].Map.WaitForAsync(neverSent).WaitAsync(TimeSpan.FromSeconds(30)));
+
+        // A member that joins after the issuer left answers the same way (its checkpoint says how far each issuer got).
+        var g = new Group(runtimes.Start(), "waits");
+        var joiner = new ReplicatedDictionary<string, int>(g);
+        await g.JoinAsync();
+        TestRuntimes.WaitUntil(() => g.GetView()?.Members.Length == 3, "the joiner in the view", 30);
+        await joiner.WaitForAsync(merged).WaitAsync(TimeSpan.FromSeconds(30));
+        await Assert.ThrowsAsync<UpdateLostException>(() => joiner.WaitForAsync(neverSent).WaitAsync(TimeSpan.FromSeconds(30)));
+        // And an update of a member still in the group, merged before the joiner came, is in its history too.
+        OperationId before = await replicas[0].Map.SetAsync("j", 2);
+        await replicas[0].Map.WaitForAsync(before).WaitAsync(TimeSpan.FromSeconds(30));
+        var g2 = new Group(runtimes.Start(), "waits");
+        var second = new ReplicatedDictionary<string, int>(g2);
+        await g2.JoinAsync();
+        TestRuntimes.WaitUntil(() => g2.GetView()?.Members.Length == 4, "the second joiner in the view", 30);
+        await second.WaitForAsync(before).WaitAsync(TimeSpan.FromSeconds(30));
+        await Assert.ThrowsAsync<ArgumentException>(() => second.WaitForAsync(new OperationId("127.0.0.1:1/0", 1)));
+    }
+
     [Fact]
     public async Task A_replicated_list_applies_index_updates_in_one_order_everywhere()
     {

@@ -28,12 +28,20 @@ public sealed class StockTraderSampleTests(ITestOutputHelper output)
             using var frontEnd = new RedundantQueryClient(instances.Select(i => new Uri(i.Url)), new RedundantQueryOptions { ProbeInterval = TimeSpan.FromMilliseconds(200), Timeout = TimeSpan.FromSeconds(2) });
 
             // A write answered by one instance is in its history; the others merge it too.
-            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(instances[0].Url + "/quotes/ACME?price=12.5", null)).StatusCode);
+            using (HttpResponseMessage put = await http.PutAsync(instances[0].Url + "/quotes/ACME?price=12.5", null))
+            {
+                Assert.Equal(HttpStatusCode.NoContent, put.StatusCode);
+                // The answer says where the write stands in the quotes' history; the front-end reads nothing older from now on.
+                Assert.True(HistoryPosition.TryParse(string.Join(",", put.Headers.GetValues(HistoryPosition.HeaderName)), out HistoryPosition[] written));
+                Assert.Equal("trader-quotes", Assert.Single(written).Collection);
+                frontEnd.NoteSeen(written[0]);
+            }
             Assert.Equal("12.5", await http.GetStringAsync(instances[0].Url + "/quotes/ACME"));
             foreach (SampleInstance other in instances.Skip(1))
                 await SampleInstance.Eventually(async () => await http.GetStringAsync(other.Url + "/quotes/ACME") == "12.5" ? "ok" : null, "the others merged the quote");
             Assert.Equal(HttpStatusCode.Created, (await http.PostAsync(instances[1].Url + "/trades?symbol=ACME&quantity=10", null)).StatusCode);
             Assert.Equal("12.5", await frontEnd.GetStringAsync("/quotes/ACME"));
+            Assert.True(frontEnd.SeenPositions["trader-quotes"] >= 1);
 
             // One instance dies; the front-end's reads and the others' writes go on.
             instances[0].Kill();
