@@ -214,6 +214,9 @@ internal sealed class UdpTransport : IPacketTransport
     /// socket sends the multicast (so receivers see the sender's own endpoint as the source), from
     /// the pinned interface, looped back to the other processes of this host.
     /// </summary>
+    /// <summary>The hop limit the kernel puts on this socket's multicast datagrams (tests read it back).</summary>
+    internal int MulticastHopLimit => (int)_socket.GetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastTimeToLive)!;
+
     private Socket OpenMulticastSocket()
     {
         _socket.SetSocketOption(SocketOptionLevel.IP, SocketOptionName.MulticastInterface, _multicastInterface.GetAddressBytes());

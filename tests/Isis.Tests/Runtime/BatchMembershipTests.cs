@@ -55,8 +55,10 @@ public sealed class BatchMembershipTests
         Assert.Equal(4, seen.Sum(v => v.Leavers.Length));
     }
 
-    [Fact]
-    public void MultiJoin_joins_several_groups_in_one_operation()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task MultiJoin_joins_several_groups_in_one_operation(bool async)
     {
         using var runtimes = new TestRuntimes();
         IsisRuntime a = runtimes.Start(), b = runtimes.Start();
@@ -65,8 +67,17 @@ public sealed class BatchMembershipTests
         Group[] theirs = names.Select(n => new Group(b, n)).ToArray();
         var received = new ConcurrentQueue<string>();
         foreach (Group g in theirs) g.Handlers[Update] += (Action<string>)(s => received.Enqueue(s));
-        Group.MultiJoin(theirs);
-        Group.MultiJoin(mine);
+        if (async)
+        {
+            await Group.MultiJoinAsync(theirs).WaitAsync(TimeSpan.FromSeconds(30));
+            await Group.MultiJoinAsync(mine).WaitAsync(TimeSpan.FromSeconds(30));
+            Assert.All(mine.Concat(theirs), g => Assert.NotNull(g.GetView())); // joined when the task completes
+        }
+        else
+        {
+            Group.MultiJoin(theirs);
+            Group.MultiJoin(mine);
+        }
         TestRuntimes.WaitUntil(() => theirs.All(g => g.GetView()?.Members.Length == 2), "both processes in all three groups");
         foreach (Group g in mine) g.Send(Update, g.Name);
         TestRuntimes.WaitUntil(() => received.Count == 3, "one message per group delivered at the other process");
@@ -74,10 +85,13 @@ public sealed class BatchMembershipTests
 
         Assert.Contains("different runtimes", Assert.Throws<ArgumentException>(() => Group.MultiJoin(new Group(a, "x"), new Group(b, "y"))).Message);
         Assert.Contains("already joined", Assert.Throws<IsisException>(() => Group.MultiJoin(mine[0])).Message);
+        if (async) Assert.Contains("already joined", (await Assert.ThrowsAsync<IsisException>(() => Group.MultiJoinAsync([mine[1]]))).Message);
     }
 
-    [Fact]
-    public void Terminate_deletes_the_group_for_every_member_and_the_name_can_start_again()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task Terminate_deletes_the_group_for_every_member_and_the_name_can_start_again(bool async)
     {
         using var runtimes = new TestRuntimes();
         IsisRuntime[] processes = Enumerable.Range(0, 3).Select(_ => runtimes.Start()).ToArray();
@@ -94,7 +108,8 @@ public sealed class BatchMembershipTests
         TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 3), "all three in one view");
         for (int n = 0; n < 50; n++) groups[1].Send(Update, n);
 
-        groups[0].Terminate();
+        if (async) await groups[0].TerminateAsync().WaitAsync(TimeSpan.FromSeconds(30));
+        else groups[0].Terminate();
 
         // Every member saw the same final, empty view, after every message of the last real view.
         TestRuntimes.WaitUntil(() => finalViews.Count == 3, "every member sees the final view");

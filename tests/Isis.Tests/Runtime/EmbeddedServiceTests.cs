@@ -19,9 +19,13 @@ public sealed class EmbeddedServiceTests
         public volatile bool FifoBroken;
         public readonly CapturingLoggerFactory Log = new();
 
-        public IsisRuntime Add()
+        public IsisRuntime Add(int replicas = 3)
         {
-            IsisRuntime r = Runtimes.Start(o => o.LoggerFactory = Log);
+            IsisRuntime r = Runtimes.Start(o =>
+            {
+                o.LoggerFactory = Log;
+                o.EmbeddedServiceReplicas = replicas;
+            });
             int index = Processes.Count;
             var g = new Group(r, "embedded");
             g.Handlers[1] += (Action<int, int>)((sender, n) =>
@@ -78,6 +82,28 @@ public sealed class EmbeddedServiceTests
         Assert.True(version > 0);
         Assert.Equal(endpoints.OrderBy(e => e.Port), onFile.OrderBy(e => e.Port));
         c.SendRound(100);
+    }
+
+    [Fact]
+    public void Five_replicas_survive_two_replica_hosts_crashing_at_once()
+    {
+        using var c = new Cluster();
+        for (int i = 0; i < 7; i++) c.Add(replicas: 5);
+        c.WaitForView(7);
+        c.WaitForReplicas(5);
+        c.SendRound(50);
+
+        // Two of the five at once, the founder among them: three of five are still a majority.
+        IsisRuntime[] hosts = [.. c.Processes.Where(p => p.HostsMembershipService).Take(2)];
+        Assert.Contains(c.Processes[0], hosts);
+        foreach (IsisRuntime host in hosts) host.Crash();
+        c.WaitForView(5);
+        Assert.All(c.Live, i => Assert.Null(c.Processes[i].ShutdownReason));
+        c.SendRound(50);
+        c.WaitForReplicas(5); // back to five, on the two processes that hosted none
+        c.Add(replicas: 5);
+        c.WaitForView(6);
+        c.SendRound(50);
     }
 
     [Fact]

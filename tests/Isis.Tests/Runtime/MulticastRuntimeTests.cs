@@ -15,9 +15,9 @@ public sealed class MulticastRuntimeTests
     private const int Update = 1;
     private static int _nextRange = Random.Shared.Next(0, 60);
 
-    private static Action<IsisOptions> WithMulticast(int port, string range, TransportFaultOptions? faults = null) => o =>
+    private static Action<IsisOptions> WithMulticast(int port, string range, TransportFaultOptions? faults = null, int timeToLive = 1) => o =>
     {
-        o.Multicast = new MulticastOptions { Port = port, AddressRange = range };
+        o.Multicast = new MulticastOptions { Port = port, AddressRange = range, TimeToLive = timeToLive };
         o.TransportFaults = faults;
     };
 
@@ -108,5 +108,19 @@ public sealed class MulticastRuntimeTests
         Assert.Contains("IsisTransport.Udp", e.Message);
         var bad = new IsisOptions { Multicast = new MulticastOptions { AddressRange = "10.0.0.0/24" } };
         Assert.Contains("224.0.0.0/4", Assert.Throws<ArgumentException>(() => new IsisRuntime(bad).Start()).Message);
+    }
+
+    [Fact]
+    public void The_multicast_time_to_live_reaches_the_socket_and_a_group_with_it_delivers()
+    {
+        using var runtimes = new TestRuntimes();
+        var o = WithMulticast(TestRuntimes.FreeUdpPort(), FreshRange(), timeToLive: 4);
+        (List<Group> groups, List<ConcurrentQueue<int>> received, List<IsisRuntime> members) = Form(runtimes, "mc-ttl", o, o, o);
+        TestRuntimes.WaitUntil(() => members.All(r => TransportOf(r).JoinedMulticast.Count > 0), "both joined the group's address");
+        Assert.All(members, r => Assert.Equal(4, TransportOf(r).MulticastHopLimit)); // the kernel holds it: datagrams cross 3 routers
+        groups[0].Send(Update, 7);
+        TestRuntimes.WaitUntil(() => received.All(q => q.Contains(7)), "the message delivered over multicast");
+        var bad = new IsisOptions { Multicast = new MulticastOptions { Port = 40_000, TimeToLive = 256 } };
+        Assert.Contains("TimeToLive must be 0-255", Assert.ThrowsAny<Exception>(() => new IsisRuntime(bad).Start()).Message);
     }
 }

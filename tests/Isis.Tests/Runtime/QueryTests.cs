@@ -71,6 +71,50 @@ public sealed class QueryTests
         Assert.Equal([30, 31, 32], values.Order());
     }
 
+    /// <summary>
+    /// The blocking Isis2 forms of OrderedQuery and SafeQuery: the query takes its place in the
+    /// total order of OrderedSends (SafeSends), so every member answers after the same updates.
+    /// </summary>
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task Isis2_ordered_and_safe_forms_are_answered_after_the_same_updates_everywhere(bool safe)
+    {
+        using var runtimes = new TestRuntimes();
+        const int Add = 1, Count = 2;
+        var groups = new List<Group>();
+        for (int i = 0; i < 3; i++)
+        {
+            var g = new Group(runtimes.Start(), safe ? "isis2-safe" : "isis2-ordered");
+            int seen = 0; // touched by handlers only, which run one at a time
+            g.Handlers[Add] += (Action)(() => seen++);
+            g.Handlers[Count] += (Action)(() => g.Reply(seen));
+            g.Join();
+            groups.Add(g);
+        }
+        TestRuntimes.WaitUntil(() => groups.All(g => g.GetView()?.Members.Length == 3), "a 3-member view");
+        Task updates = Task.Run(async () =>
+        {
+            for (int n = 0; n < 40; n++) await (safe ? groups[1].SafeSendAsync(Add) : groups[1].OrderedSendAsync(Add));
+        });
+        var answers = new List<int>();
+        for (int q = 0; q < 5; q++)
+        {
+            var counts = new List<int>();
+            int replies = await Task.Run(() => safe
+                ? groups[q % 3].SafeQuery(Group.ALL, Count, new EOLMarker(), counts)
+                : groups[q % 3].OrderedQuery(Group.ALL, Count, new EOLMarker(), counts)).WaitAsync(TimeSpan.FromSeconds(30));
+            Assert.Equal(3, replies);
+            Assert.Single(counts.Distinct()); // one cut of the updates at every member
+            answers.Add(counts[0]);
+        }
+        await updates.WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(answers.Order(), answers); // later queries see no fewer updates
+        var last = new List<int>();
+        Assert.Equal(3, await Task.Run(() => safe ? groups[2].SafeQuery(Group.ALL, Count, new EOLMarker(), last) : groups[2].OrderedQuery(Group.ALL, Count, new EOLMarker(), last)));
+        Assert.Equal([40, 40, 40], last);
+    }
+
     [Fact]
     public async Task Typed_async_forms_return_single_and_paired_values()
     {
