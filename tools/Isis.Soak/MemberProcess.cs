@@ -53,6 +53,12 @@ internal sealed class MemberProcess
             RedirectStandardOutput = true,
             RedirectStandardError = true,
         };
+        // The GC sizes its generation-0 budget from the CPU's last-level cache: with a 300 MiB L3 a
+        // member grows some 50 MiB of RSS before its first collections settle it, which the extra
+        // member (it lives 10 s) never outgrows, and RSS figures then differ by machine. A fixed
+        // 32 MiB budget (docs/operations.md, "Memory of a long-running durable member") makes them
+        // the library's, wherever the soak runs. An explicit setting in the environment wins.
+        if (Environment.GetEnvironmentVariable("DOTNET_GCgen0size") == null) psi.Environment["DOTNET_GCgen0size"] = "0x2000000";
         foreach (string a in (string[])[dll, "member", "--index", I(slot.Index), "--port", I(servicePort), "--data", slot.DataDirectory,
                      "--rate", options.RatePerMember.ToString(CultureInfo.InvariantCulture), "--payload", I(options.PayloadBytes),
                      "--checkpoint-ms", I((int)options.CheckpointInterval.TotalMilliseconds), "--inflight", I(options.InFlight), "--seed", I(options.Seed),
