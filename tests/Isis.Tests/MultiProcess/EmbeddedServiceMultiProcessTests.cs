@@ -130,7 +130,10 @@ public sealed class EmbeddedServiceMultiProcessTests(ITestOutputHelper output)
             // 1. The service dies with its three hosts; three newcomers start at once.
             List<int> old = m.Live.ToList();
             List<int> survivors = old.Where(i => !hosts.Contains(m.ByIndex[i])).ToList();
-            foreach (MemberProcess h in hosts) h.Kill();
+            // Each SIGKILLs itself from its event loop ("crash"): its event log then holds every Send it
+            // made. A SIGKILL from outside right after the round (a CI run: 34 ms after it) could land
+            // before the log's 100 ms flush, and the checker saw deliveries of Sends never logged.
+            foreach (MemberProcess h in hosts) h.Command("crash");
             foreach (MemberProcess h in hosts)
             {
                 Assert.True(h.WaitForExit(Long), $"{h.Name} dies on SIGKILL");
