@@ -209,14 +209,9 @@ public sealed class RedundantQueryClient : IDisposable
     private long Behind(HttpResponseMessage response, out string? stale)
     {
         stale = null;
-        if (!response.Headers.TryGetValues(HistoryPosition.HeaderName, out IEnumerable<string>? values) ||
-            !HistoryPosition.TryParse(string.Join(",", values), out HistoryPosition[] positions))
-        {
-            return 0;
-        }
         long behind = 0;
         var lagging = new List<string>();
-        foreach (HistoryPosition p in positions)
+        foreach (HistoryPosition p in PositionsOf(response))
         {
             if (_seen.TryGetValue(p.Collection, out long seen) && p.Length < seen)
             {
@@ -231,13 +226,14 @@ public sealed class RedundantQueryClient : IDisposable
     /// <summary>The client has seen what <paramref name="response"/> says it was made at.</summary>
     private void See(HttpResponseMessage response)
     {
-        if (!response.Headers.TryGetValues(HistoryPosition.HeaderName, out IEnumerable<string>? values) ||
-            !HistoryPosition.TryParse(string.Join(",", values), out HistoryPosition[] positions))
-        {
-            return;
-        }
-        foreach (HistoryPosition p in positions) NoteSeen(p);
+        foreach (HistoryPosition p in PositionsOf(response)) NoteSeen(p);
     }
+
+    /// <summary>The positions <paramref name="response"/>'s header carries (none if it has no such header, or one it cannot read).</summary>
+    private static HistoryPosition[] PositionsOf(HttpResponseMessage response) =>
+        response.Headers.TryGetValues(HistoryPosition.HeaderName, out IEnumerable<string>? values) && HistoryPosition.TryParse(string.Join(",", values), out HistoryPosition[] positions)
+            ? positions
+            : [];
 
     private static async Task DisposeWhenDone(List<Task<(HttpResponseMessage? Response, string? Failure)>> attempts)
     {

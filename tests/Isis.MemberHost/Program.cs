@@ -318,6 +318,28 @@ void Crash()
     else Die();
 }
 
+// A query this member issues, off the command loop: "queryDone" with the replies, or "queryFailed".
+void IssueQuery(Func<Task<IReadOnlyList<int>>> query)
+{
+    eventLog?.RecordQueryIssued(runtime.Address!.Node, GroupId.FromName(options.Group));
+    _ = Task.Run(async () =>
+    {
+        try
+        {
+            IReadOnlyList<int> replies = await query().ConfigureAwait(false);
+            output.Write(new JsonObject
+            {
+                ["event"] = "queryDone",
+                ["replies"] = new JsonArray(replies.Order().Select(r => (JsonNode)JsonValue.Create(r)).ToArray()),
+            });
+        }
+        catch (Exception e)
+        {
+            output.Write(new JsonObject { ["event"] = "queryFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
+        }
+    });
+}
+
 string? line;
 while ((line = Console.In.ReadLine()) != null)
 {
@@ -353,42 +375,11 @@ while ((line = Console.In.ReadLine()) != null)
             output.Write(new JsonObject { ["event"] = "dumped", ["count"] = order.Count });
             break;
         case "query":
-            eventLog?.RecordQueryIssued(runtime.Address.Node, GroupId.FromName(options.Group));
-            _ = Task.Run(async () =>
-            {
-                try
-                {
-                    IReadOnlyList<int> replies = await group.QueryAsync<int>(Group.ALL, 2, 0).ConfigureAwait(false);
-                    output.Write(new JsonObject
-                    {
-                        ["event"] = "queryDone",
-                        ["replies"] = new JsonArray(replies.Order().Select(r => (JsonNode)JsonValue.Create(r)).ToArray()),
-                    });
-                }
-                catch (Exception e)
-                {
-                    output.Write(new JsonObject { ["event"] = "queryFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
-                }
-            });
+            IssueQuery(() => group.QueryAsync<int>(Group.ALL, 2, 0));
             break;
         case "query-expel" when words.Length == 2 && int.TryParse(words[1], CultureInfo.InvariantCulture, out int timeoutMs) && timeoutMs > 0:
             // Query(ALL) whose members that do not answer within the timeout are expelled.
-            _ = Task.Run(async () =>
-            {
-                try
-                {
-                    IReadOnlyList<int> replies = await group.QueryAsync<int>(Group.ALL, new QueryTimeout(TimeSpan.FromMilliseconds(timeoutMs), QueryTimeoutAction.ExpelSlowMembers), 2, 0).ConfigureAwait(false);
-                    output.Write(new JsonObject
-                    {
-                        ["event"] = "queryDone",
-                        ["replies"] = new JsonArray(replies.Order().Select(r => (JsonNode)JsonValue.Create(r)).ToArray()),
-                    });
-                }
-                catch (Exception e)
-                {
-                    output.Write(new JsonObject { ["event"] = "queryFailed", ["message"] = $"{e.GetType().Name}: {e.Message}" });
-                }
-            });
+            IssueQuery(() => group.QueryAsync<int>(Group.ALL, new QueryTimeout(TimeSpan.FromMilliseconds(timeoutMs), QueryTimeoutAction.ExpelSlowMembers), 2, 0));
             break;
         case "crash":
             Crash();
