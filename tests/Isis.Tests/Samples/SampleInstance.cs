@@ -55,13 +55,20 @@ internal sealed class SampleInstance : IDisposable
     public void Thaw() => MultiProcess.ProcessSignals.Continue(_process);
 
     /// <summary>Waits until the instance exits on its own; false if it still runs after <paramref name="timeout"/>.</summary>
-    public bool WaitForExit(TimeSpan timeout) => _process.WaitForExit(timeout);
+    public bool WaitForExit(TimeSpan timeout)
+    {
+        if (!_process.WaitForExit(timeout)) return false;
+        // The timed overload returns at exit, before the asynchronous readers reach the end of
+        // stdout: without this the last lines (the reason the instance stopped) may be missing from Log.
+        _process.WaitForExit();
+        return true;
+    }
 
     /// <summary>SIGTERM, as a supervisor stops a service, and waits for the host's graceful stop.</summary>
     public bool Terminate(TimeSpan timeout)
     {
         using (Process kill = Process.Start("kill", ["-TERM", _process.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)])) kill.WaitForExit();
-        return _process.WaitForExit(timeout);
+        return WaitForExit(timeout);
     }
 
     /// <summary>
