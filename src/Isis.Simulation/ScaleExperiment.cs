@@ -39,6 +39,16 @@ internal sealed record ScaleOptions
     /// </summary>
     public int Senders { get; init; }
 
+    /// <summary>
+    /// Virtual time the formed group then runs (after its messages are stable, before the kill)
+    /// with each sending member Sending once every <see cref="SteadySendInterval"/>: the state a
+    /// member reaches in a long run. 0, the default, skips the run.
+    /// </summary>
+    public long SteadyFor { get; init; }
+
+    /// <summary>Virtual time between a sending member's Sends during <see cref="SteadyFor"/>. Defaults to 1 s.</summary>
+    public long SteadySendInterval { get; init; } = 1_000_000;
+
     /// <summary>Chance that any one packet (data, control, heartbeat) is lost, from the first start on. Defaults to 0.</summary>
     public double LossRate { get; init; }
 
@@ -103,6 +113,19 @@ internal sealed record ScaleResult
 
     /// <summary>The same measure at the end of the run, just after the view without the killed member.</summary>
     public long BytesPerMemberAtEnd { get; init; }
+
+    /// <summary>The same measure after <see cref="ScaleOptions.SteadyFor"/> (0 without that run).</summary>
+    public long BytesPerMemberAfterSteady { get; init; }
+
+    /// <summary>
+    /// The most entries (sequence numbers and ranks) any member's acknowledgement table held: after
+    /// <see cref="ScaleOptions.SteadyFor"/>, or once the messages were stable without that run.
+    /// Members x members in a small group; a fixed number of rows in a large one, however long it runs.
+    /// </summary>
+    public long AcknowledgementEntriesMax { get; init; }
+
+    /// <summary>Sends delivered during <see cref="ScaleOptions.SteadyFor"/>, at every member.</summary>
+    public long SteadyDeliveries { get; init; }
 
     /// <summary>From the sends to every member having delivered every message.</summary>
     public long DeliveryTime { get; init; }
@@ -177,6 +200,13 @@ internal sealed record ScaleResult
                 $"  memory per member              {Num(BytesPerMember)} bytes once formed, {Num(BytesPerMemberSteady)} bytes once the messages are stable (digests from everyone), {Num(BytesPerMemberAtEnd)} bytes at the end{(o.CheckHistory ? " (includes the recorded history)" : "")}");
             sb.AppendLine(CultureInfo.InvariantCulture,
                 $"  {o.SendingMembers} x {o.SendsPerMember} Sends delivered everywhere {Ms(DeliveryTime)} after they were sent ({Num(Deliveries)} deliveries); all stable after {Ms(StabilityTime)}");
+            if (o.SteadyFor > 0)
+            {
+                sb.AppendLine(CultureInfo.InvariantCulture,
+                    $"  then {Ms(o.SteadyFor)} with a Send a sender every {Ms(o.SteadySendInterval)}: {Num(SteadyDeliveries)} deliveries; {Num(BytesPerMemberAfterSteady)} bytes per member after it");
+            }
+            sb.AppendLine(CultureInfo.InvariantCulture,
+                $"  acknowledgement table          at most {Num(AcknowledgementEntriesMax)} entries at a member ({AcknowledgementEntriesMax / (double)n:F1} per member of the view)");
             sb.AppendLine(CultureInfo.InvariantCulture,
                 $"  packets per member until stable {Num(MessagesPacketsPerMember)} on average (sent + arrived), at most {Num(MessagesPacketsMaxReceiver)} at a member that sent nothing, at most {Num(MessagesPacketsMaxSender)} at a sender");
             sb.AppendLine(CultureInfo.InvariantCulture,
@@ -202,6 +232,7 @@ internal sealed record ScaleResult
             ["members"] = Options.Members, ["seed"] = Options.Seed, ["replicas"] = Options.Replicas, ["startWindowUs"] = Options.StartWindow,
             ["passed"] = Passed, ["formationUs"] = FormationTime, ["formationAfterLastStartUs"] = FormationAfterLastStart,
             ["viewChanges"] = FormedViewId, ["viewSizes"] = ViewSizes, ["bytesPerMember"] = BytesPerMember, ["bytesPerMemberSteady"] = BytesPerMemberSteady, ["bytesPerMemberAtEnd"] = BytesPerMemberAtEnd,
+            ["steadyForUs"] = Options.SteadyFor, ["bytesPerMemberAfterSteady"] = BytesPerMemberAfterSteady, ["steadyDeliveries"] = SteadyDeliveries, ["acknowledgementEntriesMax"] = AcknowledgementEntriesMax,
             ["deliveryUs"] = DeliveryTime, ["stabilityUs"] = StabilityTime, ["detectionUs"] = DetectionTime,
             ["killToViewMinUs"] = KillToViewMin, ["killToViewMedianUs"] = KillToViewMedian, ["killToViewMaxUs"] = KillToViewMax,
             ["expelToLastViewUs"] = ExpelToLastView, ["packets"] = Packets, ["packetsPerMember"] = (double)Packets / Options.Members,
@@ -242,7 +273,7 @@ internal sealed record ScaleResult
 /// </remarks>
 internal static class ScaleExperiment
 {
-    private enum Phase { Forming, Sending, Killing, Done }
+    private enum Phase { Forming, Sending, Steady, Killing, Done }
 
     public static ScaleResult Run(ScaleOptions o, Action<string>? progress = null)
     {
@@ -270,7 +301,7 @@ internal static class ScaleExperiment
         var full = new bool[n];
         int fullCount = 0;
         var delivered = new int[n];
-        long deliveries = 0, wrongDeliveries = 0;
+        long deliveries = 0, wrongDeliveries = 0, steadyDeliveries = 0;
         int formedView = 0;
         NodeId victim = default;
         var killedViewAt = new long[n];
@@ -297,6 +328,7 @@ internal static class ScaleExperiment
                     break;
                 case MessageDelivered d when d.Group == group:
                     if (phase == Phase.Sending && d.Kind == MessageKind.Send && d.ViewId == formedView) { delivered[index]++; deliveries++; }
+                    else if (phase == Phase.Steady && d.Kind == MessageKind.Send && d.ViewId == formedView) steadyDeliveries++;
                     else wrongDeliveries++;
                     break;
                 case IncarnationExpelled x when x.Node == victim && expelledAt < 0:
@@ -424,6 +456,41 @@ internal static class ScaleExperiment
         EndPhase("messages");
         bytesSteady = (Heap() - baseline) / n;
         EndPhase("memory");
+
+        // 3b. A long run: the senders keep Sending, a message each per interval, every one of which must arrive everywhere.
+        long bytesAfterSteady = 0;
+        if (o.SteadyFor > 0)
+        {
+            phase = Phase.Steady;
+            long steadyFrom = sim.Now;
+            int rounds = (int)Math.Min(int.MaxValue, o.SteadyFor / Math.Max(1, o.SteadySendInterval));
+            for (int round = 1; round <= rounds; round++)
+            {
+                int k = o.SendsPerMember + round;
+                sim.Schedule(steadyFrom + round * o.SteadySendInterval, () =>
+                {
+                    for (int i = 0; i < n; i++)
+                    {
+                        if (!isSender[i]) continue;
+                        var p = new byte[16];
+                        BinaryPrimitives.WriteUInt64LittleEndian(p, (ulong)i + 1);
+                        BinaryPrimitives.WriteInt32LittleEndian(p.AsSpan(8), k);
+                        sim.SendFrom(i, p);
+                    }
+                });
+            }
+            long steadyExpected = (long)n * senders * rounds;
+            long steadyEnd = steadyFrom + o.SteadyFor;
+            if (!sim.RunUntil(steadyEnd + o.PhaseDeadline, () => sim.Now >= steadyEnd && steadyDeliveries >= steadyExpected))
+            {
+                failures.Add($"only {steadyDeliveries} of {steadyExpected} deliveries of the long run within {o.PhaseDeadline / 1000} ms of its end");
+            }
+            EndPhase("steady");
+            bytesAfterSteady = (Heap() - baseline) / n;
+            EndPhase("memory");
+        }
+        long acknowledgementEntries = 0;
+        for (int i = 0; i < n; i++) acknowledgementEntries = Math.Max(acknowledgementEntries, sim.NodeOf(i)?.FindGroup(group)?.AcknowledgementEntries ?? 0);
         phase = Phase.Killing;
 
         // 4. Kill a member other than the oldest; every survivor must install the view without it.
@@ -469,6 +536,9 @@ internal static class ScaleExperiment
             DeliveryTime = deliveredAt - sentAt,
             Deliveries = deliveries,
             StabilityTime = stableAt - sentAt,
+            BytesPerMemberAfterSteady = bytesAfterSteady,
+            AcknowledgementEntriesMax = acknowledgementEntries,
+            SteadyDeliveries = steadyDeliveries,
             MessagesPacketsPerMember = (double)trafficSum / n,
             MessagesPacketsMaxReceiver = maxReceiver,
             MessagesPacketsMaxSender = maxSender,

@@ -135,12 +135,7 @@ internal sealed partial class GroupMember
         if (_streams[MyRank].Stable >= seq) return true; // every member holds it
         int members = View!.Members.Length;
         int need = minHolders <= 0 ? members : Math.Min(minHolders, members);
-        int holders = 1; // this member
-        for (int m = 0; m < _acks.Length; m++)
-        {
-            if (m != MyRank && _acks[m][MyRank] >= seq) holders++;
-        }
-        return holders >= need;
+        return 1 + _acks.OthersHoldingOurs(seq) >= need; // this member and the others known to hold it
     }
 
 

@@ -19,22 +19,8 @@ internal sealed partial class GroupMember
     private int[] _gossipTargets = [];
     private long[] _plausible = [];
 
-    // _acks[m][r]: the highest contiguous sequence of sender r that member m is known to hold.
-    // Until m's first digest of the view arrives its row is _noAcks, all zeros and never written:
-    // a view that is replaced before digests flow (joins arriving in a burst) then costs one row,
-    // not members x members longs.
-    private long[][] _acks = [];
-    private long[] _noAcks = [];
-
-    // Per sender r, kept up to date as digests arrive so stability never scans a column of _acks:
-    // _minAck[r], the least sequence of r any other member is known to hold (min over m != MyRank
-    // of _acks[m][r]); _atMinAck[r], how many other members are at it. When the last of them moves
-    // up, the column goes on _staleMins and its minimum is recomputed (one pass over the rows for
-    // every stale column at once) before stability next needs it.
-    private long[] _minAck = [];
-    private int[] _atMinAck = [];
-    private bool[] _minStale = [];
-    private readonly List<int> _staleMins = new();
+    // What the other members hold, from their digests (replaced with each view).
+    private AcknowledgementTable _acks = AcknowledgementTable.None;
 
     // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
     private bool _naksArmed;
@@ -52,7 +38,7 @@ internal sealed partial class GroupMember
         // Most digests repeat what their sender said before (idle digests): then there is nothing
         // to check (those values passed when first seen, and our streams only grow within a view),
         // nothing to raise, no tail loss to notice, and nothing to allocate.
-        if (r.TrySkipLongsEqualTo(_acks[from]))
+        if (_acks.TrySkipUnchanged(from, ref r))
         {
             CollectStableMessages();
             return;
@@ -65,23 +51,10 @@ internal sealed partial class GroupMember
         {
             if (vector[i] < 0 || vector[i] > _streams[i].Contiguous + MaxAhead) { r.Fail(); return; }
         }
-        long[] row = _acks[from];
-        // The first digest of this member in this view: its vector (fresh, never negative) becomes
-        // the row, and the shared zero row stands for the old values below (it is never written).
-        bool first = ReferenceEquals(row, _noAcks);
-        if (first) _acks[from] = (long[])vector.Clone(); // the scratch is reused by the next digest
+        _acks.Record(from, vector);
         _stabilityDirty = true;
         for (int i = 0; i < vector.Length; i++)
         {
-            if (vector[i] > row[i])
-            {
-                if (_tree == null && from != MyRank && row[i] == _minAck[i] && --_atMinAck[i] == 0 && !_minStale[i])
-                {
-                    _minStale[i] = true;
-                    _staleMins.Add(i);
-                }
-                if (!first) row[i] = vector[i];
-            }
             SenderStream s = _streams[i];
             if (vector[i] > s.KnownMax)
             {
@@ -105,16 +78,15 @@ internal sealed partial class GroupMember
     /// </summary>
     /// <remarks>
     /// Called on every digest, so it must not cost members x members: it runs only when a delivery
-    /// or an acknowledgement changed since the last pass, reads the per-sender minimum kept by
-    /// <see cref="OnDigest"/> (recomputing only the columns whose minimum moved), and skips a
-    /// stream holding no delivered message above stability.
+    /// or an acknowledgement changed since the last pass, reads the per-sender minimum the
+    /// <see cref="AcknowledgementTable"/> keeps (recomputing only the columns whose minimum moved),
+    /// and skips a stream holding no delivered message above stability.
     /// </remarks>
     private void CollectStableMessages()
     {
         if (!_stabilityDirty) return;
         _stabilityDirty = false;
-        if (_staleMins.Count > 0) RecomputeStaleMins();
-        long[] stable = _tree?.Stable ?? _minAck;
+        long[] stable = _tree?.Stable ?? _acks.MinimumOfOthers();
         for (int r = 0; r < _streams.Length; r++)
         {
             SenderStream s = _streams[r];
@@ -122,29 +94,6 @@ internal sealed partial class GroupMember
             s.CollectGarbage(Math.Min(s.Contiguous, stable[r]), _node.Outbox);
         }
         TrimSentLog();
-    }
-
-    /// <summary>Recomputes the minimum of every stale column in one pass over the other members' rows.</summary>
-    private void RecomputeStaleMins()
-    {
-        foreach (int c in _staleMins)
-        {
-            _minAck[c] = long.MaxValue;
-            _atMinAck[c] = 0;
-        }
-        for (int m = 0; m < _acks.Length; m++)
-        {
-            if (m == MyRank) continue;
-            long[] row = _acks[m];
-            foreach (int c in _staleMins)
-            {
-                long v = row[c];
-                if (v < _minAck[c]) { _minAck[c] = v; _atMinAck[c] = 1; }
-                else if (v == _minAck[c]) _atMinAck[c]++;
-            }
-        }
-        foreach (int c in _staleMins) _minStale[c] = false;
-        _staleMins.Clear();
     }
 
     private void OnNak(int from, ref WireReader r)
@@ -201,7 +150,7 @@ internal sealed partial class GroupMember
         if (_ownDigest.Length != _streams.Length) _ownDigest = new long[_streams.Length];
         long[] vector = _ownDigest;
         for (int i = 0; i < vector.Length; i++) vector[i] = _streams[i].Contiguous;
-        _acks[MyRank] = vector;
+        _acks.SetOwn(vector);
         ReadOnlyMemory<byte> packet = _node.Writer.Begin(new PacketHeader(PacketKind.Digest, Self, Id, View!.Id, askForReplies ? 1 : 0)).Longs(vector).Finish(_node.Outbox);
         if (_tree != null && only == null && !askForReplies)
         {
@@ -303,20 +252,11 @@ internal sealed partial class GroupMember
         {
             // Alternately from the next hop towards the sender and from the neighbour known to hold the most.
             target = _tree!.NextHopTowards(rank);
-            if (s.NakRound++ % 2 == 1)
-            {
-                foreach (int n in _tree.Neighbours)
-                {
-                    if (_acks[n][rank] > _acks[target][rank]) target = n;
-                }
-            }
+            if (s.NakRound++ % 2 == 1) target = _acks.MostHoldingAmong(rank, target, _tree.Neighbours);
         }
         else if (s.NakRound++ % 2 == 1)
         {
-            for (int m = 0; m < _acks.Length; m++)
-            {
-                if (m != MyRank && _acks[m][rank] > _acks[target][rank]) target = m;
-            }
+            target = _acks.MostHolding(rank);
         }
         long first = s.Contiguous + 1;
         long last = Math.Min(s.KnownMax, s.Contiguous + Options.MaxNakRange);

@@ -119,6 +119,9 @@ internal sealed partial class GroupMember
 
     public int PendingSends => _pendingSends.Count;
 
+    /// <summary>Entries of this view's acknowledgement table (see <see cref="AcknowledgementTable.Entries"/>): what a long run must keep bounded.</summary>
+    public long AcknowledgementEntries => _acks.Entries;
+
     /// <summary>The sequence number through which this member holds <paramref name="rank"/>'s messages of the view without a gap (the simulator's insider attacker guesses from it).</summary>
     internal long HeldThrough(int rank) => rank >= 0 && rank < _streams.Length ? _streams[rank].Contiguous : 0;
 
@@ -234,20 +237,7 @@ internal sealed partial class GroupMember
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _sentLogStart = 0;
         _streams = new SenderStream[view.Members.Length];
-        _acks = new long[view.Members.Length][];
-        _noAcks = new long[view.Members.Length];
-        _minAck = new long[view.Members.Length];
-        _atMinAck = new int[view.Members.Length];
-        _minStale = new bool[view.Members.Length];
-        _staleMins.Clear();
-        int others = view.Members.Length - 1;
-        for (int i = 0; i < _streams.Length; i++)
-        {
-            _streams[i] = new SenderStream();
-            _acks[i] = _noAcks;
-            _minAck[i] = others > 0 ? 0 : long.MaxValue; // alone in the view, our own holdings are stable
-            _atMinAck[i] = others;
-        }
+        for (int i = 0; i < _streams.Length; i++) _streams[i] = new SenderStream();
         _stabilityDirty = true;
         _wedged = false;
         _reportedAttempt = -1;
@@ -258,6 +248,7 @@ internal sealed partial class GroupMember
         _idleDigestsInARow = 0;
         _nextDigestAt = now + Options.DigestInterval;
         _tree = view.Members.Length >= Options.GossipFromMembers ? new StabilityTree(_node, this, view, rank, Options.StabilityTreeFanout, now) : null;
+        _acks = new AcknowledgementTable(view.Members.Length, rank, _tree == null ? null : _tree.Neighbours.ToArray());
         NodeId[] stateFor = OnViewForStateTransfer(view, firstView);
         OnViewForSecurity(view);
         OnViewForKeyRotation(view);
@@ -768,7 +759,7 @@ internal sealed partial class GroupMember
         (_outgoingStates.Count > 0 ? " making state for " + string.Join(",", _outgoingStates.Values.Select(o => $"v{o.Cut}:{o.Count}{(o.Ended ? "/end" : "")}[{string.Join(" ", o.Receivers.Select(r => $"{r.Key}:{r.Value.Acked}/{r.Value.SentThrough}"))}]")) : "") +
         (_keyHolders.Count > 0 ? $" next key held by ranks {string.Join(",", _keyHolders.Keys.Order())}" : "") +
         (_moveToKey != null ? $" moving to key {Convert.ToHexString(_moveToKey)}" : "") + _node.Sealer.DescribeGroupKeys(Id) +
-        " acks " + string.Join(" ", _acks.Select(row => "[" + string.Join(",", row) + "]"));
+        " acks " + _acks.Describe();
 
     /// <summary>This process is going down: stop everything (no more deliveries).</summary>
     public void Wedge() => _wedged = true;

@@ -87,6 +87,21 @@ public sealed class ScaleExperimentTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void After_ten_minutes_of_virtual_time_a_hundred_members_acknowledgement_tables_hold_a_fixed_number_of_rows()
+    {
+        // 100 members, the large-group rules (gossip to 3 a round, a stability tree of fan-out 8);
+        // 4 senders Send once a second for 10 minutes of virtual time, so every member gets gossip
+        // from every other many times over. A table with a row per member would reach 100 rows.
+        ScaleResult r = ScaleExperiment.Run(new ScaleOptions { Members = 100, Seed = 7, Senders = 4, SteadyFor = 600_000_000 });
+        output.WriteLine(r.Summary);
+        Assert.True(r.Passed, r.Summary);
+        Assert.Equal(100L * 4 * 600, r.SteadyDeliveries);
+        // At most: the shared zero row, the rows of 9 tree neighbours (a parent and 8 children), and
+        // three summaries (how much of ours each holds, per sender the most held and by whom).
+        Assert.InRange(r.AcknowledgementEntriesMax, 4 * 100, 13 * 100);
+    }
+
+    [Fact]
     public void The_same_seed_measures_the_same_figures()
     {
         static string Figures(ScaleResult r) =>
