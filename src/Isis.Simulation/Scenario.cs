@@ -86,6 +86,14 @@ internal sealed record Scenario
     /// <summary>With <see cref="EmbeddedService"/>: once, crash a majority of the replica hosts at once; the group must wedge, never split (and is not expected to recover).</summary>
     public bool QuorumLoss { get; init; }
 
+    /// <summary>
+    /// With <see cref="EmbeddedService"/>: as soon as the service's first growth beyond its founding
+    /// replica is appended, the host of a replica it adds stops (as SIGSTOP does) until the heal.
+    /// The founder and the other new replica must carry on: a growth that went through a
+    /// configuration of two would wedge for good.
+    /// </summary>
+    public bool PauseGrowingReplicaHost { get; init; }
+
     /// <summary>Links flap: many short partitions in a row, each a fresh random split of replicas and processes.</summary>
     public bool FlappingLinks { get; init; }
 
@@ -241,7 +249,7 @@ internal sealed record Scenario
         ["replica-leader-crash", "replica-partition", "flapping", "replica-chaos", "host-crash", "host-exit", "host-pause"];
 
     /// <summary>The families whose membership service is embedded in the member processes and moves between them.</summary>
-    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss", "host-secured"];
+    public static readonly string[] EmbeddedServiceFamilies = ["host-crash", "host-exit", "host-pause", "host-partition", "host-chaos", "host-quorum-loss", "host-secured", "host-growth"];
 
     /// <summary>
     /// The families whose groups' data goes by IP multicast (the membership service allocates the
@@ -515,6 +523,11 @@ internal sealed record Scenario
                 Pauses = true, LeaveAndRejoin = true, OrderedFraction = 0, SafeFraction = 0, QueryChance = 0,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
             },
+            "host-growth" => new Scenario
+            {
+                Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, PauseGrowingReplicaHost = true,
+                Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
+            },
             "host-secured" => new Scenario
             {
                 // Every process and replica seals with a system key; exits (the rotation's restarts
@@ -554,7 +567,7 @@ internal sealed record Scenario
                 Name = family, Processes = hosts, EmbeddedService = true, ReplicaTarget = 3, QuorumLoss = true,
                 Faults = new NetworkFaults { LossRate = 0.02, MaxDelay = 1_000 },
             },
-            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, host-restart, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}, {string.Join(", ", ForcedRecoveryFamilies)}, {string.Join(", ", AutoRecoveryFamilies)}", nameof(family)),
+            _ => throw new ArgumentException($"unknown scenario family '{family}'; known: {string.Join(", ", Families)}, host-partition, host-chaos, host-quorum-loss, host-secured, host-growth, host-restart, {string.Join(", ", MulticastFamilies)}, {string.Join(", ", GossipFamilies)}, {string.Join(", ", StateTransferFamilies)}, {string.Join(", ", SecuredFamilies)}, {string.Join(", ", CollectionFamilies)}, {string.Join(", ", CompactionFamilies)}, {string.Join(", ", ForcedRecoveryFamilies)}, {string.Join(", ", AutoRecoveryFamilies)}", nameof(family)),
         };
     }
 }

@@ -345,6 +345,7 @@ internal sealed partial class Simulator
             if (p.Replica != null) TickChecked(p.Replica);
             TickChecked(p.Node!);
             Flush(p);
+            MaybePauseGrowingReplicaHost();
             RunWorkload(p);
             if (Scenario.Collections) TickCollection(p);
         }
@@ -459,6 +460,7 @@ internal sealed partial class Simulator
             p.Node!.Receive(env.From, env.Bytes, _now);
         }
         Flush(p);
+        MaybePauseGrowingReplicaHost();
     }
 
     // ---------------------------------------------------------------- processes and workload
@@ -1449,6 +1451,39 @@ internal sealed partial class Simulator
         faults[_random.Next(faults.Count)](target);
     }
 
+    private bool _growthPaused;
+
+    /// <summary>
+    /// <see cref="Scenario.PauseGrowingReplicaHost"/>: the first time the leader counts a voter other
+    /// than itself (a growth appended, perhaps not yet committed), the host of the last such voter
+    /// stops until the heal. Checked after every step of a process, so the host stops before the
+    /// append that made it a voter reaches it.
+    /// </summary>
+    private void MaybePauseGrowingReplicaHost()
+    {
+        if (!Scenario.PauseGrowingReplicaHost || _growthPaused || _healed || Leader is not { } leader) return;
+        SimProcess? added = _processes.LastOrDefault(p => p.Alive && !p.Paused && p.Replica is { } r && r != leader && leader.CountsAsVoter(r.Self));
+        if (added == null) return;
+        _growthPaused = true;
+        added.Paused = true; // Heal resumes it
+    }
+
+    /// <summary>
+    /// Embedded service: whether, when the faults stopped, a majority of the service's latest
+    /// committed configuration (the newest any live replica applied) ran on hosts still up, paused
+    /// and cut-off ones included (the heal resumes and reconnects them). The service must then go
+    /// on deciding, so the run must be live. Null before the heal, and without an embedded service.
+    /// </summary>
+    internal bool? ServiceMajorityUpAtHeal { get; private set; }
+
+    private bool ServiceMajorityUp()
+    {
+        MembershipReplica? latest = _processes.Where(p => p.Alive && p.Replica != null).Select(p => p.Replica!).MaxBy(r => r.ConfigurationVersion);
+        if (latest == null) return false;
+        int up = latest.Configuration.Count(r => ProcessOf(r.Host) is { Alive: true } host && host.Replica?.Self == r.Replica);
+        return up >= latest.Configuration.Count / 2 + 1;
+    }
+
     /// <summary>
     /// True if crashing <paramref name="p"/> now could take a second replica from the embedded
     /// service before it replaced the first (only the quorum-loss family does that, on purpose).
@@ -1565,6 +1600,7 @@ internal sealed partial class Simulator
 
     private void Heal()
     {
+        if (Scenario.EmbeddedService) ServiceMajorityUpAtHeal = ServiceMajorityUp();
         _healed = true;
         History.RecordHeal(_now);
         _network.Faults = NetworkFaults.None;

@@ -9,7 +9,7 @@ using Isis.Simulation;
 //   dotnet run --project tools/Isis.Sim -- replay --seed 42 --scenario chaos [--log run.jsonl]
 //   dotnet run -c Release --project tools/Isis.Sim -- scale --members 1000 [--seed S] [--replicas 1|3]
 //       [--window-ms 100] [--sends 2] [--senders S] [--delay-us 50-200] [--loss 0.1] [--suspicion K] [--digests all|gossip]
-//       [--multicast] [--check [--log run.jsonl]] [--json FILE]
+//       [--multicast] [--check [--log run.jsonl]] [--json FILE] [--steady-s 600]
 // --mutation NAME runs a deliberately broken protocol variant (see ProtocolMutations), to watch the checker catch it.
 // scale: N processes with the default protocol options join one group on a perfect network (50-200 us
 // delays), every member sends, one member is killed; it prints the formation time and view changes,
@@ -26,7 +26,7 @@ internal static class SimCommand
             Console.WriteLine("usage: Isis.Sim run [--seeds A..B] [--scenario FAMILY] [--mutation NAME]");
             Console.WriteLine("       Isis.Sim catch-up [--decisions N] [--no-compaction]   (replacing a membership replica after N decisions)");
             Console.WriteLine("       Isis.Sim replay --seed N [--scenario FAMILY] [--mutation NAME] [--log FILE.jsonl]");
-            Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--senders S] [--delay-us MIN-MAX]");
+            Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--senders S] [--delay-us MIN-MAX] [--steady-s S [--steady-interval-ms MS]]");
             Console.WriteLine("                      [--loss P] [--suspicion K] [--digests all|gossip] [--multicast] [--check [--log FILE.jsonl]] [--json FILE]");
             Console.WriteLine("         N members (default 1000) join one group over MS ms of virtual time (default 100; 0 = all at once), each");
             Console.WriteLine("         sends K Sends (default 2), one is killed; prints the figures in virtual time. Packets take MIN-MAX us");
@@ -34,9 +34,12 @@ internal static class SimCommand
             Console.WriteLine("         members send. --digests all: every digest to every member at any size (default: gossip from 10 members).");
             Console.WriteLine("         --multicast: data by simulated IP multicast. --suspicion K: expel after K silent heartbeats. --check records the");
             Console.WriteLine("         history and runs the checker (memory-hungry for large N), --log writes it; --json appends the figures as one JSON line.");
+            Console.WriteLine("         --steady-s S: before the kill, run S seconds of virtual time with each sender Sending every MS ms (default 1000),");
+            Console.WriteLine("         then measure memory and the acknowledgement tables again (a long run's state).");
             Console.WriteLine("families: " + string.Join(", ", Scenario.Families));
             Console.WriteLine("  also, not in the default mix: host-partition (the leader's host cut off from everyone for a while), host-chaos (every host fault with partitions and crashes: two replica hosts can go at once,");
-            Console.WriteLine("  and the group then waits, so only Liveness may fail), host-quorum-loss (a majority of the replica hosts crashed at once:");
+            Console.WriteLine("  and the group then waits, so only Liveness may fail, and only when a majority of the replicas was lost), host-growth (the host of a");
+            Console.WriteLine("  replica the service's first growth adds stops until the heal: the service must go on), host-quorum-loss (a majority of the replica hosts crashed at once:");
             Console.WriteLine("  the group must wedge and never split; the restarted survivors found a new service once every old replica is gone),");
             Console.WriteLine("  host-restart (every process crashes and restarts while others still start, or the machine stalls while the well-known");
             Console.WriteLine("  port's holder restarts: the service must be founded again, one at a time, and the group re-form)");
@@ -113,6 +116,8 @@ internal static class SimCommand
                     Senders = int.Parse(Option("--senders") ?? "0"),
                     LossRate = double.Parse(Option("--loss") ?? "0", System.Globalization.CultureInfo.InvariantCulture),
                     CheckHistory = args.Contains("--check"),
+                    SteadyFor = long.Parse(Option("--steady-s") ?? "0") * 1_000_000,
+                    SteadySendInterval = long.Parse(Option("--steady-interval-ms") ?? "1000") * 1000,
                 };
                 if (Option("--delay-us") is { } delay)
                 {

@@ -8,7 +8,8 @@ namespace Isis.Core.Membership;
 /// Where the replicas of an embedded membership service run. With no configuration the service
 /// lives in the member processes: the first process founds it alone, and the leader keeps it at the
 /// largest odd number of replicas, up to <see cref="ProtocolOptions.ServiceReplicaTarget"/>, that
-/// live processes allow, one configuration change at a time.
+/// live processes allow, one configuration change at a time (one replica each, but for the growth
+/// from one replica to three).
 /// </summary>
 /// <remarks>
 /// Every process offers a dormant replica in its heartbeats. The leader, once the configuration in
@@ -21,7 +22,8 @@ namespace Isis.Core.Membership;
 /// more failures than one and need both to decide);</item>
 /// <item>below it, the replicas still wanted (of the live processes hosting none whose offers the
 /// leader heard first) follow the log as learners, together, and each is added once it holds
-/// every committed entry.</item>
+/// every committed entry; from a single replica the first two are added in one step, once both
+/// hold it, so the service never runs on two replicas while it grows.</item>
 /// </list>
 /// No step is proposed unless a majority of the configuration it creates answers the leader now
 /// (the strict reconfiguration check). A process that is exiting learns it may go
@@ -195,9 +197,11 @@ internal sealed partial class MembershipReplica
         }
 
         // 3. Below it: every replica still to be added follows the log as a learner, all at once,
-        // and each is added (one configuration step each) once it holds every committed entry. So
-        // the steps of a growth follow each other within round trips, and a configuration of two
-        // replicas, which needs both to decide, lasts as briefly as possible.
+        // and each is added once it holds every committed entry. From a single replica (the
+        // founder, or the survivor of a shrink), the first two are added together, in one step
+        // (ReplicatedLog.SafeStep), once both hold every committed entry: a configuration of two
+        // needs both replicas to decide, so losing the second one in it would wedge the service
+        // for good. Any further replica comes one step at a time.
         ServiceReplica[] wanted = Candidates(current).Take(desired - current.Length).ToArray();
         DropLearners(keep: wanted);
         foreach (ServiceReplica c in wanted)
@@ -205,6 +209,16 @@ internal sealed partial class MembershipReplica
             if (_learners.Contains(c)) continue;
             _learners.Add(c);
             _log.AddLearner(c.Replica, _now);
+        }
+        bool onePerStep = (Options.Mutations & ProtocolMutations.GrowOneReplicaAtATime) != 0;
+        if (!onePerStep && current.Length == 1 && wanted.Length >= 2)
+        {
+            ServiceReplica[] pair = _learners.Where(l => _log.HoldsCommitted(l.Replica)).Take(2).ToArray();
+            if (pair.Length == 2 && Reconfigure([.. current, .. pair]))
+            {
+                foreach (ServiceReplica l in pair) _learners.Remove(l);
+            }
+            return;
         }
         foreach (ServiceReplica l in _learners)
         {

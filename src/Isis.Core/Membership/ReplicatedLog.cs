@@ -260,13 +260,28 @@ internal sealed partial class ReplicatedLog
         if (MembershipDecision.VotersOf(entry) is { } next)
         {
             Invariant.Check(CanReconfigure, "a configuration is proposed only after the leader's first entry and the configuration before it are committed");
-            Invariant.Check((_options.Mutations & ProtocolMutations.ReconfigureSeveralAtOnce) != 0 || OneStepApart(Voters, next),
-                "a configuration adds or removes exactly one replica");
+            Invariant.Check((_options.Mutations & ProtocolMutations.ReconfigureSeveralAtOnce) != 0 || SafeStep(Voters, next),
+                "a configuration adds or removes exactly one replica, or grows a single replica to three that keep it");
         }
         Append(_term, entry);
         foreach (NodeId peer in _peers.Keys) SendAppend(peer, now);
         AdvanceCommit();
     }
+
+    /// <summary>
+    /// True if configuration <paramref name="b"/> may directly follow <paramref name="a"/>: either
+    /// one replica is added or removed (a majority of either shares a replica with a majority of the
+    /// other), or a single replica grows to three that keep it. The second is safe although a
+    /// majority of the three ({B, C}) need not contain the old one: the old configuration's only
+    /// majority is its one replica, which counts the new configuration from the moment it appends it,
+    /// and the new replicas vote only once they hold that entry, and so (logs match by prefix) every
+    /// entry decided before it. No decision can then be made by the old configuration alone, nor
+    /// by a majority of the new one that lacks what the old one decided. It spares the growth a
+    /// configuration of two, which needs both replicas to decide: losing the second one in it would
+    /// wedge the service for good.
+    /// </summary>
+    public static bool SafeStep(NodeId[] a, NodeId[] b) =>
+        OneStepApart(a, b) || (a.Length == 1 && b.Length == 3 && Array.IndexOf(b, a[0]) >= 0 && b.Distinct().Count() == 3);
 
     /// <summary>True if <paramref name="b"/> is <paramref name="a"/> with exactly one replica added or removed.</summary>
     public static bool OneStepApart(NodeId[] a, NodeId[] b)

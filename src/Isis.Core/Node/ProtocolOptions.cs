@@ -415,4 +415,11 @@ internal enum ProtocolMutations : long
     /// indices went to others) puts them in this member's history.
     /// </summary>
     OwnLogEntryUnchecked = 1L << 34,
+
+    /// <summary>
+    /// Deliberately broken (liveness): an embedded service growing from its founding replica adds
+    /// one replica at a time, so for a few round trips it runs on two replicas, which need both to
+    /// decide: losing the new one then wedges the service for good.
+    /// </summary>
+    GrowOneReplicaAtATime = 1L << 35,
 }

@@ -13,7 +13,8 @@ internal static partial class HistoryChecker
     /// One service, one sequence of configurations: every replica that founded the service founded
     /// it with the same replicas; each configuration the service decided differs from the one
     /// before it (or the founding one) by exactly one replica added or removed, so a majority of
-    /// either shares a replica with a majority of the other; and every commit a leader reported was
+    /// either shares a replica with a majority of the other, or grows a single replica to three that
+    /// keep it (<see cref="ReplicatedLog.SafeStep"/>); and every commit a leader reported was
     /// held by a majority of the configuration it counted, which is the one the log holds at that
     /// position.
     /// </summary>
@@ -45,10 +46,11 @@ internal static partial class HistoryChecker
         long previousIndex = 0;
         foreach (var (index, voters) in decided)
         {
-            if (previous is not null && !ReplicatedLog.OneStepApart(previous, voters))
+            if (previous is not null && !ReplicatedLog.SafeStep(previous, voters))
             {
                 sink.Report(P, $"the configuration decided at log position {index}, {List(voters)}, changes more than one replica of "
-                    + $"the one before it at position {previousIndex}, {List(previous)}: majorities of the two need not intersect");
+                    + $"the one before it at position {previousIndex}, {List(previous)} (and is not the growth of a single replica to three that keep it): "
+                    + "majorities of the two need not intersect");
             }
             (previous, previousIndex) = (voters, index);
         }
