@@ -35,9 +35,6 @@ namespace Isis.Core.Groups;
 /// </remarks>
 internal sealed class AcknowledgementTable
 {
-    /// <summary>The table before the first view: no members.</summary>
-    public static AcknowledgementTable None { get; } = new(0, -1, null);
-
     private readonly int _self;
     private readonly long[] _noRow;
     private long[] _own;

@@ -19,8 +19,8 @@ internal sealed partial class GroupMember
     private int[] _gossipTargets = [];
     private long[] _plausible = [];
 
-    // What the other members hold, from their digests (replaced with each view).
-    private AcknowledgementTable _acks = AcknowledgementTable.None;
+    // What the other members hold, from their digests (replaced with each view; empty before the first).
+    private AcknowledgementTable _acks = new(0, -1, null);
 
     // Set whenever a stream's NAK timer is armed, so ticks skip the scan over every sender otherwise.
     private bool _naksArmed;
