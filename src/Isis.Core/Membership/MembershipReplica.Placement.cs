@@ -200,8 +200,9 @@ internal sealed partial class MembershipReplica
         // and each is added once it holds every committed entry. From a single replica (the
         // founder, or the survivor of a shrink), the first two are added together, in one step
         // (ReplicatedLog.SafeStep), once both hold every committed entry: a configuration of two
-        // needs both replicas to decide, so losing the second one in it would wedge the service
-        // for good. Any further replica comes one step at a time.
+        // needs both replicas to decide, so losing the second one in it leaves nobody able to
+        // decide: every process isolates itself and the service is founded anew, its state lost.
+        // Any further replica comes one step at a time.
         ServiceReplica[] wanted = Candidates(current).Take(desired - current.Length).ToArray();
         DropLearners(keep: wanted);
         foreach (ServiceReplica c in wanted)

@@ -278,7 +278,7 @@ internal sealed partial class ReplicatedLog
     /// entry decided before it. No decision can then be made by the old configuration alone, nor
     /// by a majority of the new one that lacks what the old one decided. It spares the growth a
     /// configuration of two, which needs both replicas to decide: losing the second one in it would
-    /// wedge the service for good.
+    /// leave nobody able to decide, and the service would have to be founded anew.
     /// </summary>
     public static bool SafeStep(NodeId[] a, NodeId[] b) =>
         OneStepApart(a, b) || (a.Length == 1 && b.Length == 3 && Array.IndexOf(b, a[0]) >= 0 && b.Distinct().Count() == 3);
