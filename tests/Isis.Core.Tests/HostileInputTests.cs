@@ -69,6 +69,8 @@ public class HostileInputTests
         yield return (PacketKind.StabilityUpdate, p1, W(PacketKind.StabilityUpdate, p1, g, 1).Longs([0, 0]).Finish());
         yield return (PacketKind.StateChunk, p1, W(PacketKind.StateChunk, p1, g, 1).U8(1).Tail("x"u8).Finish());
         yield return (PacketKind.StateAck, p1, W(PacketKind.StateAck, p1, g, 1).Finish());
+        yield return (PacketKind.Routed, p1, new PacketWriter().Begin(new PacketHeader(PacketKind.Routed, p1, g, 0, 2)).Nodes([c.Id(2), p1, p0])
+            .Tail(W(PacketKind.ReplyAck, c.Id(2), g, 5).Node(p0).Finish()).Finish());
     }
 
     [Fact]

@@ -21,7 +21,7 @@ internal sealed partial class DurableHistory
             };
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.HistoryStatus, _node.Self, _member.Id, _view!.Id, 0));
         status.Write(w);
-        _node.SendTo(_view.Members[0].Endpoint, w.Finish());
+        _member.SendToMember(_view.Members[0], w.Finish()); // relaying, over the tree: every member reports to the oldest
     }
 
     /// <summary>A current member's status: where the view began, and the checkpoint it offers members that copy the history in this view.</summary>
@@ -312,7 +312,7 @@ internal sealed partial class DurableHistory
             .U8((byte)plan.Mode).Node(plan.Source).I64(plan.Target).I64(plan.Epoch).Node(plan.Lineage.Founder).I32(plan.Lineage.ViewId)
             .I64(plan.Trimmed).Node(plan.Provider).I64(plan.ProviderCheckpoint)
             .U8((byte)plan.Reason).Nodes(plan.Missing).I64(plan.LastView.Epoch).I32(plan.LastView.ViewId).Nodes(plan.GaveUp).I64((long)plan.TargetDigest);
-        _node.SendTo(to.Endpoint, w.Finish());
+        _member.SendToMember(to, w.Finish());
     }
 
     private void OnPlan(int fromRank, ref WireReader r, long now)

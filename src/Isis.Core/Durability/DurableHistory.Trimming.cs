@@ -119,7 +119,7 @@ internal sealed partial class DurableHistory
         _view!.Members.All(m => _statuses.TryGetValue(m, out HistoryStatus? s) && s.Current);
 
     private void SendAllCurrent(NodeId to) =>
-        _node.SendTo(to.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.HistoryAllCurrent, _node.Self, _member.Id, _view!.Id, 0)).Finish());
+        _member.SendToMember(to, _node.Writer.Begin(new PacketHeader(PacketKind.HistoryAllCurrent, _node.Self, _member.Id, _view!.Id, 0)).Finish());
 
     private void OnAllCurrent(int fromRank, ref WireReader r)
     {

@@ -35,6 +35,7 @@ internal sealed class FlushCoordinator
     private readonly Dictionary<NodeId, (long[] Vector, List<HeldMessage> Messages, NodeId? WaitingFor)> _reports = new();
     private readonly HashSet<NodeId> _committed = new();
     private Dictionary<NodeId, byte[]>? _commitPackets;
+    private readonly Dictionary<NodeId, NodeId[]> _paths;
     private long _nextRetryAt;
 
     public FlushCoordinator(ProcessNode node, GroupMember member, long attempt, NodeId[] survivors, long now)
@@ -43,6 +44,7 @@ internal sealed class FlushCoordinator
         _member = member;
         Attempt = attempt;
         Survivors = survivors;
+        _paths = PathsToSurvivors();
         foreach (NodeId s in survivors) SendWedge(s);
         _nextRetryAt = now + node.Options.RetryInterval;
     }
@@ -55,8 +57,38 @@ internal sealed class FlushCoordinator
 
     private int ViewId => _member.View!.Id;
 
+    /// <summary>
+    /// Per survivor, the path this coordinator's wedge and commit take to it (its answers come back
+    /// the reversed way). Directly, unless the group relays (a large group over TCP, where a direct
+    /// packet to every survivor would connect the coordinator to all): then over a tree of the
+    /// survivors alone, the coordinator its root and the others in rank order, of the stability
+    /// tree's fan-out. Not the view's tree: the members this flush removes may sit inside it, and
+    /// would cut their subtrees off.
+    /// </summary>
+    private Dictionary<NodeId, NodeId[]> PathsToSurvivors()
+    {
+        var paths = new Dictionary<NodeId, NodeId[]>();
+        if (!_member.Relaying)
+        {
+            foreach (NodeId s in Survivors) paths[s] = [_node.Self, s];
+            return paths;
+        }
+        if ((_node.Options.Mutations & ProtocolMutations.FlushRoutesThroughViewTree) != 0)
+        {
+            foreach (NodeId s in Survivors) paths[s] = _member.PathInView(s); // the mutation: a deliberate bug
+            return paths;
+        }
+        NodeId[] tree = [_node.Self, .. Survivors.Where(s => s != _node.Self)];
+        for (int i = 0; i < tree.Length; i++)
+        {
+            int[] positions = StabilityTree.Path(0, i, _node.Options.StabilityTreeFanout);
+            paths[tree[i]] = [.. positions.Select(p => tree[p])];
+        }
+        return paths;
+    }
+
     private void SendWedge(NodeId survivor) =>
-        _node.SendTo(survivor.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.Wedge, _node.Self, _member.Id, ViewId, Attempt)).Finish());
+        _member.SendAlong(_paths[survivor], _node.Writer.Begin(new PacketHeader(PacketKind.Wedge, _node.Self, _member.Id, ViewId, Attempt)).Finish());
 
     public void OnReport(NodeId from, long attempt, ref WireReader r)
     {
@@ -119,7 +151,7 @@ internal sealed class FlushCoordinator
             foreach (var (waiter, maker) in waiting) w.Node(waiter).Node(maker);
             _commitPackets[survivor] = w.Finish();
         }
-        foreach (var (survivor, packet) in _commitPackets) _node.SendTo(survivor.Endpoint, packet);
+        foreach (var (survivor, packet) in _commitPackets) _member.SendAlong(_paths[survivor], packet);
     }
 
     public void OnCommitAck(NodeId from, long attempt)
@@ -163,7 +195,7 @@ internal sealed class FlushCoordinator
             }
             else if (!_committed.Contains(s))
             {
-                _node.SendTo(s.Endpoint, _commitPackets[s]);
+                _member.SendAlong(_paths[s], _commitPackets[s]);
             }
         }
     }

@@ -147,7 +147,7 @@ internal sealed partial class GroupMember
     /// hold above stability, so the coordinator can give each survivor what it lacks even if the
     /// original sender is gone.
     /// </summary>
-    private void OnWedge(int from, long attempt)
+    private void OnWedge(int from, long attempt, NodeId[]? arrivedAlong)
     {
         // Only the coordinator the membership service picks (the oldest member not expelled) may
         // wedge us. Until we hear of an expulsion we refuse its successor; it retransmits.
@@ -168,7 +168,7 @@ internal sealed partial class GroupMember
         PacketWriter w = _node.Writer.Begin(new PacketHeader(PacketKind.FlushReport, Self, Id, View!.Id, attempt)).Longs(vector);
         HeldMessage.WriteList(w, messages);
         WriteStateStatus(w);
-        _node.SendTo(View.Members[from].Endpoint, w.Finish());
+        SendBack(View.Members[from], w.Finish(), arrivedAlong); // relaying, along the survivors' tree the wedge came by
     }
 
     /// <summary>
@@ -176,7 +176,7 @@ internal sealed partial class GroupMember
     /// messages we lacked. Every survivor gets the same cut, which is what makes the delivered sets
     /// of the old view equal (virtual synchrony).
     /// </summary>
-    private void OnCommit(int from, long attempt, ref WireReader r)
+    private void OnCommit(int from, long attempt, ref WireReader r, NodeId[]? arrivedAlong)
     {
         long[] cut = r.Longs();
         List<HeldMessage> messages = HeldMessage.ReadList(ref r, _streams.Length);
@@ -212,7 +212,7 @@ internal sealed partial class GroupMember
             _committedAttempt = attempt;
             _waitingAtCut = waiting; // who still waits for a checkpoint, and from whom: the next view's state transfer starts from it
         }
-        _node.SendTo(View!.Members[from].Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.CommitAck, Self, Id, View.Id, attempt)).Finish());
+        SendBack(View!.Members[from], _node.Writer.Begin(new PacketHeader(PacketKind.CommitAck, Self, Id, View.Id, attempt)).Finish(), arrivedAlong);
     }
 
     /// <summary>

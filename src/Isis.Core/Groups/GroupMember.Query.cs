@@ -10,6 +10,9 @@ internal sealed partial class GroupMember
     private readonly Dictionary<(NodeId Requester, long Query), byte[]> _outgoingReplies = new();
     private long _nextReplyRetryAt;
 
+    /// <summary>Replies this member sent whose requester has not acknowledged them yet.</summary>
+    public int RepliesAwaitingAcknowledgement => _outgoingReplies.Count;
+
     // ---------------------------------------------------------------- Query
 
     /// <summary>
@@ -27,17 +30,17 @@ internal sealed partial class GroupMember
         Send(kind, request, phi);
     }
 
-    /// <summary>Answers a query: sent to the requester and retransmitted until it acknowledges or leaves the view.</summary>
+    /// <summary>Answers a query: sent to the requester (over the view's tree when relaying) and retransmitted until it acknowledges or leaves the view.</summary>
     public void Reply(NodeId requester, long queryId, ReplyKind kind, byte[] payload)
     {
         if (View == null || State == MemberState.Left) return;
         byte[] packet = _node.Writer.Begin(new PacketHeader(PacketKind.Reply, Self, Id, View.Id, queryId))
             .Node(requester).U8((byte)kind).Tail(payload).Finish();
         if (requester != Self) _outgoingReplies[(requester, queryId)] = packet;
-        _node.SendTo(requester.Endpoint, packet);
+        SendToMember(requester, packet); // relaying, over the tree: otherwise every member would connect to the requester
     }
 
-    private void OnReplyTraffic(in PacketHeader h, ReadOnlySpan<byte> body)
+    private void OnReplyTraffic(in PacketHeader h, ReadOnlySpan<byte> body, NodeId[]? arrivedAlong)
     {
         var r = new WireReader(body);
         NodeId target = r.Node();
@@ -55,7 +58,7 @@ internal sealed partial class GroupMember
         // Always acknowledge, so the replier stops even if this reply is a duplicate or too late.
         if (h.Sender != Self)
         {
-            _node.SendTo(h.Sender.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.ReplyAck, Self, Id, View?.Id ?? 0, h.Number)).Node(h.Sender).Finish());
+            SendBack(h.Sender, _node.Writer.Begin(new PacketHeader(PacketKind.ReplyAck, Self, Id, View?.Id ?? 0, h.Number)).Node(h.Sender).Finish(), arrivedAlong);
         }
         if (!_queries.OnReply(h.Sender, h.Number, kind, payload)) _node.Counters.Duplicates++;
     }

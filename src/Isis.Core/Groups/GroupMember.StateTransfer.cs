@@ -208,7 +208,8 @@ internal sealed partial class GroupMember
             if (r.SentThrough == r.Acked) r.LastProgressAt = now;
             long number = ++r.SentThrough;
             bool last = s.Ended && number == s.Count;
-            _node.SendTo(joiner.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.StateChunk, Self, Id, s.Cut, number))
+            // Relaying, over the tree: otherwise the maker (the oldest member) would connect to every joiner.
+            SendToMember(joiner, _node.Writer.Begin(new PacketHeader(PacketKind.StateChunk, Self, Id, s.Cut, number))
                 .U8(last ? (byte)1 : (byte)0).Tail(s.Chunk(number)).Finish(_node.Outbox));
         }
     }
@@ -311,7 +312,7 @@ internal sealed partial class GroupMember
     }
 
     private void SendStateAck(NodeId maker, int cut, long chunks) =>
-        _node.SendTo(maker.Endpoint, _node.Writer.Begin(new PacketHeader(PacketKind.StateAck, Self, Id, cut, chunks)).Finish(_node.Outbox));
+        SendToMember(maker, _node.Writer.Begin(new PacketHeader(PacketKind.StateAck, Self, Id, cut, chunks)).Finish(_node.Outbox));
 
     /// <summary>Once per step: the joiner acknowledges the chunks it received in order.</summary>
     private void AcknowledgeState()

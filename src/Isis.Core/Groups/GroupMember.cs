@@ -354,7 +354,7 @@ internal sealed partial class GroupMember
     /// Data goes along the stability tree instead of to every member (<see cref="ProtocolOptions.RelayThroughTree"/>,
     /// in a large group whose data goes by unicast): the same at every member of a view.
     /// </summary>
-    private bool Relaying => _tree != null && Options.RelayThroughTree && View!.Multicast == 0;
+    internal bool Relaying => _tree != null && Options.RelayThroughTree && View!.Multicast == 0;
 
     /// <summary>
     /// A message this member stored for the first time goes on to its tree neighbours other than the
@@ -382,13 +382,22 @@ internal sealed partial class GroupMember
     /// Routes a member-to-member packet. The caller has already checked the checksum and the
     /// firewall; here we check that the packet belongs to our current view and its sender is a member.
     /// </summary>
-    public void OnGroupPacket(in PacketHeader h, ReadOnlySpan<byte> body, long now)
+    /// <param name="h">The packet's header.</param>
+    /// <param name="body">Its body.</param>
+    /// <param name="now">The current time.</param>
+    /// <param name="arrivedAlong">The path it came along in an envelope (GroupMember.Routing), or null if it came directly.</param>
+    public void OnGroupPacket(in PacketHeader h, ReadOnlySpan<byte> body, long now, NodeId[]? arrivedAlong = null)
     {
+        if (h.Kind == PacketKind.Routed)
+        {
+            OnRouted(h, body, now);
+            return;
+        }
         // Replies may cross a view change (the replier installed the next view first), so they are
         // matched by query id and the requester's delivery view, not by the packet's view.
         if (h.Kind is PacketKind.Reply or PacketKind.ReplyAck)
         {
-            OnReplyTraffic(h, body);
+            OnReplyTraffic(h, body, arrivedAlong);
             return;
         }
         if (h.Kind is PacketKind.StateChunk or PacketKind.StateAck)
@@ -418,13 +427,13 @@ internal sealed partial class GroupMember
             case PacketKind.Nak: OnNak(from, ref r); break;
             case PacketKind.StabilityReport or PacketKind.StabilityUpdate: OnTreePacket(h, from, ref r); break;
             case PacketKind.Wedge:
-                if (r.Complete) OnWedge(from, h.Number); else r.Fail();
+                if (r.Complete) OnWedge(from, h.Number, arrivedAlong); else r.Fail();
                 break;
             case PacketKind.FlushReport:
                 if (Coordinator != null) Coordinator.OnReport(h.Sender, h.Number, ref r);
                 else _node.Counters.DroppedWrongView++; // no flush of ours is running: a late or stray report
                 break;
-            case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r); break;
+            case PacketKind.FlushCommit: OnCommit(from, h.Number, ref r, arrivedAlong); break;
             case PacketKind.HistoryStatus or PacketKind.HistoryPlan or PacketKind.HistoryPull or PacketKind.HistoryChunk
                 or PacketKind.HistoryCheckpointPull or PacketKind.HistoryCheckpointChunk or PacketKind.HistoryAllCurrent:
                 if (History != null) History.OnPacket(h, from, ref r, now);
@@ -661,7 +670,7 @@ internal sealed partial class GroupMember
         if (_outgoingReplies.Count > 0 && now >= _nextReplyRetryAt)
         {
             _nextReplyRetryAt = now + Options.RetryInterval;
-            foreach (var ((requester, _), packet) in _outgoingReplies) _node.SendTo(requester.Endpoint, packet);
+            foreach (var ((requester, _), packet) in _outgoingReplies) SendToMember(requester, packet); // over the tree of the view it is now
         }
 
         // A wedged member advertises nothing beyond its flush report: otherwise others could

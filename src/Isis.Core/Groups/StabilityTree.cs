@@ -115,6 +115,26 @@ internal sealed class StabilityTree
         return Parent;
     }
 
+    /// <summary>
+    /// The path between two positions of a tree of fan-out <paramref name="fanout"/> laid out as this
+    /// one is (position i's parent is (i - 1) / fanout): up from <paramref name="from"/> to the lowest
+    /// common ancestor, then down to <paramref name="to"/>, both ends included.
+    /// </summary>
+    public static int[] Path(int from, int to, int fanout)
+    {
+        var up = new List<int> { from };
+        var down = new List<int> { to };
+        // A position's ancestors all have smaller positions, so the larger of the two is never an
+        // ancestor of the other: it climbs until they meet.
+        for (int a = from, b = to; a != b;)
+        {
+            if (a > b) up.Add(a = (a - 1) / fanout);
+            else down.Add(b = (b - 1) / fanout);
+        }
+        for (int i = down.Count - 2; i >= 0; i--) up.Add(down[i]);
+        return [.. up];
+    }
+
     /// <summary>Per sender rank, the prefix every member of the view is known to hold.</summary>
     public long[] Stable { get; }
 

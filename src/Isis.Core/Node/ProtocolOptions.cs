@@ -422,4 +422,11 @@ internal enum ProtocolMutations : long
     /// decide: losing the new one then wedges the service for good.
     /// </summary>
     GrowOneReplicaAtATime = 1L << 35,
+
+    /// <summary>
+    /// Deliberately broken (liveness): relaying, the flush coordinator routes its wedges and commits
+    /// over the view's tree instead of a tree of the survivors, so a failed member inside the tree
+    /// cuts its subtree off and the flush never completes.
+    /// </summary>
+    FlushRoutesThroughViewTree = 1L << 36,
 }

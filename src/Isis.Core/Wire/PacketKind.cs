@@ -71,6 +71,9 @@ internal enum PacketKind : byte
 
     // Replica <-> replica, after the others above: the membership log's compaction.
     ReplicaSnapshot = 46,   // leader -> follower; Number = term; body: snapshot index and term, send time, total length, offset, a chunk of the snapshot
+
+    // Member <-> member, relaying (a large group over TCP): another member's packet on its way along a tree.
+    Routed = 47,            // hop -> next hop; Number = the position in the path of the member it is sent to; body: the path (first: the packet's sender, last: its destination), then the whole packet
 }
 
 /// <summary>What a packet kind is for, where the numbering alone does not say.</summary>
@@ -85,7 +88,7 @@ internal static class PacketKinds
     /// </summary>
     public static bool IsMemberTraffic(PacketKind kind) =>
         kind is >= PacketKind.Data and <= PacketKind.HistoryChunk or >= PacketKind.StabilityReport and <= PacketKind.StateAck
-            or >= PacketKind.HistoryCheckpointPull and <= PacketKind.HistoryAllCurrent;
+            or >= PacketKind.HistoryCheckpointPull and <= PacketKind.HistoryAllCurrent or PacketKind.Routed;
 
     /// <summary>Member traffic or a bundle of it: what a group's key seals, where the group has one (<see cref="PacketHeader.Group"/> names the group).</summary>
     public static bool IsGroupTraffic(PacketKind kind) => IsMemberTraffic(kind) || kind == PacketKind.Bundle;
