@@ -48,6 +48,20 @@ public sealed class GossipScenarioTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public void A_flush_routed_over_the_views_tree_instead_of_the_survivors_is_caught()
+    {
+        // Relaying, the coordinator's wedges and commits go along a tree. Over the view's tree, a
+        // failed member inside it cuts its subtree off: the flush never completes, and the joins and
+        // queries that wait for the next view hang (Liveness, QueryReplies).
+        var runs = Enumerable.Range(0, 20)
+            .Select(seed => SimulationRun.Execute((ulong)seed, "relay", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.FlushRoutesThroughViewTree } }))
+            .ToList();
+        int caught = runs.Count(r => !r.Passed);
+        output.WriteLine($"caught in {caught} of {runs.Count} seeds");
+        Assert.True(caught >= runs.Count / 2, $"caught in only {caught} of {runs.Count} seeds");
+    }
+
+    [Fact]
     public void Relaying_Flush_k_returns_for_k_holders_and_the_checker_holds_it_to_k()
     {
         // In the relay families every other Flush is a Flush(k): it asks k - 1 members for their
