@@ -23,6 +23,11 @@ namespace Isis.Transport;
 /// connection the lower endpoint dialled and retire the other once it has sent what it held.</para>
 /// <para>A broken connection is opened again at the next send; frames written into it are lost, as
 /// UDP datagrams can be, and the protocol's sequence numbers repair (never duplicate) them.</para>
+/// <para>A connection that carried nothing either way for <see cref="DefaultIdleTimeout"/> is retired
+/// as a losing duplicate is (what it holds is sent, then both ends close it), and the next send
+/// dials again. A large group's members talk to their tree neighbours only, but the tree changes
+/// with every view (ranks move down when a member leaves): without this, the connections of a
+/// long-lived member would pile up towards one per member.</para>
 /// <para>Back-pressure: a peer's unsent bytes are bounded; a frame beyond the bound is dropped and
 /// counted (<see cref="TransportCounters.SendErrors"/>) rather than stalling the loop.</para>
 /// <para>Threading: as <see cref="IPacketTransport"/> says. The accept, send and receive loops run on
@@ -42,6 +47,9 @@ internal sealed class TcpTransport : IPacketTransport
     /// <summary>A peer whose connection broke is not dialled again sooner than this (microseconds): frames meanwhile are dropped and counted, as to an unreachable UDP peer.</summary>
     public const long ReconnectBackoff = 50_000;
 
+    /// <summary>A connection idle this long (microseconds) both ways is closed; the next send opens another.</summary>
+    public const long DefaultIdleTimeout = 60_000_000;
+
     /// <summary>Accepted connections beyond this many open ones are closed at once and counted: each costs two threads, and peers need one each.</summary>
     public const int MaxConnections = 1024;
 
@@ -56,6 +64,9 @@ internal sealed class TcpTransport : IPacketTransport
     private readonly object _gate = new();
     private readonly Dictionary<ulong, Connection> _connections = new(); // under _gate: the connection each peer's frames go on
     private readonly ReceivedPacketCallback? _onPacket;
+    private readonly long _idleTimeout;
+    private long _nextIdleSweepAt;
+    private long _idleClosed;
     private int _wakesPending;
     private long _dials;
     private volatile bool _disposed;
@@ -67,9 +78,12 @@ internal sealed class TcpTransport : IPacketTransport
     /// connection's receive loop parses its frames and hands every packet to this callback, as
     /// <see cref="UdpTransport"/>'s receive thread does (the membership replica's sockets).
     /// </param>
-    public TcpTransport(IPEndPoint bindTo, int maxPacketSize = FrameFormat.DefaultMaxPacketSize, ReceivedPacketCallback? onPacket = null)
+    /// <param name="idleTimeoutMicros">A connection idle this long both ways is closed (<see cref="DefaultIdleTimeout"/> unless a test says otherwise).</param>
+    public TcpTransport(IPEndPoint bindTo, int maxPacketSize = FrameFormat.DefaultMaxPacketSize, ReceivedPacketCallback? onPacket = null,
+        long idleTimeoutMicros = DefaultIdleTimeout)
     {
         _onPacket = onPacket;
+        _idleTimeout = idleTimeoutMicros;
         ArgumentNullException.ThrowIfNull(bindTo);
         if (bindTo.AddressFamily != AddressFamily.InterNetwork) throw new ArgumentException("Only IPv4 endpoints are supported.", nameof(bindTo));
         _maxPacketSize = maxPacketSize;
@@ -157,6 +171,9 @@ internal sealed class TcpTransport : IPacketTransport
         public readonly bool Dialled = dialled;
         public readonly Pipe Outgoing = new(InlinePipe);
         public long Unsent;
+
+        /// <summary>When a frame last went out or came in on it (microseconds, <see cref="MonotonicClock"/>).</summary>
+        public long LastActive = MonotonicClock.NowMicros();
 
         /// <summary>The socket failed or closed: the owner opens (or adopts) another.</summary>
         public volatile bool Broken;
@@ -254,7 +271,38 @@ internal sealed class TcpTransport : IPacketTransport
     {
         ObjectDisposedException.ThrowIf(_disposed, this);
         _batches.Flush(this, static (peer, transport) => transport.SendCompleted(peer));
+        RetireIdle();
     }
+
+    /// <summary>
+    /// Retires the connections idle both ways for longer than the idle timeout (looked for at most
+    /// ten times per timeout): each sends what it holds and closes, and the peer's next send, or
+    /// ours, dials another.
+    /// </summary>
+    private void RetireIdle()
+    {
+        long now = MonotonicClock.NowMicros();
+        if (now < _nextIdleSweepAt) return;
+        _nextIdleSweepAt = now + Math.Max(1_000, _idleTimeout / 10);
+        List<Connection>? idle = null;
+        lock (_gate)
+        {
+            foreach (Connection c in _connections.Values)
+            {
+                if (c.Usable && now - Volatile.Read(ref c.LastActive) > _idleTimeout) (idle ??= []).Add(c);
+            }
+            if (idle == null) return;
+            foreach (Connection c in idle) _connections.Remove(c.Peer);
+        }
+        foreach (Connection c in idle)
+        {
+            Interlocked.Increment(ref _idleClosed);
+            Retire(c);
+        }
+    }
+
+    /// <summary>Connections closed because they were idle.</summary>
+    public long IdleClosed => Interlocked.Read(ref _idleClosed);
 
     private void SendCompleted(Peer peer)
     {
@@ -274,6 +322,7 @@ internal sealed class TcpTransport : IPacketTransport
             }
         }
         PipeWriter writer = connection.Outgoing.Writer;
+        Volatile.Write(ref connection.LastActive, MonotonicClock.NowMicros());
         for (int i = 0; i < batcher.CompletedCount; i++)
         {
             ReadOnlySpan<byte> datagram = batcher.GetCompleted(i).Span;
@@ -482,6 +531,7 @@ internal sealed class TcpTransport : IPacketTransport
                         StartThread(() => SendLoop(sending), $"isis-tcp-send:{EndpointConversions.ToIPEndPoint(source).Port}");
                     }
                 }
+                if (connection != null) Volatile.Write(ref connection.LastActive, MonotonicClock.NowMicros());
                 while (greeted && TryReadFrame(ref buffer, out ReadOnlySequence<byte> frame))
                 {
                     byte[] bytes = ArrayPool<byte>.Shared.Rent(Math.Max(1, (int)frame.Length));

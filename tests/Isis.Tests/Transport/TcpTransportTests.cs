@@ -84,6 +84,49 @@ public sealed class TcpTransportTests
     }
 
     [Fact]
+    public void A_connection_idle_both_ways_is_closed_at_both_ends_and_the_next_send_opens_another()
+    {
+        const long Idle = 200_000; // 0.2 s instead of a minute
+        using var a = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0), idleTimeoutMicros: Idle);
+        using var b = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0), idleTimeoutMicros: Idle);
+        SendSequence(a, b.LocalEndpoint, 0, 100);
+        Assert.Equal(Enumerable.Range(0, 100), Receive(b, 100));
+        Assert.Equal(1, a.OpenConnections);
+
+        // The owners' loops flush on every turn, busy or not; the idle connection is retired there.
+        Assert.True(WaitUntil(() =>
+        {
+            a.Flush();
+            b.Flush();
+            return a.OpenConnections == 0 && b.OpenConnections == 0;
+        }), $"{a.OpenConnections} and {b.OpenConnections} connections still open");
+        Assert.InRange(a.IdleClosed + b.IdleClosed, 1, 2); // one end found it idle first, or both at once
+
+        // Either side sends again: a new connection, and everything arrives.
+        SendSequence(b, a.LocalEndpoint, 100, 100);
+        Assert.Equal(Enumerable.Range(100, 100), Receive(a, 100));
+        Assert.Equal(1, b.Dials);
+    }
+
+    [Fact]
+    public void A_connection_in_use_is_not_closed_as_idle()
+    {
+        const long Idle = 1_000_000;
+        using var a = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0), idleTimeoutMicros: Idle);
+        using var b = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0), idleTimeoutMicros: Idle);
+        // A packet every 0.1 s for two and a half idle timeouts: the connection stays, only the one dial.
+        for (int i = 0; i < 25; i++)
+        {
+            SendSequence(a, b.LocalEndpoint, i, 1);
+            Assert.Equal([i], Receive(b, 1));
+            b.Flush();
+            Thread.Sleep(100);
+        }
+        Assert.Equal(0, a.IdleClosed + b.IdleClosed);
+        Assert.Equal(1, a.Dials);
+    }
+
+    [Fact]
     public void When_both_peers_dial_at_once_they_settle_on_one_connection_and_duplicate_nothing()
     {
         for (int attempt = 0; attempt < 5; attempt++)
