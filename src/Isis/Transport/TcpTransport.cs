@@ -175,6 +175,9 @@ internal sealed class TcpTransport : IPacketTransport
         /// <summary>When a frame last went out or came in on it (microseconds, <see cref="MonotonicClock"/>).</summary>
         public long LastActive = MonotonicClock.NowMicros();
 
+        /// <summary>Held while a batch of frames is written into <see cref="Outgoing"/>, and while the connection is retired.</summary>
+        public readonly object SendGate = new();
+
         /// <summary>The socket failed or closed: the owner opens (or adopts) another.</summary>
         public volatile bool Broken;
 
@@ -237,7 +240,10 @@ internal sealed class TcpTransport : IPacketTransport
 
     private static void Retire(Connection c)
     {
-        c.Retired = true;
+        // Under the connection's send gate: a batch being written into it finishes first, and no
+        // batch is written after (SendCompleted checks under the same gate), so the send loop's last
+        // read, after it sees the flag, finds every frame the connection will ever get.
+        lock (c.SendGate) c.Retired = true;
         c.Outgoing.Reader.CancelPendingRead(); // its send loop wakes, sends what it holds, and stops
     }
 
@@ -308,19 +314,32 @@ internal sealed class TcpTransport : IPacketTransport
     {
         DatagramBatcher batcher = peer.Batcher;
         if (batcher.CompletedCount == 0) return;
-        if (peer.Connection is not { Usable: true } connection)
+        // A connection may be retired (the pair keeps another) at any moment: a batch goes into one
+        // that is usable while the batch is written, or into the one that replaced it.
+        for (int attempt = 0; attempt < 3; attempt++)
         {
-            // A connection retired here leaves by its own send loop; its pipe is not written again.
-            connection = Current(peer.Endpoint) ?? Dial(peer);
-            peer.Connection = connection;
-            if (connection == null)
+            if (peer.Connection is not { Usable: true })
             {
-                // Broke a moment ago (refused, reset): do not spin up a connection per flush to a dead peer.
-                Interlocked.Add(ref Counters.SendErrors, batcher.CompletedCount);
-                batcher.ReleaseCompleted();
-                return;
+                // A connection retired here leaves by its own send loop; its pipe is not written again.
+                peer.Connection = Current(peer.Endpoint) ?? Dial(peer);
+                if (peer.Connection == null) break; // broke a moment ago (refused, reset): not one dial per flush to a dead peer
             }
+            Connection connection = peer.Connection;
+            lock (connection.SendGate)
+            {
+                if (!connection.Usable) continue;
+                WriteFrames(connection, batcher);
+            }
+            batcher.ReleaseCompleted();
+            return;
         }
+        Interlocked.Add(ref Counters.SendErrors, batcher.CompletedCount);
+        batcher.ReleaseCompleted();
+    }
+
+    /// <summary>Writes the batcher's completed datagrams into the connection's pipe as frames (under its send gate).</summary>
+    private void WriteFrames(Connection connection, DatagramBatcher batcher)
+    {
         PipeWriter writer = connection.Outgoing.Writer;
         Volatile.Write(ref connection.LastActive, MonotonicClock.NowMicros());
         for (int i = 0; i < batcher.CompletedCount; i++)
@@ -339,7 +358,6 @@ internal sealed class TcpTransport : IPacketTransport
             Interlocked.Increment(ref Counters.DatagramsSent);
             Interlocked.Add(ref Counters.BytesSent, datagram.Length);
         }
-        batcher.ReleaseCompleted();
         // The pipe never pauses its writer (its send loop bounds it through Unsent), so this completes at once.
         ValueTask<FlushResult> flushed = writer.FlushAsync();
         if (!flushed.IsCompletedSuccessfully || flushed.Result.IsCompleted) Broke(connection);
@@ -421,8 +439,20 @@ internal sealed class TcpTransport : IPacketTransport
                 if (read.IsCompleted || _disposed || connection.Broken) break;
                 if (connection.Retired)
                 {
-                    // The pair keeps the other connection: what was written here has gone; tell the
-                    // peer nothing more comes (its receive loop ends), and keep reading until it does the same.
+                    // The pair keeps the other connection. Frames written after the read above but
+                    // before the flag was set are still in the pipe (none come after it): send them;
+                    // then tell the peer nothing more comes (its receive loop ends), and keep reading
+                    // until it does the same.
+                    if (reader.TryRead(out ReadResult rest))
+                    {
+                        foreach (ReadOnlyMemory<byte> segment in rest.Buffer)
+                        {
+                            int sent = 0;
+                            while (sent < segment.Length) sent += connection.Socket.Send(segment.Span[sent..]);
+                        }
+                        Interlocked.Add(ref connection.Unsent, -rest.Buffer.Length);
+                        reader.AdvanceTo(rest.Buffer.End);
+                    }
                     connection.Socket.Shutdown(SocketShutdown.Send);
                     reader.Complete();
                     return;

@@ -84,6 +84,36 @@ public sealed class TcpTransportTests
     }
 
     [Fact]
+    public void When_both_peers_send_at_once_nothing_written_into_the_connection_that_loses_is_lost()
+    {
+        // Both dial; the pair keeps one connection and retires the other. A batch written into the
+        // loser just as it was retired (its send loop had already drained the pipe) was dropped
+        // without a trace: one side's every packet, in about 3% of rounds under load.
+        for (int round = 0; round < 40; round++)
+        {
+            using var a = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0));
+            using var b = new TcpTransport(new IPEndPoint(IPAddress.Loopback, 0));
+            for (int i = 0; i < 500; i++)
+            {
+                a.Enqueue(b.LocalEndpoint, SequencedPacket(i, 50));
+                b.Enqueue(a.LocalEndpoint, SequencedPacket(i, 60));
+            }
+            a.Flush();
+            b.Flush();
+            List<int> atA = [], atB = [];
+            var watch = System.Diagnostics.Stopwatch.StartNew();
+            while ((atA.Count < 500 || atB.Count < 500) && watch.Elapsed < Deadline)
+            {
+                if (a.WaitReadable(1_000)) a.ReceivePending(new Collect(atA), 16, readable: true);
+                if (b.WaitReadable(1_000)) b.ReceivePending(new Collect(atB), 16, readable: true);
+            }
+            Assert.True(atA.Count == 500 && atB.Count == 500, $"round {round}: {atA.Count} and {atB.Count} of 500 arrived");
+            Assert.Equal(Enumerable.Range(0, 500), atA);
+            Assert.Equal(Enumerable.Range(0, 500), atB);
+        }
+    }
+
+    [Fact]
     public void A_connection_idle_both_ways_is_closed_at_both_ends_and_the_next_send_opens_another()
     {
         const long Idle = 200_000; // 0.2 s instead of a minute
