@@ -307,91 +307,22 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     {
         EventLoop loop = _loop!;
         CoreEvent?.Invoke(loop.Node.Self, e, at);
+        if (e is GroupEvent about)
+        {
+            // What the runtime counts or logs itself; everything else is the group's (one lookup).
+            switch (about)
+            {
+                case MessageDelivered: _messagesDelivered++; break;
+                case ViewInstalled: _viewsInstalled++; break;
+                case SlowRepliersReported slow:
+                    Log.SlowRepliersReported(Logger, _groups.TryGetValue(slow.Group, out Group? named) ? named.Name : slow.Group.ToString(), slow.QueryId, string.Join(", ", slow.Members));
+                    break;
+            }
+            if (_groups.TryGetValue(about.Group, out Group? g)) g.OnCoreEvent(about, loop);
+            return;
+        }
         switch (e)
         {
-            case MessageDelivered d:
-                _messagesDelivered++;
-                if (_groups.TryGetValue(d.Group, out Group? g))
-                {
-                    g.OnDelivered(d.Sender, d.Kind, d.Payload.Span, d.ViewId, d.Seq);
-                    if (d.Kind == MessageKind.Safe && d.Sender == loop.Node.Self) g.OnOwnSafeDelivered();
-                }
-                break;
-            case ViewInstalled v:
-                _viewsInstalled++;
-                if (_groups.TryGetValue(v.Group, out g))
-                {
-                    using (Activity? a = Instruments.Activities.StartActivity("isis.view_change"))
-                    {
-                        a?.SetTag("isis.group", g.Name);
-                        a?.SetTag("isis.view.id", v.View.Id);
-                        a?.SetTag("isis.view.members", v.View.Members.Length);
-                    }
-                    g.OnViewInstalled(v.View);
-                }
-                break;
-            case GroupLeft l:
-                if (_groups.TryGetValue(l.Group, out g)) g.OnLeft(l.Terminated, l.FinalViewId);
-                break;
-            case StateRequested r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnStateRequested(r);
-                break;
-            case StateChunkReceived c:
-                if (_groups.TryGetValue(c.Group, out g)) g.OnStateChunk(c.Chunk);
-                break;
-            case StateReceived r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReceived();
-                break;
-            case StateTransferAborted a:
-                if (_groups.TryGetValue(a.Group, out g)) g.OnStateAborted(a.Reason);
-                break;
-            case GroupKeyRejected k:
-                if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRejected(k.Reason);
-                break;
-            case GroupKeyRotated k:
-                if (_groups.TryGetValue(k.Group, out g)) g.OnKeyRotated(k.ViewId, k.Fingerprint);
-                break;
-            case StateReset r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnStateReset(r.CutViewId, r.Origin);
-                break;
-            case FlushCompleted f:
-                if (_groups.TryGetValue(f.Group, out g)) g.OnFlushCompleted(f.Token);
-                break;
-            case QueryCompleted q:
-                if (_groups.TryGetValue(q.Group, out g)) g.OnQueryCompleted(q);
-                break;
-            case SlowRepliersReported slow:
-                Log.SlowRepliersReported(Logger, _groups.TryGetValue(slow.Group, out g) ? g.Name : slow.Group.ToString(), slow.QueryId, string.Join(", ", slow.Members));
-                break;
-            case HistoryReplayed h:
-                if (_groups.TryGetValue(h.Group, out g)) g.OnReplayed(h.Entry);
-                break;
-            case CheckpointRestored c:
-                if (_groups.TryGetValue(c.Group, out g)) g.OnCheckpointRestored(c.Checkpoint);
-                break;
-            case CheckpointReadRequested r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnCheckpointReadRequested(r, loop);
-                break;
-            case CheckpointChunkReceived c:
-                if (_groups.TryGetValue(c.Group, out g)) g.OnCheckpointChunk(c, loop);
-                break;
-            case HistoryReady h:
-                if (_groups.TryGetValue(h.Group, out g))
-                {
-                    g.OnHistoryPosition(h.Lineage, h.Entries, h.Digest);
-                    g.OnHistoryReady(h.Lineage);
-                    g.CompleteForcedRecovery(h.Entries);
-                }
-                break;
-            case HistoryRecoveredWithout r:
-                if (_groups.TryGetValue(r.Group, out g)) g.OnRecoveredWithout(r);
-                break;
-            case HistoryNotice n:
-                if (_groups.TryGetValue(n.Group, out g))
-                {
-                    ReportHistoryProblem(g.Name, n.Kind == HistoryNoticeKind.Waiting ? g.DescribeWaiting(n.Text) : n.Text, error: n.Kind != HistoryNoticeKind.Waiting);
-                }
-                break;
             case TrafficFirewalled f:
                 Log.Firewalled(Logger, f.From.ToString(), f.DroppedSoFar);
                 break;

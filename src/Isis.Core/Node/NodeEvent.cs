@@ -6,11 +6,21 @@ namespace Isis.Core.Node;
 /// <summary>Something a node asks its driver to hand to the application (or to a history).</summary>
 internal abstract record NodeEvent;
 
+/// <summary>
+/// An event about one group: a driver hands it to that group, whatever its kind, with one lookup
+/// (the runtime to its <c>Group</c> object, which has its own switch over the kinds).
+/// </summary>
+/// <param name="Group">The group it is about.</param>
+internal abstract record GroupEvent(GroupId Group) : NodeEvent
+{
+    /// <summary>The group it is about (set again when a recycling outbox reuses the event).</summary>
+    public GroupId Group { get; private protected set; } = Group;
+}
+
 /// <summary>This member sent a message: it got sequence number <see cref="Seq"/> in view <see cref="ViewId"/>.</summary>
 /// <remarks>One event per message, so a recycling <see cref="Outbox"/> reuses the object (and the payload memory) after <see cref="Outbox.Clear"/>.</remarks>
-internal sealed record MessageSent : NodeEvent
+internal sealed record MessageSent() : GroupEvent(default(GroupId))
 {
-    public GroupId Group { get; private set; }
     public int ViewId { get; private set; }
     public long Seq { get; private set; }
     public MessageKind Kind { get; private set; }
@@ -33,9 +43,8 @@ internal sealed record MessageSent : NodeEvent
 /// <see cref="AtViewEnd"/>: delivered by the view change's flush rather than on the normal path.
 /// One event per message, so a recycling <see cref="Outbox"/> reuses the object (and the payload memory) after <see cref="Outbox.Clear"/>.
 /// </remarks>
-internal sealed record MessageDelivered : NodeEvent
+internal sealed record MessageDelivered() : GroupEvent(default(GroupId))
 {
-    public GroupId Group { get; private set; }
     public int ViewId { get; private set; }
     public NodeId Sender { get; private set; }
     public long Seq { get; private set; }
@@ -59,7 +68,7 @@ internal sealed record MessageDelivered : NodeEvent
 /// Disk durability: an entry of the group's SafeSend history, handed to the application before
 /// anything else when this member comes to hold the history (after a restart, or when it joins).
 /// </summary>
-internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry Entry) : NodeEvent;
+internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry Entry) : GroupEvent(Group);
 
 /// <summary>
 /// Disk durability: this member holds the group's history (<paramref name="Entries"/> SafeSends, all
@@ -67,14 +76,14 @@ internal sealed record HistoryReplayed(GroupId Group, Durability.HistoryEntry En
 /// a persistent checkpoint made from here on records it, with the number of SafeSends the
 /// application has applied, so a later restart knows which entries the checkpoint already holds.
 /// </summary>
-internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How, Durability.Lineage Lineage, ulong Digest = Durability.HistoryDigest.Unknown) : NodeEvent;
+internal sealed record HistoryReady(GroupId Group, long Entries, Durability.HistoryPlanMode How, Durability.Lineage Lineage, ulong Digest = Durability.HistoryDigest.Unknown) : GroupEvent(Group);
 
 /// <summary>
 /// Disk durability, before the history's replay: the application loads this member's persistent
 /// checkpoint <paramref name="Checkpoint"/> (one of those the driver named at join), which holds the
 /// history's first <c>Checkpoint.Index</c> entries; only the entries after them are replayed.
 /// </summary>
-internal sealed record CheckpointRestored(GroupId Group, Durability.CheckpointMark Checkpoint) : NodeEvent;
+internal sealed record CheckpointRestored(GroupId Group, Durability.CheckpointMark Checkpoint) : GroupEvent(Group);
 
 /// <summary>
 /// Disk durability, at a member that keeps checkpoint <paramref name="Mark"/>: another member copies
@@ -82,7 +91,7 @@ internal sealed record CheckpointRestored(GroupId Group, Durability.CheckpointMa
 /// driver reads up to <paramref name="MaxBytes"/> bytes of the checkpoint's file from
 /// <paramref name="Offset"/> and answers with <see cref="ProcessNode.AnswerCheckpointRead"/>.
 /// </summary>
-internal sealed record CheckpointReadRequested(GroupId Group, NodeId Requester, Durability.CheckpointMark Mark, long Offset, int MaxBytes) : NodeEvent;
+internal sealed record CheckpointReadRequested(GroupId Group, NodeId Requester, Durability.CheckpointMark Mark, long Offset, int MaxBytes) : GroupEvent(Group);
 
 /// <summary>
 /// Disk durability, at a member copying the history: the next bytes of a checkpoint of
@@ -91,10 +100,10 @@ internal sealed record CheckpointReadRequested(GroupId Group, NodeId Requester, 
 /// <paramref name="Total"/> bytes arrived the driver checks the file, makes it this member's newest
 /// checkpoint, and says so with <see cref="ProcessNode.CheckpointDurable"/>.
 /// </summary>
-internal sealed record CheckpointChunkReceived(GroupId Group, Durability.Lineage Lineage, long Index, long Offset, long Total, byte[] Bytes) : NodeEvent;
+internal sealed record CheckpointChunkReceived(GroupId Group, Durability.Lineage Lineage, long Index, long Offset, long Total, byte[] Bytes) : GroupEvent(Group);
 
 /// <summary>Disk durability: this member's log now starts after entry <paramref name="Through"/>, which its persistent checkpoints hold; <paramref name="Remaining"/> entries stay in the log.</summary>
-internal sealed record HistoryTrimmed(GroupId Group, long Through, long Remaining) : NodeEvent;
+internal sealed record HistoryTrimmed(GroupId Group, long Through, long Remaining) : GroupEvent(Group);
 
 /// <summary>What a <see cref="HistoryNotice"/> reports.</summary>
 internal enum HistoryNoticeKind
@@ -126,20 +135,20 @@ internal enum HistoryNoticeKind
 /// With <paramref name="Reason"/> ProvedComplete nothing was lost: the recovery went ahead on its
 /// own, and <paramref name="Text"/> says why that was safe (the driver logs it as a warning).
 /// </summary>
-internal sealed record HistoryRecoveredWithout(GroupId Group, Durability.HistoryRecovery Reason, NodeId[] Missing, long Entries, Durability.HistoryViewKey LastView, string Text) : NodeEvent;
+internal sealed record HistoryRecoveredWithout(GroupId Group, Durability.HistoryRecovery Reason, NodeId[] Missing, long Entries, Durability.HistoryViewKey LastView, string Text) : GroupEvent(Group);
 
 /// <summary>Disk durability: something the operator should know about the SafeSend history (the driver logs it).</summary>
-internal sealed record HistoryNotice(GroupId Group, HistoryNoticeKind Kind, string Text) : NodeEvent;
+internal sealed record HistoryNotice(GroupId Group, HistoryNoticeKind Kind, string Text) : GroupEvent(Group);
 
 /// <summary>A new view of a group is installed here (the first one completes a join).</summary>
-internal sealed record ViewInstalled(GroupId Group, GroupView View) : NodeEvent;
+internal sealed record ViewInstalled(GroupId Group, GroupView View) : GroupEvent(Group);
 
 /// <summary>
 /// The view's IP multicast address for this member's group changed (0: unicast): the driver joins
 /// it at once. Never held back, unlike <see cref="ViewInstalled"/>, which a joiner's application sees
 /// only once it has its state: the member receives the view's traffic meanwhile.
 /// </summary>
-internal sealed record MulticastAddressChanged(GroupId Group, ulong Address) : NodeEvent;
+internal sealed record MulticastAddressChanged(GroupId Group, ulong Address) : GroupEvent(Group);
 
 /// <summary>
 /// State transfer, at the member that makes the checkpoint: the application's state now is the
@@ -147,27 +156,27 @@ internal sealed record MulticastAddressChanged(GroupId Group, ulong Address) : N
 /// this one). The driver asks the application for its checkpoint now, before anything after this
 /// event, and hands it to <see cref="ProcessNode.SendStateChunk"/> in chunks, the last one marked.
 /// </summary>
-internal sealed record StateRequested(GroupId Group, int CutViewId, NodeId[] Joiners) : NodeEvent;
+internal sealed record StateRequested(GroupId Group, int CutViewId, NodeId[] Joiners) : GroupEvent(Group);
 
 /// <summary>
 /// State transfer, at a joiner: the next chunk of the checkpoint made at cut <paramref name="CutViewId"/>,
 /// in the maker's order. The driver keeps the chunks until <see cref="StateReceived"/> (a transfer may
 /// still be abandoned, <see cref="StateTransferAborted"/>), then loads them before anything after it.
 /// </summary>
-internal sealed record StateChunkReceived(GroupId Group, int CutViewId, byte[] Chunk) : NodeEvent;
+internal sealed record StateChunkReceived(GroupId Group, int CutViewId, byte[] Chunk) : GroupEvent(Group);
 
 /// <summary>
 /// State transfer, at a joiner: the whole checkpoint has arrived. The application loads it now;
 /// the view it joined and that view's messages follow.
 /// </summary>
-internal sealed record StateReceived(GroupId Group, int CutViewId, long Chunks) : NodeEvent;
+internal sealed record StateReceived(GroupId Group, int CutViewId, long Chunks) : GroupEvent(Group);
 
 /// <summary>
 /// State transfer, at a member waiting for its checkpoint: the transfer of cut <paramref name="CutViewId"/>
 /// cannot finish (its maker left, or never started before a view change). The chunks received so far
 /// are void; a checkpoint made at a later view's cut replaces it (or <see cref="StateReset"/> follows).
 /// </summary>
-internal sealed record StateTransferAborted(GroupId Group, int CutViewId, string Reason) : NodeEvent;
+internal sealed record StateTransferAborted(GroupId Group, int CutViewId, string Reason) : GroupEvent(Group);
 
 /// <summary>Why a member starts the group's state itself (<see cref="StateReset"/>).</summary>
 internal enum StateOrigin : byte
@@ -184,39 +193,38 @@ internal enum StateOrigin : byte
 /// <paramref name="CutViewId"/>, before that view, and makes the checkpoint for the others of the view
 /// that wait. It starts from what it kept itself (a persistent checkpoint), or else from an empty state.
 /// </summary>
-internal sealed record StateReset(GroupId Group, int CutViewId, StateOrigin Origin) : NodeEvent;
+internal sealed record StateReset(GroupId Group, int CutViewId, StateOrigin Origin) : GroupEvent(Group);
 
 /// <summary>
 /// The group's members seal their packets with a key this process does not hold (or it has one they
 /// do not use): it leaves the group. <paramref name="Reason"/> says what to do.
 /// </summary>
-internal sealed record GroupKeyRejected(GroupId Group, string Reason) : NodeEvent;
+internal sealed record GroupKeyRejected(GroupId Group, string Reason) : GroupEvent(Group);
 
 /// <summary>
 /// The group moved to its next key (named by <paramref name="Fingerprint"/>) at the install of view
 /// <paramref name="ViewId"/>: every member of the view before held it, and everything of this view on
 /// is sealed with it. The previous key opens packets until the next view change.
 /// </summary>
-internal sealed record GroupKeyRotated(GroupId Group, int ViewId, byte[] Fingerprint) : NodeEvent;
+internal sealed record GroupKeyRotated(GroupId Group, int ViewId, byte[] Fingerprint) : GroupEvent(Group);
 
 /// <summary>The group's previous key opens nothing here any more, from the install of view <paramref name="ViewId"/> on (the view change after the move).</summary>
-internal sealed record GroupKeyRetired(GroupId Group, int ViewId) : NodeEvent;
+internal sealed record GroupKeyRetired(GroupId Group, int ViewId) : GroupEvent(Group);
 
 /// <summary>A Flush this member asked for (<paramref name="Token"/>) has completed.</summary>
-internal sealed record FlushCompleted(GroupId Group, long Token) : NodeEvent;
+internal sealed record FlushCompleted(GroupId Group, long Token) : GroupEvent(Group);
 
 /// <summary>
 /// A query this member issued ended: enough replies, a timeout, or an abort reply. Replies come
 /// from distinct members of <paramref name="DeliveryViewId"/>; <paramref name="Missing"/> lists the
 /// members of that view still in the group that did not answer.
 /// </summary>
-internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : NodeEvent;
+internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : GroupEvent(Group);
 
 /// <summary>This member, an acceptor of the SafeSend (<see cref="Sender"/>, <see cref="Seq"/>), now holds it and every earlier position.</summary>
 /// <remarks>One event per SafeSend at each acceptor, so a recycling <see cref="Outbox"/> reuses the object after <see cref="Outbox.Clear"/>.</remarks>
-internal sealed record SafeAccepted : NodeEvent
+internal sealed record SafeAccepted() : GroupEvent(default(GroupId))
 {
-    public GroupId Group { get; private set; }
     public int ViewId { get; private set; }
     public NodeId Sender { get; private set; }
     public long Seq { get; private set; }
@@ -234,7 +242,7 @@ internal sealed record SafeAccepted : NodeEvent
 /// This process is out of the group: its leave request completed, or (<paramref name="Terminated"/>)
 /// a member deleted the group, which every member left in view <paramref name="FinalViewId"/>.
 /// </summary>
-internal sealed record GroupLeft(GroupId Group, bool Terminated = false, int FinalViewId = 0) : NodeEvent;
+internal sealed record GroupLeft(GroupId Group, bool Terminated = false, int FinalViewId = 0) : GroupEvent(Group);
 
 /// <summary>The process stops: it was expelled or lost the membership service. Everything is wedged.</summary>
 internal sealed record NodeShutDown(string Reason) : NodeEvent;
@@ -253,7 +261,7 @@ internal sealed record ServiceNotFoundYet(long Waited, int AddressesAsked) : Nod
 internal sealed record TrafficFirewalled(NodeId From, long DroppedSoFar) : NodeEvent;
 
 /// <summary>A query with QueryTimeoutAction.ExpelSlowMembers timed out: the members that had not replied were reported to the membership service to be expelled.</summary>
-internal sealed record SlowRepliersReported(GroupId Group, long QueryId, NodeId[] Members) : NodeEvent;
+internal sealed record SlowRepliersReported(GroupId Group, long QueryId, NodeId[] Members) : GroupEvent(Group);
 
 /// <summary>
 /// The membership service expelled an incarnation (emitted by the membership service).
