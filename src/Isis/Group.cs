@@ -261,59 +261,6 @@ public sealed partial class Group
     private IsisException NotJoinedError(string operation) =>
         _terminated ? ExceptionFactory.GroupTerminated(Name, operation) : ExceptionFactory.NotJoined(Name, operation);
 
-    // ---------------------------------------------------------------- Send
-
-    /// <summary>
-    /// Multicasts a message to the group: FIFO from this sender, delivered here at once (no network
-    /// wait), non-durable (if this process and every process that received it fail, it may be
-    /// lost). The arguments must match the parameter types of a handler registered for <paramref name="opcode"/>.
-    /// </summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
-    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
-    public void Send(int opcode, params object?[] args) => Multicast(MessageKind.Send, nameof(Send), opcode, args);
-
-    /// <summary>
-    /// Multicasts a message in one total order across all senders of the group, consistent with each
-    /// sender's own order: every member delivers all OrderedSends of a view in the same sequence.
-    /// Non-durable like <see cref="Send"/>. Not delivered here at once: it waits for its place in the
-    /// order (set by the oldest member of the view).
-    /// </summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
-    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
-    public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
-
-    /// <summary>
-    /// <see cref="Send"/> for asynchronous code: where Send would block a thread under flow control,
-    /// the returned task waits instead. It completes once the message is handed to the protocol
-    /// (it is then delivered here and sent, as with Send), at once while the window is open.
-    /// </summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
-    public Task SendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, CancellationToken.None);
-
-    /// <summary>As <see cref="SendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
-    public Task SendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, cancellationToken);
-
-    /// <summary><see cref="OrderedSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
-    public Task OrderedSendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, CancellationToken.None);
-
-    /// <summary>As <see cref="OrderedSendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
-    /// <param name="opcode">The request code whose handlers receive the message.</param>
-    /// <param name="args">The handler's arguments.</param>
-    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
-    public Task OrderedSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, cancellationToken);
-
     // ---------------------------------------------------------------- Flush
 
     /// <summary>

@@ -1,0 +1,213 @@
+using Isis.Diagnostics;
+using System.Diagnostics;
+using Isis.Core.Groups;
+using Isis.Core.Node;
+using Isis.Runtime;
+using Isis.Serialization;
+
+namespace Isis;
+
+/// <summary>
+/// Send and OrderedSend, the cheap multicasts: the arguments are encoded on the caller's thread into a
+/// pooled array, the send is queued to the event loop (or run there at once when the window is
+/// quiet), and flow control holds the caller (or its task) while this member has too many messages
+/// not yet stable. SafeSend is in Group.SafeSend.cs, queries in Group.Query.cs.
+/// </summary>
+public sealed partial class Group
+{
+    /// <summary>
+    /// Multicasts a message to the group: FIFO from this sender, delivered here at once (no network
+    /// wait), non-durable (if this process and every process that received it fail, it may be
+    /// lost). The arguments must match the parameter types of a handler registered for <paramref name="opcode"/>.
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
+    public void Send(int opcode, params object?[] args) => Multicast(MessageKind.Send, nameof(Send), opcode, args);
+
+    /// <summary>
+    /// Multicasts a message in one total order across all senders of the group, consistent with each
+    /// sender's own order: every member delivers all OrderedSends of a view in the same sequence.
+    /// Non-durable like <see cref="Send"/>. Not delivered here at once: it waits for its place in the
+    /// order (set by the oldest member of the view).
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
+    public void OrderedSend(int opcode, params object?[] args) => Multicast(MessageKind.Ordered, nameof(OrderedSend), opcode, args);
+
+    /// <summary>
+    /// <see cref="Send"/> for asynchronous code: where Send would block a thread under flow control,
+    /// the returned task waits instead. It completes once the message is handed to the protocol
+    /// (it is then delivered here and sent, as with Send), at once while the window is open.
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    public Task SendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, CancellationToken.None);
+
+    /// <summary>As <see cref="SendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
+    public Task SendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Send, nameof(SendAsync), opcode, args, cancellationToken);
+
+    /// <summary><see cref="OrderedSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    public Task OrderedSendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, CancellationToken.None);
+
+    /// <summary>As <see cref="OrderedSendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
+    public Task OrderedSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, cancellationToken);
+
+    // ---------------------------------------------------------------- the path to the event loop
+
+    /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
+    {
+        using Activity? activity = StartMulticastActivity(kind, opcode);
+        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
+        PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+    }
+
+    private Activity? StartMulticastActivity(MessageKind kind, int opcode)
+    {
+        Activity? activity = _runtime.Instruments.Activities.StartActivity(kind == MessageKind.Send ? "isis.send" : "isis.ordered_send");
+        activity?.SetTag("isis.group", Name);
+        activity?.SetTag("isis.opcode", opcode);
+        return activity;
+    }
+
+    /// <summary>Checks that the group can multicast and encodes the arguments into a pooled array (the caller owns it).</summary>
+    private (EventLoop Loop, byte[] Array, int Length) EncodeMulticast(string operation, int opcode, object?[]? args)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
+        (byte[] array, int length) = _runtime.Encoder.Encode(opcode, args ?? [null]);
+        if (length > _runtime.Options.MaxMessageSize)
+        {
+            _runtime.Buffers.Return(array);
+            throw ExceptionFactory.MessageTooLarge(length, _runtime.Options.MaxMessageSize);
+        }
+        return (loop, array, length);
+    }
+
+    /// <summary>
+    /// Encodes into the thread's pooled writer and copies out an exact array: for payloads that
+    /// something besides the sender's stream holds (SafeSend, queries, replies), which therefore
+    /// cannot be recycled, without the encoder's own growing buffer on top.
+    /// </summary>
+    private byte[] EncodeToArray(int opcode, object?[]? args)
+    {
+        (byte[] array, int length) = _runtime.Encoder.Encode(opcode, args ?? [null]);
+        byte[] exact = array.AsSpan(0, length).ToArray();
+        _runtime.Buffers.Return(array);
+        return exact;
+    }
+
+    private void MulticastPayload(MessageKind kind, string operation, byte[] payload, int phi)
+    {
+        EventLoop loop = _runtime.RunningLoop();
+        if (_state is not (GroupState.Joining or GroupState.Joined)) throw NotJoinedError(operation);
+        if (payload.Length > _runtime.Options.MaxMessageSize) throw ExceptionFactory.MessageTooLarge(payload.Length, _runtime.Options.MaxMessageSize);
+        PostSend(loop, kind, payload, phi, null);
+    }
+
+    private void PostSend(EventLoop loop, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, byte[]? pooled)
+    {
+        WaitForWindow();
+        Interlocked.Increment(ref _queuedSends);
+        loop.PostSend(new QueuedSend(this, kind, payload, phi, pooled), mayRunInline: WindowQuiet);
+    }
+
+    /// <summary>On the event loop: hands a queued Send to the protocol (which owns a pooled payload from here).</summary>
+    internal void SendQueued(EventLoop loop, in QueuedSend send)
+    {
+        Interlocked.Decrement(ref _queuedSends);
+        _runtime.CountSent();
+        loop.Node.Send(Id, send.Payload, loop.Now, send.Kind, send.Phi, send.Pooled);
+    }
+
+    private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken)
+    {
+        if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
+        using Activity? activity = StartMulticastActivity(kind, opcode);
+        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
+        byte[]? pooled = kind == MessageKind.Send ? array : null;
+        if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
+        {
+            Interlocked.Increment(ref _queuedSends);
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            return Task.CompletedTask;
+        }
+        // Behind flow control: wait in line. The line is taken before this call returns, so this
+        // sender's messages keep the order it issued them in, whatever it awaits, and a blocking
+        // Send issued after this one waits behind it too.
+        Interlocked.Increment(ref _asyncWaiting);
+        return SendInLineAsync(_sendLine.WaitAsync(cancellationToken), kind, array, length, pooled, cancellationToken);
+    }
+
+    private async Task SendInLineAsync(Task inLine, MessageKind kind, byte[] array, int length, byte[]? pooled, CancellationToken cancellationToken)
+    {
+        bool holdsLine = false;
+        try
+        {
+            await inLine.ConfigureAwait(false);
+            holdsLine = true;
+            while (WindowFull)
+            {
+                TaskCompletionSource opened = _windowOpened ?? Interlocked.CompareExchange(ref _windowOpened, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously), null) ?? _windowOpened!;
+                if (!WindowFull) break; // it opened while we registered
+                try
+                {
+                    await opened.Task.WaitAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
+                }
+                catch (TimeoutException)
+                {
+                    // Look again (and notice a runtime that stopped meanwhile).
+                }
+                _runtime.RunningLoop();
+            }
+            EventLoop loop = _runtime.RunningLoop();
+            Interlocked.Increment(ref _queuedSends);
+            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            pooled = null; // the protocol owns it now
+        }
+        finally
+        {
+            if (pooled != null) _runtime.Buffers.Return(pooled); // never sent: the array is still ours
+            if (holdsLine) _sendLine.Release();
+            // The last one in line lets blocking senders go.
+            if (Interlocked.Decrement(ref _asyncWaiting) == 0) _windowOpen.Set();
+        }
+    }
+
+    /// <summary>
+    /// Few messages of this member are unstable: it is not streaming, so a Send may run on the
+    /// caller's thread (see <see cref="EventLoop.PostSend"/>). In a stream the window fills, and the
+    /// loop batching the Sends into few datagrams is worth more than one hand-off.
+    /// </summary>
+    private bool WindowQuiet => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) < _runtime.Options.MaxUnstableMessages / 4;
+
+    private bool WindowFull => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= _runtime.Options.MaxUnstableMessages;
+
+    private void WaitForWindow()
+    {
+        // Behind flow control, or behind asynchronous Sends of this member still waiting in line.
+        while (WindowFull || Interlocked.Read(ref _asyncWaiting) > 0)
+        {
+            // A handler of this group blocking here would hold up nothing the window needs
+            // (stability advances on the event loop), so waiting is safe on any thread.
+            _windowOpen.Reset();
+            if (!WindowFull && Interlocked.Read(ref _asyncWaiting) == 0) break;
+            _windowOpen.Wait(TimeSpan.FromMilliseconds(50));
+            _runtime.RunningLoop();
+        }
+    }
+}
