@@ -316,6 +316,16 @@ internal sealed record Scenario
     /// </summary>
     public static readonly string[] CompactionFamilies = ["compaction", "compaction-hosts"];
 
+    /// <summary>Every family <see cref="ForFamily"/> knows, the default mix first.</summary>
+    public static readonly string[] AllFamilies =
+    [
+        .. new[]
+        {
+            Families, EmbeddedServiceFamilies, ["host-restart"], MulticastFamilies, GossipFamilies, StateTransferFamilies,
+            SecuredFamilies, CollectionFamilies, ForcedRecoveryFamilies, AutoRecoveryFamilies, CompactionFamilies,
+        }.SelectMany(f => f).Distinct(),
+    ];
+
     /// <summary>The keys of the secured families (fixed: the simulator has no secrets to keep).</summary>
     internal static readonly byte[] SimulatedSystemKey = [.. Enumerable.Range(0, 32).Select(i => (byte)(0x51 + i))];
 

@@ -26,6 +26,7 @@ internal static class SimCommand
             Console.WriteLine("usage: Isis.Sim run [--seeds A..B] [--scenario FAMILY] [--mutation NAME]");
             Console.WriteLine("       Isis.Sim catch-up [--decisions N] [--no-compaction]   (replacing a membership replica after N decisions)");
             Console.WriteLine("       Isis.Sim replay --seed N [--scenario FAMILY] [--mutation NAME] [--log FILE.jsonl]");
+            Console.WriteLine("       Isis.Sim fingerprints [--seeds A..B] [--scenario FAMILY[,FAMILY...]|all]   (one line per run: family, seed, a hash of its event log)");
             Console.WriteLine("       Isis.Sim scale [--members N] [--seed S] [--replicas 1|3|5] [--window-ms MS] [--sends K] [--senders S] [--delay-us MIN-MAX] [--steady-s S [--steady-interval-ms MS]]");
             Console.WriteLine("                      [--loss P] [--suspicion K] [--digests all|gossip] [--multicast] [--check [--log FILE.jsonl]] [--json FILE]");
             Console.WriteLine("         N members (default 1000) join one group over MS ms of virtual time (default 100; 0 = all at once), each");
@@ -81,6 +82,24 @@ internal static class SimCommand
                 }
                 Console.WriteLine($"{last - first + 1 - (ulong)failed} passed, {failed} failed in {clock.Elapsed.TotalSeconds:F1} s");
                 return failed == 0 ? 0 : 1;
+            }
+            case "fingerprints":
+            {
+                // One line per run, "family seed fingerprint": a refactoring that must not change
+                // behaviour leaves every line as it was (tests/Isis.Simulation.Tests/Baselines).
+                string range = Option("--seeds") ?? "0..199";
+                string[] parts = range.Split("..");
+                ulong first = ulong.Parse(parts[0]), last = ulong.Parse(parts.Length > 1 ? parts[1] : parts[0]);
+                string[] families = family is null or "all" ? Scenario.AllFamilies : family.Split(',');
+                foreach (string f in families)
+                {
+                    for (ulong seed = first; seed <= last; seed++)
+                    {
+                        SimulationRun run = SimulationRun.Execute(seed, f, Adjust);
+                        Console.WriteLine($"{f} {seed} {run.History.Fingerprint()}");
+                    }
+                }
+                return 0;
             }
             case "replay":
             {
