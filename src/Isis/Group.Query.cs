@@ -195,11 +195,11 @@ public sealed partial class Group
         var action = (Core.Groups.QueryTimeoutAction)timeout.Action;
         long micros = (long)timeout.After.TotalMicroseconds;
         WaitForWindow();
-        Interlocked.Increment(ref _queuedSends);
+        Interlocked.Increment(ref _queuedSends.Value);
         loop.Post(() =>
         {
-            Interlocked.Decrement(ref _queuedSends);
-            _runtime.CountSent();
+            Interlocked.Decrement(ref _queuedSends.Value);
+            loop.CountSent();
             loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now, kind == MessageKind.QuerySafe ? _safeThreshold : 0);
         });
         IsisInstruments.Time(_runtime.Instruments.QueryDuration, done.Task, Name);

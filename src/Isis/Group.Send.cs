@@ -122,16 +122,8 @@ public sealed partial class Group
     private void PostSend(EventLoop loop, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, byte[]? pooled)
     {
         WaitForWindow();
-        Interlocked.Increment(ref _queuedSends);
-        loop.PostSend(new QueuedSend(this, kind, payload, phi, pooled), mayRunInline: WindowQuiet);
-    }
-
-    /// <summary>On the event loop: hands a queued Send to the protocol (which owns a pooled payload from here).</summary>
-    internal void SendQueued(EventLoop loop, in QueuedSend send)
-    {
-        Interlocked.Decrement(ref _queuedSends);
-        _runtime.CountSent();
-        loop.Node.Send(Id, send.Payload, loop.Now, send.Kind, send.Phi, send.Pooled);
+        Interlocked.Increment(ref _queuedSends.Value);
+        loop.PostSend(new QueuedSend(Id, _queuedSends, kind, payload, phi, pooled), mayRunInline: WindowQuiet);
     }
 
     private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken)
@@ -142,8 +134,8 @@ public sealed partial class Group
         byte[]? pooled = kind == MessageKind.Send ? array : null;
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
-            Interlocked.Increment(ref _queuedSends);
-            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            Interlocked.Increment(ref _queuedSends.Value);
+            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
             return Task.CompletedTask;
         }
         // Behind flow control: wait in line. The line is taken before this call returns, so this
@@ -175,8 +167,8 @@ public sealed partial class Group
                 _runtime.RunningLoop();
             }
             EventLoop loop = _runtime.RunningLoop();
-            Interlocked.Increment(ref _queuedSends);
-            loop.PostSend(new QueuedSend(this, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            Interlocked.Increment(ref _queuedSends.Value);
+            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
             pooled = null; // the protocol owns it now
         }
         finally
@@ -193,9 +185,9 @@ public sealed partial class Group
     /// caller's thread (see <see cref="EventLoop.PostSend"/>). In a stream the window fills, and the
     /// loop batching the Sends into few datagrams is worth more than one hand-off.
     /// </summary>
-    private bool WindowQuiet => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) < _runtime.Options.MaxUnstableMessages / 4;
+    private bool WindowQuiet => Interlocked.Read(ref _queuedSends.Value) + Interlocked.Read(ref _window) < _runtime.Options.MaxUnstableMessages / 4;
 
-    private bool WindowFull => Interlocked.Read(ref _queuedSends) + Interlocked.Read(ref _window) >= _runtime.Options.MaxUnstableMessages;
+    private bool WindowFull => Interlocked.Read(ref _queuedSends.Value) + Interlocked.Read(ref _window) >= _runtime.Options.MaxUnstableMessages;
 
     private void WaitForWindow()
     {

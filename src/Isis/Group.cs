@@ -41,7 +41,7 @@ public sealed partial class Group
     private TaskCompletionSource? _left;
     private DeliveryThread? _delivery;
     private volatile View? _view;
-    private long _queuedSends;
+    private readonly QueuedSendCount _queuedSends = new();
     private long _window;
     private long _nextFlushToken;
     private long _nextQueryId;
@@ -329,7 +329,7 @@ public sealed partial class Group
     {
         long window = member == null ? 0 : member.UnstableOwnMessages + member.PendingSends;
         Interlocked.Exchange(ref _window, window);
-        if (window + Interlocked.Read(ref _queuedSends) < _runtime.Options.MaxUnstableMessages)
+        if (window + Interlocked.Read(ref _queuedSends.Value) < _runtime.Options.MaxUnstableMessages)
         {
             _windowOpen.Set();
             if (_windowOpened != null) Interlocked.Exchange(ref _windowOpened, null)?.TrySetResult();

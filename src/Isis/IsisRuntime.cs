@@ -50,18 +50,16 @@ public sealed class IsisRuntime : IDisposable, IEventSink
     internal IsisInstruments Instruments { get; }
 
     // Counted on the event loop thread (one writer), read by metric listeners.
-    private long _messagesSent;
     private long _messagesDelivered;
     private long _viewsInstalled;
 
-    internal long MessagesSent => Volatile.Read(ref _messagesSent);
+    internal long MessagesSent => _loop?.MessagesSent ?? 0;
 
     internal long MessagesDelivered => Volatile.Read(ref _messagesDelivered);
 
     internal long ViewsInstalled => Volatile.Read(ref _viewsInstalled);
 
     /// <summary>On the event loop: a message of this process was handed to the protocol.</summary>
-    internal void CountSent() => _messagesSent++;
 
     internal (long Mismatches, long HandlerExceptions) GetCountsForMetrics() => (Interlocked.Read(ref _handlerMismatches), Interlocked.Read(ref _handlerExceptions));
 

@@ -198,7 +198,7 @@ internal sealed class EventLoop : IDisposable
             {
                 ran = true;
                 if (command != null) command();
-                else send.Group.SendQueued(this, send);
+                else TakeSend(send);
                 Drain();
                 Interlocked.Increment(ref _inlineCommands);
             }
@@ -285,6 +285,22 @@ internal sealed class EventLoop : IDisposable
         Node.Outbox.Clear();
     }
 
+    /// <summary>Messages handed to the core: queued multicasts (Send, OrderedSend, SafeSend) and queries; counted on this thread, read by metric listeners.</summary>
+    internal long MessagesSent => Volatile.Read(ref _messagesSent);
+
+    private long _messagesSent;
+
+    /// <summary>Counts a message the caller hands to the core on this thread itself (a query).</summary>
+    internal void CountSent() => _messagesSent++;
+
+    /// <summary>A queued Send or OrderedSend goes to the protocol, which owns a pooled payload from here.</summary>
+    private void TakeSend(in QueuedSend send)
+    {
+        Interlocked.Decrement(ref send.Queued.Value);
+        _messagesSent++;
+        Node.Send(send.Group, send.Payload, Now, send.Kind, send.Phi, send.Pooled);
+    }
+
     /// <summary>
     /// One iteration under the driver lock: inputs in a fixed order (commands from the API, then
     /// packets, then the tick), then the outputs. Every batch is bounded: a sender blasting Sends
@@ -297,7 +313,7 @@ internal sealed class EventLoop : IDisposable
         while (commands-- > 0 && _commands.TryDequeue(out var item))
         {
             if (item.Command != null) item.Command();
-            else item.Send.Group.SendQueued(this, item.Send);
+            else TakeSend(item.Send);
         }
         int datagrams = _transport.ReceivePending(_received, DatagramsPerBatch, readable);
         readable = false;
@@ -459,7 +475,17 @@ internal sealed class EventLoop : IDisposable
 /// A Send, OrderedSend or SafeSend on its way from an API thread to the protocol. For a Send,
 /// Pooled is the buffer-pool array behind Payload: the protocol returns it once the message is stable.
 /// </summary>
-internal readonly record struct QueuedSend(Group Group, Core.Groups.MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi, byte[]? Pooled);
+/// <summary>
+/// A Send or OrderedSend on its way to the core: the loop hands it over itself (<see cref="EventLoop.TakeSend"/>)
+/// and takes it off the group's count of queued sends, which flow control reads.
+/// </summary>
+internal readonly record struct QueuedSend(Core.Identity.GroupId Group, QueuedSendCount Queued, Core.Groups.MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi, byte[]? Pooled);
+
+/// <summary>A group's sends queued to the event loop and not yet handed to the core (read by its flow control from any thread).</summary>
+internal sealed class QueuedSendCount
+{
+    public long Value;
+}
 
 /// <summary>Where the event loop hands the core's events (implemented by the runtime).</summary>
 internal interface IEventSink
