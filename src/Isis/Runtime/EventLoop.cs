@@ -354,7 +354,7 @@ internal sealed class EventLoop : IDisposable
     }
 
     /// <summary>Feeds the packets the loop reads from the process's socket to the process node, as they are parsed.</summary>
-    private sealed class ProcessPackets(EventLoop loop) : Core.Framing.IPacketVisitor
+    private sealed class ProcessPackets(EventLoop loop) : Transport.Framing.IPacketVisitor
     {
         public void OnPacket(ulong source, ReadOnlySpan<byte> packet) => loop.Node.Receive(source, packet, loop.Now);
 

@@ -1,4 +1,4 @@
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 
 namespace Isis.Transport;
 

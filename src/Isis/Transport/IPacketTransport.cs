@@ -1,5 +1,5 @@
 using System.Net;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 
 namespace Isis.Transport;
 

@@ -4,7 +4,7 @@ using System.Collections.Concurrent;
 using System.IO.Pipelines;
 using System.Net;
 using System.Net.Sockets;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 
 namespace Isis.Transport;
 

@@ -1,6 +1,6 @@
 using System.Net;
 using System.Net.Sockets;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 
 namespace Isis.Transport;
 

@@ -3,7 +3,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json.Nodes;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 using Isis.Core.Identity;
 using Isis.Core.Wire;
 using Isis.Serialization;

@@ -1,7 +1,7 @@
 using System.Buffers.Binary;
 using System.Net;
 using System.Net.Sockets;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 using Isis.Transport;
 using static Isis.Tests.Transport.TransportTestKit;
 

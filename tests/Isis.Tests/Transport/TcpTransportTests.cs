@@ -209,7 +209,7 @@ public sealed class TcpTransportTests
         Assert.Equal(1, b.OpenConnections);
     }
 
-    private sealed class Collect(List<int> into) : Isis.Core.Framing.IPacketVisitor
+    private sealed class Collect(List<int> into) : Isis.Transport.Framing.IPacketVisitor
     {
         public void OnPacket(ulong source, ReadOnlySpan<byte> packet) => into.Add(System.Buffers.Binary.BinaryPrimitives.ReadInt32LittleEndian(packet));
 

@@ -1,6 +1,6 @@
 using System.Diagnostics;
 using System.Net;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 using Isis.Transport;
 using static Isis.Tests.Transport.TransportTestKit;
 

@@ -1,6 +1,6 @@
 using System.Diagnostics;
 using System.Net;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 using Isis.Transport;
 using static Isis.Tests.Transport.TransportTestKit;
 
@@ -267,7 +267,7 @@ public sealed class UdpTransportConformance : PacketTransportConformance
 public sealed class TcpTransportConformance : PacketTransportConformance
 {
     internal override IPacketTransport Create(int port = 0, int? maxPacketSize = null) =>
-        new TcpTransport(new IPEndPoint(IPAddress.Loopback, port), maxPacketSize ?? Isis.Core.Framing.FrameFormat.DefaultMaxPacketSize);
+        new TcpTransport(new IPEndPoint(IPAddress.Loopback, port), maxPacketSize ?? Isis.Transport.Framing.FrameFormat.DefaultMaxPacketSize);
 
     internal override void SendHostile(IPacketTransport target, byte[] bytes)
     {

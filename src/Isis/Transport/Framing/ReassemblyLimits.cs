@@ -1,4 +1,4 @@
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// Bounds on what hostile or broken senders can make a receiver hold. Memory is charged for the

@@ -1,8 +1,8 @@
 using System.Buffers.Binary;
 using Isis.Core.Common;
-using Isis.Core.Framing;
+using Isis.Transport.Framing;
 
-namespace Isis.Core.Tests.Framing;
+namespace Isis.Tests.Transport.Framing;
 
 /// <summary>Builds batchers, parsers and hand-made datagrams for the framing tests.</summary>
 internal static class FramingTestKit

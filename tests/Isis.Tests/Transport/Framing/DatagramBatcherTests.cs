@@ -1,8 +1,8 @@
 using Isis.Core.Common;
-using Isis.Core.Framing;
-using static Isis.Core.Tests.Framing.FramingTestKit;
+using Isis.Transport.Framing;
+using static Isis.Tests.Transport.Framing.FramingTestKit;
 
-namespace Isis.Core.Tests.Framing;
+namespace Isis.Tests.Transport.Framing;
 
 public sealed class DatagramBatcherTests
 {

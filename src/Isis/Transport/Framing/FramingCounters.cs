@@ -1,4 +1,4 @@
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// What the parser and reassembler accepted and dropped, by reason. Written only by the thread

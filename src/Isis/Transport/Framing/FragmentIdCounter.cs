@@ -1,4 +1,4 @@
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// Hands out fragment ids. One instance is shared by all batchers of a sender, because receivers

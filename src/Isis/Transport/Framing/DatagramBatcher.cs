@@ -2,7 +2,7 @@ using System.Buffers;
 using System.Buffers.Binary;
 using Isis.Core.Common;
 
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// Packs the packets bound for one destination into as few datagrams as possible: a syscall per

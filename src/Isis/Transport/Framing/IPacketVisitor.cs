@@ -1,4 +1,4 @@
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>Receives the packets <see cref="DatagramParser"/> finds in a datagram.</summary>
 internal interface IPacketVisitor

@@ -1,6 +1,6 @@
 using System.Buffers.Binary;
 
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// Splits a received datagram into packets (see <see cref="FrameFormat"/>), feeding fragments to a

@@ -1,6 +1,6 @@
 using System.Buffers;
 
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// Rebuilds fragmented packets, keyed by (source endpoint, fragment id), within strict

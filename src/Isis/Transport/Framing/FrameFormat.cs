@@ -1,4 +1,4 @@
-namespace Isis.Core.Framing;
+namespace Isis.Transport.Framing;
 
 /// <summary>
 /// The datagram layout shared by <see cref="DatagramBatcher"/> and <see cref="DatagramParser"/>.
