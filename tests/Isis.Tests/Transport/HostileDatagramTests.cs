@@ -1,8 +1,8 @@
-using System.Buffers.Binary;
 using System.Net;
 using System.Net.Sockets;
 using Isis.Transport.Framing;
 using Isis.Transport;
+using Isis.Tests.Transport.Framing;
 using static Isis.Tests.Transport.TransportTestKit;
 
 namespace Isis.Tests.Transport;
@@ -44,8 +44,8 @@ public sealed class HostileDatagramTests
         for (int length = 0; length < valid.Length; length++) Send(valid[..length]);
 
         // Well-formed fragments that lie: a 1 GiB packet, and an index past the count.
-        Send(Fragment(id: 1, index: 0, count: 2, total: 1 << 30, new byte[100]));
-        Send(Fragment(id: 2, index: 5, count: 2, total: 200, new byte[100]));
+        Send(FramingTestKit.FragmentDatagram(id: 1, index: 0, count: 2, total: 1 << 30, new byte[100]));
+        Send(FramingTestKit.FragmentDatagram(id: 2, index: 5, count: 2, total: 200, new byte[100]));
 
         Assert.True(WaitUntil(() => target.Transport.Counters.DatagramsReceived == sent),
             $"received {target.Transport.Counters.DatagramsReceived} of {sent}");
@@ -73,22 +73,5 @@ public sealed class HostileDatagramTests
         byte[] datagram = batcher.GetCompleted(0).ToArray();
         batcher.ReleaseCompleted();
         return datagram;
-    }
-
-    private static byte[] Fragment(ulong id, uint index, uint count, uint total, byte[] bytes)
-    {
-        var d = new byte[FrameFormat.DatagramHeaderSize + FrameFormat.FragmentRecordHeaderSize + bytes.Length];
-        d[0] = FrameFormat.Magic;
-        d[1] = FrameFormat.Version;
-        BinaryPrimitives.WriteUInt16LittleEndian(d.AsSpan(2), 1);
-        Span<byte> r = d.AsSpan(FrameFormat.DatagramHeaderSize);
-        r[0] = FrameFormat.FragmentRecord;
-        BinaryPrimitives.WriteUInt64LittleEndian(r[1..], id);
-        BinaryPrimitives.WriteUInt32LittleEndian(r[9..], index);
-        BinaryPrimitives.WriteUInt32LittleEndian(r[13..], count);
-        BinaryPrimitives.WriteUInt32LittleEndian(r[17..], total);
-        BinaryPrimitives.WriteUInt16LittleEndian(r[21..], (ushort)bytes.Length);
-        bytes.CopyTo(r[FrameFormat.FragmentRecordHeaderSize..]);
-        return d;
     }
 }
