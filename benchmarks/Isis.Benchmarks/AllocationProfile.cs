@@ -85,7 +85,7 @@ internal static class AllocationProfile
         using var listener = new AllocationListener();
         SendMany(messages, noArguments);
         listener.Stop();
-        foreach (IsisRuntime r in runtimes.Reverse()) r.Dispose();
+        Loopback.StopRuntimes(runtimes);
 
         Console.WriteLine($"{(safe ? "SafeSend (phi = all)" : "Send")}: 3 members in one process (sender + 2 receivers), {messages:N0} messages per phase after {6 * warmup:N0} warm-up; every thread counted");
         Console.WriteLine($"no handler arguments:          {library:N0} B in all, {library / (double)messages:N1} B per message (the library's own allocations)");

@@ -60,7 +60,7 @@ public class CheckpointSaveBenchmarks
     [GlobalCleanup]
     public void Cleanup()
     {
-        foreach (IsisRuntime r in _runtimes) r.Dispose();
+        Loopback.StopRuntimes(_runtimes);
         Directory.Delete(_directory, recursive: true);
     }
 }

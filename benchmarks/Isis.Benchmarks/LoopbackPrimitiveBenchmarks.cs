@@ -149,6 +149,6 @@ public class LoopbackPrimitiveBenchmarks
     [GlobalCleanup]
     public void Cleanup()
     {
-        foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
+        Loopback.StopRuntimes(_runtimes);
     }
 }

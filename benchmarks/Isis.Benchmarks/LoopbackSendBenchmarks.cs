@@ -56,6 +56,6 @@ public class LoopbackSendBenchmarks
     [GlobalCleanup]
     public void Cleanup()
     {
-        foreach (IsisRuntime r in _runtimes.Reverse()) r.Dispose();
+        Loopback.StopRuntimes(_runtimes);
     }
 }

@@ -51,7 +51,7 @@ public class StateTransferBenchmarks
     public void StartJoiner()
     {
         _loaded = 0;
-        _joinerRuntime = new IsisRuntime(new IsisOptions { MembershipServicePort = _port });
+        _joinerRuntime = new IsisRuntime(new IsisOptions { MembershipServicePort = _port, MembershipDataDirectory = _members[0].Options.MembershipDataDirectory });
         _joinerRuntime.Start();
         _joiner = new Group(_joinerRuntime, "bench-state");
         _joiner.LoadChkpt += (Action<byte[]>)(bytes => _loaded += bytes.Length);
@@ -97,6 +97,6 @@ public class StateTransferBenchmarks
     [GlobalCleanup]
     public void Cleanup()
     {
-        foreach (IsisRuntime r in _members) r.Dispose();
+        Loopback.StopRuntimes(_members);
     }
 }
