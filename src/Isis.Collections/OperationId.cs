@@ -1,3 +1,5 @@
+using Isis.Core.Collections;
+
 namespace Isis.Collections;
 
 /// <summary>
@@ -18,6 +20,11 @@ public readonly record struct OperationId(string Issuer, long Sequence) : ICompa
 
     /// <inheritdoc />
     public override string ToString() => $"{Issuer}/{Sequence}";
+
+    /// <summary>The merge model's name of the same update.</summary>
+    internal UpdateId ToUpdate() => new(Issuer, Sequence);
+
+    internal static OperationId From(UpdateId id) => new(id.Issuer, id.Sequence);
 }
 
 /// <summary>How the group agrees on the order in which pending updates join a collection's history.</summary>

@@ -1,4 +1,5 @@
 using System.Collections;
+using Isis.Core.Collections;
 
 namespace Isis.Collections;
 
@@ -121,7 +122,7 @@ internal sealed partial class OperationLog<TOp>
             throw new InvalidOperationException($"member {peer} sent a repair whose arrays do not line up");
         }
         var reply = new PullReply<TOp>((long)header[0][0]!, (bool)header[1][0]!, (long)header[2][0]!, (long)header[3][0]!,
-            issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToArray(), entries, Heard(heardMembers, heardLengths));
+            issuers.Select((issuer, i) => new UpdateId(issuer, sequences[i])).ToArray(), entries, Heard(heardMembers, heardLengths));
 
         RepairOutcome outcome;
         lock (_gate)

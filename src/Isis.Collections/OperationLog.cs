@@ -1,3 +1,5 @@
+using Isis.Core.Collections;
+
 namespace Isis.Collections;
 
 /// <summary>
@@ -169,30 +171,31 @@ internal sealed partial class OperationLog<TOp>
     public Task WaitForAsync(OperationId id, CancellationToken cancellationToken)
     {
         ArgumentNullException.ThrowIfNull(id.Issuer, nameof(id));
+        UpdateId update = id.ToUpdate();
         lock (_gate)
         {
-            UpdateFate fate = _log.Fate(id);
+            UpdateFate fate = _log.Fate(update);
             if (fate == UpdateFate.Applied) return Task.CompletedTask;
-            if (fate != UpdateFate.Pending) return Task.FromException(Unanswered(id, fate));
-            return _waiters.Add(id, cancellationToken);
+            if (fate != UpdateFate.Pending) return Task.FromException(Unanswered(update, fate));
+            return _waiters.Add(update, cancellationToken);
         }
     }
 
     /// <summary>Why a wait on update <paramref name="id"/> ends without it (<paramref name="fate"/> is lost or unknown).</summary>
-    private Exception Unanswered(OperationId id, UpdateFate fate) => fate == UpdateFate.Lost
-        ? new UpdateLostException(id, $"Update {id} of the collection on group '{_group.Name}' is lost: its issuer left the group before the group ordered it, and it will never be in the history. Issue it again if it still matters.")
+    private Exception Unanswered(UpdateId id, UpdateFate fate) => fate == UpdateFate.Lost
+        ? new UpdateLostException(OperationId.From(id), $"Update {id} of the collection on group '{_group.Name}' is lost: its issuer left the group before the group ordered it, and it will never be in the history. Issue it again if it still matters.")
         : new ArgumentException($"Update {id} names an issuer that is not a member of group '{_group.Name}' and that this member does not remember: it left more than {MergeLog<TOp>.RetiredIssuersKept} issuers ago, " +
             "or the id does not come from this collection. Pass an id an update of this collection returned, and wait soon after.", nameof(id));
 
     // ---------------------------------------------------------------- delivery thread
 
     /// <summary>An update arrived (its Send was delivered): it is pending until a merge list names it.</summary>
-    public void OnUpdate(OperationId id, TOp op)
+    public void OnUpdate(string issuer, long sequence, TOp op)
     {
         bool announce;
         lock (_gate)
         {
-            announce = _log.OnUpdate(id, op);
+            announce = _log.OnUpdate(new UpdateId(issuer, sequence), op);
             Version++;
         }
         if (announce) ScheduleAnnouncement();
@@ -202,7 +205,7 @@ internal sealed partial class OperationLog<TOp>
     {
         if (issuers.Length != sequences.Length) return; // not a list this code makes
         bool announce;
-        lock (_gate) announce = _log.OnMerge(viewId, issuers.Select((issuer, i) => new OperationId(issuer, sequences[i])).ToList());
+        lock (_gate) announce = _log.OnMerge(viewId, issuers.Select((issuer, i) => new UpdateId(issuer, sequences[i])).ToList());
         if (announce) ScheduleAnnouncement();
     }
 
@@ -228,7 +231,7 @@ internal sealed partial class OperationLog<TOp>
     }
 
     /// <summary>The model appended an entry to the history (under <see cref="_gate"/>).</summary>
-    private void OnApplied(OperationId id, TOp op)
+    private void OnApplied(UpdateId id, TOp op)
     {
         _applyToHistory(op);
         Version++;
@@ -245,7 +248,7 @@ internal sealed partial class OperationLog<TOp>
         // an issuer's updates out of the order it sent them.
         lock (_announcing)
         {
-            (int ViewId, List<OperationId> Ids)? list;
+            (int ViewId, List<UpdateId> Ids)? list;
             lock (_gate) list = _log.TakeAnnouncement();
             if (list is not { } l) return;
             object?[] args = [l.ViewId, l.Ids.Select(b => b.Issuer).ToArray(), l.Ids.Select(b => b.Sequence).ToArray()];

@@ -49,8 +49,8 @@ public sealed class ReplicatedDictionary<TKey, TValue> : IReadOnlyDictionary<TKe
         _group = group;
         _log = OperationLog<Update>.Create(group, options, Apply, new Codec());
         _log.Repaired += e => Repaired?.Invoke(this, e);
-        group.Handlers[SetCode] += (Action<string, long, TKey, TValue>)((issuer, seq, key, value) => _log.OnUpdate(new OperationId(issuer, seq), new Update(false, key, value)));
-        group.Handlers[RemoveCode] += (Action<string, long, TKey>)((issuer, seq, key) => _log.OnUpdate(new OperationId(issuer, seq), new Update(true, key, default)));
+        group.Handlers[SetCode] += (Action<string, long, TKey, TValue>)((issuer, seq, key, value) => _log.OnUpdate(issuer, seq, new Update(false, key, value)));
+        group.Handlers[RemoveCode] += (Action<string, long, TKey>)((issuer, seq, key) => _log.OnUpdate(issuer, seq, new Update(true, key, default)));
         // The history as this member holds it at the cut (nothing is pending there: see OperationLog),
         // after where it ends, so the loader's positions are everyone's.
         group.MakeChkpt += (ChkptMaker)(_ => _log.MakeCheckpoint(() => _history, state =>

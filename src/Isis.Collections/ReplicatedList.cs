@@ -41,10 +41,10 @@ public sealed class ReplicatedList<T> : IReadOnlyList<T>
         _group = group;
         _log = OperationLog<Update>.Create(group, options, Apply, new Codec());
         _log.Repaired += e => Repaired?.Invoke(this, e);
-        group.Handlers[AddCode] += (Action<string, long, T>)((issuer, seq, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Add, -1, item)));
-        group.Handlers[InsertCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Insert, index, item)));
-        group.Handlers[SetCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.Set, index, item)));
-        group.Handlers[RemoveAtCode] += (Action<string, long, int>)((issuer, seq, index) => _log.OnUpdate(new OperationId(issuer, seq), new Update(Kind.RemoveAt, index, default)));
+        group.Handlers[AddCode] += (Action<string, long, T>)((issuer, seq, item) => _log.OnUpdate(issuer, seq, new Update(Kind.Add, -1, item)));
+        group.Handlers[InsertCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(issuer, seq, new Update(Kind.Insert, index, item)));
+        group.Handlers[SetCode] += (Action<string, long, int, T>)((issuer, seq, index, item) => _log.OnUpdate(issuer, seq, new Update(Kind.Set, index, item)));
+        group.Handlers[RemoveAtCode] += (Action<string, long, int>)((issuer, seq, index) => _log.OnUpdate(issuer, seq, new Update(Kind.RemoveAt, index, default)));
         // The history as this member holds it at the cut (nothing is pending there: see OperationLog),
         // after where it ends, so the loader's positions are everyone's.
         group.MakeChkpt += (ChkptMaker)(_ => _log.MakeCheckpoint(() => _history, state =>

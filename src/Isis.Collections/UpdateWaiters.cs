@@ -1,3 +1,5 @@
+using Isis.Core.Collections;
+
 namespace Isis.Collections;
 
 /// <summary>
@@ -9,9 +11,9 @@ namespace Isis.Collections;
 /// <remarks>Not thread-safe: the owner holds <c>gate</c> around every call; a cancellation takes it too.</remarks>
 internal sealed class UpdateWaiters(Lock gate)
 {
-    private sealed class Waiter(OperationId id)
+    private sealed class Waiter(UpdateId id)
     {
-        public readonly OperationId Id = id;
+        public readonly UpdateId Id = id;
         public readonly TaskCompletionSource Done = new(TaskCreationOptions.RunContinuationsAsynchronously);
         public CancellationTokenRegistration Cancellation;
     }
@@ -25,7 +27,7 @@ internal sealed class UpdateWaiters(Lock gate)
     public IEnumerable<string> Issuers => _byIssuer.Keys;
 
     /// <summary>A wait on <paramref name="id"/>, whose answer is not known yet; cancelling it removes it.</summary>
-    public Task Add(OperationId id, CancellationToken cancellationToken)
+    public Task Add(UpdateId id, CancellationToken cancellationToken)
     {
         if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
         var waiter = new Waiter(id);
@@ -79,7 +81,7 @@ internal sealed class UpdateWaiters(Lock gate)
     /// wait completes, a lost or unknown one's faults with <paramref name="failure"/>'s exception, a
     /// pending one's goes on.
     /// </summary>
-    public void Settle(string issuer, Func<OperationId, UpdateFate> fate, Func<OperationId, UpdateFate, Exception> failure)
+    public void Settle(string issuer, Func<UpdateId, UpdateFate> fate, Func<UpdateId, UpdateFate, Exception> failure)
     {
         if (!_byIssuer.TryGetValue(issuer, out SortedDictionary<long, List<Waiter>>? bySequence)) return;
         foreach (long sequence in bySequence.Keys.ToList())

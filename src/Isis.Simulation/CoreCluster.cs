@@ -3,6 +3,7 @@ using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
+using Isis.Simulation.Driving;
 
 namespace Isis.Simulation;
 
@@ -13,7 +14,7 @@ namespace Isis.Simulation;
 /// recycle their buffers as in the runtime, and so does the network. Endpoints are 1..N; the
 /// service listens on <see cref="OracleEndpoint"/>.
 /// </summary>
-internal sealed class CoreCluster
+internal sealed class CoreCluster : MemoryDriver
 {
     public const ulong OracleEndpoint = 100;
     public const string GroupName = "bench";
@@ -115,28 +116,33 @@ internal sealed class CoreCluster
         }
     }
 
+    // Joiners' state requests of the step being run (rare: the Send path allocates nothing here).
+    private List<StateRequested>? _asked;
+
+    /// <summary>Runs a node's step; the benchmark's application keeps no state, so its checkpoint for a joiner is empty.</summary>
     private void Collect(IProtocolNode node)
     {
-        Outbox o = node.Outbox;
-        foreach (OutboundPacket p in o.Packets)
-        {
-            byte[] copy = _networkBuffers.Rent(p.Bytes.Length);
-            p.Bytes.Span.CopyTo(copy);
-            _network.Enqueue((node.Endpoint, p.Destination, copy, p.Bytes.Length));
-        }
-        List<StateRequested>? asked = null; // rare (joins only): the Send path allocates nothing here
-        foreach (NodeEvent e in o.Events)
-        {
-            if (e is MessageDelivered) _deliveries++;
-            else if (e is StateRequested r) (asked ??= []).Add(r);
-        }
-        o.Clear();
-        // The benchmark's application keeps no state: its checkpoint for a joiner is empty.
-        if (asked == null) return;
+        Step(node);
+        if (_asked == null) return;
+        List<StateRequested> asked = _asked;
+        _asked = null;
         foreach (StateRequested r in asked)
         {
             ((ProcessNode)node).SendStateChunk(r.Group, r.CutViewId, [], last: true, _now);
             Collect(node);
         }
+    }
+
+    protected override void Transmit(ulong from, in OutboundPacket packet)
+    {
+        byte[] copy = _networkBuffers.Rent(packet.Bytes.Length);
+        packet.Bytes.Span.CopyTo(copy);
+        _network.Enqueue((from, packet.Destination, copy, packet.Bytes.Length));
+    }
+
+    protected override void Handle(IProtocolNode node, NodeEvent e, long time)
+    {
+        if (e is MessageDelivered) _deliveries++;
+        else if (e is StateRequested r) (_asked ??= []).Add(r);
     }
 }

@@ -33,7 +33,8 @@ internal static class ReplicaCatchUpExperiment
     {
         NodeId[] founding = [new(1, 1), new(2, 1), new(3, 1)];
         var replicas = new MembershipReplica?[3];
-        var network = new Queue<(ulong From, ulong To, byte[] Bytes)>();
+        var driver = new InstantNetwork();
+        Queue<(ulong From, ulong To, byte[] Bytes)> network = driver.InFlight;
         long now = 0, packetsTo3 = 0, bytesTo3 = 0;
         int away = -1; // the replica replaced
         void Drain()
@@ -43,8 +44,7 @@ internal static class ReplicaCatchUpExperiment
                 foreach (MembershipReplica? r in replicas)
                 {
                     if (r == null) continue;
-                    foreach (OutboundPacket p in r.Outbox.Packets) network.Enqueue((r.Endpoint, p.Destination, p.Bytes.ToArray()));
-                    r.Outbox.Clear();
+                    driver.StepOf(r);
                 }
                 if (network.Count == 0) return;
                 while (network.TryDequeue(out var packet))
@@ -89,5 +89,19 @@ internal static class ReplicaCatchUpExperiment
         Run(600_000_000, () => replacement.CommitIndex >= leader.CommitIndex);
         clock.Stop();
         return new CatchUpResult(decisions, packetsTo3, bytesTo3, now - startedAt, (long)clock.Elapsed.TotalMicroseconds, leader.SnapshotIndex, leader.CommitIndex);
+    }
+
+    /// <summary>The replicas' steps, run as every driver runs them, onto an instant network (their events are not looked at).</summary>
+    private sealed class InstantNetwork : Driving.MemoryDriver
+    {
+        public Queue<(ulong From, ulong To, byte[] Bytes)> InFlight { get; } = new();
+
+        public void StepOf(IProtocolNode node) => Step(node);
+
+        protected override void Transmit(ulong from, in OutboundPacket packet) => InFlight.Enqueue((from, packet.Destination, packet.Bytes.ToArray()));
+
+        protected override void Handle(IProtocolNode node, NodeEvent e, long time)
+        {
+        }
     }
 }

@@ -1,17 +1,14 @@
 using System.Buffers.Binary;
-using Isis.Collections;
+using Isis.Core.Collections;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 
 namespace Isis.Simulation;
 
-// The core's, not the runtime's public enum of the same name (Isis.Collections brings the runtime in).
-using QueryTimeoutAction = Isis.Core.Groups.QueryTimeoutAction;
-
 /// <summary>
 /// A replicated collection on the simulated application (<see cref="Scenario.Collections"/>): each
-/// process runs Isis.Collections' own <see cref="MergeLog{TOp}"/>, driven as OperationLog drives it
+/// process runs the collections' own <see cref="MergeLog{TOp}"/> (the model Isis.Collections drives), driven as OperationLog drives it
 /// on a real group. The workload's Sends are its updates; the view's oldest member multicasts merge
 /// lists by OrderedSend, one in flight at a time, as the runtime's default does; checkpoints carry the history's lineage,
 /// length and chain; every 10 ms each member pulls from a random peer by Query, which only that
@@ -69,13 +66,13 @@ internal sealed partial class Simulator
     }
 
     /// <summary>An update as the history names it: its issuer as sender, its collection's first view as view, its sequence as seq.</summary>
-    private MessageId UpdateId(OperationId id)
+    private MessageId UpdateId(UpdateId id)
     {
         (NodeId node, int instance) = IssuerOf(id.Issuer);
         return new MessageId(node, _group, instance, id.Sequence);
     }
 
-    private static void WriteUpdateId(Span<byte> into, OperationId id)
+    private static void WriteUpdateId(Span<byte> into, UpdateId id)
     {
         (NodeId node, int instance) = IssuerOf(id.Issuer);
         BinaryPrimitives.WriteUInt64LittleEndian(into, node.Endpoint);
@@ -112,7 +109,7 @@ internal sealed partial class Simulator
         return heard;
     }
 
-    private static OperationId ReadUpdateId(ReadOnlySpan<byte> from) =>
+    private static UpdateId ReadUpdateId(ReadOnlySpan<byte> from) =>
         new(IssuerName(new NodeId(BinaryPrimitives.ReadUInt64LittleEndian(from), BinaryPrimitives.ReadUInt32LittleEndian(from[8..])), BinaryPrimitives.ReadInt32LittleEndian(from[12..])),
             BinaryPrimitives.ReadInt64LittleEndian(from[16..]));
 
@@ -130,7 +127,7 @@ internal sealed partial class Simulator
         p.App.Collection = replica;
     }
 
-    private void OnCollectionApplied(SimProcess p, ProcessNode node, CollectionReplica c, OperationId id)
+    private void OnCollectionApplied(SimProcess p, ProcessNode node, CollectionReplica c, UpdateId id)
     {
         if (!RecordsHistory || p.Node != node) return;
         History.RecordCollectionApplied(_now, node.Self, _group, c.Log.ViewId, c.Lineage, c.Log.History.Length - 1,
@@ -183,7 +180,7 @@ internal sealed partial class Simulator
         NodeId sender = d.Sender;
         if (d.Kind == MessageKind.Send && payload.Length == 24)
         {
-            var id = new OperationId(IssuerName(sender, (int)BinaryPrimitives.ReadInt64LittleEndian(payload.AsSpan(16))), BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(12)));
+            var id = new UpdateId(IssuerName(sender, (int)BinaryPrimitives.ReadInt64LittleEndian(payload.AsSpan(16))), BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(12)));
             ulong op = PayloadHash(payload);
             return () =>
             {
@@ -194,7 +191,7 @@ internal sealed partial class Simulator
         {
             int viewId = BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(1));
             int count = BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(5));
-            var ids = new List<OperationId>(count);
+            var ids = new List<UpdateId>(count);
             for (int i = 0; i < count && 9 + (i + 1) * 24 <= payload.Length; i++) ids.Add(ReadUpdateId(payload.AsSpan(9 + i * 24)));
             return () =>
             {
@@ -323,7 +320,7 @@ internal sealed partial class Simulator
         if (answer is not { Payload: var payload } || payload.Length < 34 || payload[0] != PullReplyTag) return;
         int count = BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(26)), heard = BinaryPrimitives.ReadInt32LittleEndian(payload.AsSpan(30));
         if (payload.Length != 34 + heard * 20 + count * 32) return;
-        var ids = new OperationId[count];
+        var ids = new UpdateId[count];
         var ops = new ulong[count];
         for (int i = 0; i < count; i++)
         {

@@ -4,12 +4,10 @@ using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
+using Isis.Simulation.Driving;
 using Isis.Simulation.Network;
 
 namespace Isis.Simulation;
-
-// The core's, not the runtime's public enum of the same name (Isis.Collections brings the runtime in).
-using QueryTimeoutAction = Isis.Core.Groups.QueryTimeoutAction;
 
 /// <summary>
 /// Runs real protocol nodes in one thread on virtual time over a seeded faulty network, and
@@ -155,28 +153,8 @@ internal sealed partial class Simulator
         public long FlushTokens;
         public long QueryIds;
 
-        /// <summary>
-        /// Disk durability: the group's history log, which survives crashes as a disk would: the
-        /// records of its segments in order, as the runtime's HistoryLogFile reads them at a start
-        /// (written only through <see cref="AppendToLog"/> and <see cref="ReplaceLog"/>).
-        /// </summary>
-        public readonly List<byte[]> Disk = new();
-
-        /// <summary>The log's segments as the runtime keeps them (small ones here, so that runs start and drop many).</summary>
-        public Isis.Core.Durability.HistorySegments Segments = new(SegmentBytes, 0);
-
-        /// <summary>How many of <see cref="Disk"/>'s records each segment holds, oldest first.</summary>
-        public readonly List<(long Seq, int Records)> SegmentRecords = [(0, 0)];
-
-        /// <summary>
-        /// A replacement of the log written aside in parts (a copied history, HistoryStage) until its
-        /// last part renames it over <see cref="Disk"/>: lost at a crash, as the runtime deletes it at
-        /// the next start.
-        /// </summary>
-        public readonly List<byte[]> Staged = new();
-
-        /// <summary>Logs this process kept aside (another lineage's) instead of replacing them.</summary>
-        public readonly List<List<byte[]>> KeptAside = new();
+        /// <summary>Disk durability: the group's history log, which survives crashes as a disk would.</summary>
+        public readonly MemoryHistoryLog Log = new();
 
         /// <summary>Persistent checkpoints: the newest first, at most two (they survive crashes, as files would).</summary>
         public readonly List<Checkpoint> Checkpoints = new();
@@ -295,7 +273,7 @@ internal sealed partial class Simulator
     internal ProcessNode? NodeOf(int index) => _processes[index].Node;
 
     /// <summary>What process <paramref name="index"/>'s history log holds on its disk now (disk durability; tests).</summary>
-    internal Isis.Core.Durability.HistoryLogImage LogOnDisk(int index) => Isis.Core.Durability.HistoryLog.Read(_processes[index].Disk);
+    internal Isis.Core.Durability.HistoryLogImage LogOnDisk(int index) => Isis.Core.Durability.HistoryLog.Read(_processes[index].Log.Records);
 
     /// <summary>Starts process <paramref name="index"/> at virtual time <paramref name="time"/>; it joins the group at once.</summary>
     internal void StartAt(int index, long time) => At(time, () => { if (!_processes[index].Alive) Start(_processes[index]); });
@@ -364,18 +342,18 @@ internal sealed partial class Simulator
     /// </summary>
     private void TickChecked<TNode>(TNode node) where TNode : IProtocolNode
     {
-        bool quiet = node.Outbox.IsEmpty;
+        bool quiet = !node.HasReady;
         long deadline = node.NextDeadline;
         node.Tick(_now);
         if (!RecordsHistory) return;
         NodeId self = node is ProcessNode pn ? pn.Self : ((MembershipReplica)(object)node).Self;
-        if (quiet && _now < deadline && !node.Outbox.IsEmpty) History.RecordEarlyTimer(_now, self, deadline, Describe(node.Outbox));
+        if (quiet && _now < deadline && node.HasReady) History.RecordEarlyTimer(_now, self, deadline, Describe(node.TakeReady()));
         // A deadline still due after the tick would make a sleeping driver tick again at once, forever.
         if (node.NextDeadline <= _now) History.RecordStaleDeadline(_now, self, node.NextDeadline);
     }
 
-    private static string Describe(Outbox outbox) =>
-        outbox.Packets.Count > 0 ? $"{outbox.Packets.Count} packet(s), the first of kind {PacketKindOf(outbox.Packets[0])}" : $"{outbox.Events.Count} event(s), the first {outbox.Events.FirstOrDefault()?.GetType().Name}";
+    private static string Describe(in Ready ready) =>
+        ready.Packets.Length > 0 ? $"{ready.Packets.Length} packet(s), the first of kind {PacketKindOf(ready.Packets[0])}" : $"{ready.Events.Length} event(s), the first {(ready.Events.IsEmpty ? null : ready.Events[0].GetType().Name)}";
 
     private static string PacketKindOf(OutboundPacket p) =>
         Isis.Core.Wire.PacketDecoder.TryReadHeader(p.Bytes.Span, out var h) == Isis.Core.Wire.HeaderVerdict.Ok ? h.Kind.ToString() : "?";
@@ -468,7 +446,7 @@ internal sealed partial class Simulator
     private void Start(SimProcess p)
     {
         p.Incarnation++;
-        p.Staged.Clear(); // the runtime deletes an unfinished copy aside when it opens the log
+        p.Log.Staged.Clear(); // the runtime deletes an unfinished copy aside when it opens the log
         p.App.Reset();
         p.CopyingCheckpoint = null;
         p.Paused = false;
@@ -543,7 +521,7 @@ internal sealed partial class Simulator
     private bool _registryNamesHistory;
 
     /// <summary>Disk durability: what the process's log holds now (a copy), for a join; null in memory.</summary>
-    private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Disk.Select(r => r.ToArray()).ToList() : null;
+    private List<byte[]>? HistoryLogOf(SimProcess p) => Scenario.DiskDurability ? p.Log.Records.Select(r => r.ToArray()).ToList() : null;
 
     /// <summary>
     /// <see cref="HistoryLogOf"/> for a join, recording which earlier incarnations wrote that log
@@ -610,134 +588,90 @@ internal sealed partial class Simulator
         }
     }
 
-    private void Flush(IProtocolNode node, NodeId self)
-    {
-        Outbox o = node.Outbox;
-        foreach (NodeEvent e in o.Events)
-        {
-            // The driver joins a view's multicast address as it installs the view (see the runtime's MulticastMemberships).
-            if (e is MulticastAddressChanged m) _network.SetMulticast(node.Endpoint, m.Group.Value, m.Address);
-            else if (e is GroupLeft l) _network.SetMulticast(node.Endpoint, l.Group.Value, 0);
-        }
-        foreach (OutboundPacket packet in o.Packets)
-        {
-            byte[] bytes = packet.Bytes.ToArray();
-            if (Scenario.Forgeries) Capture(node.Endpoint, bytes);
-            _network.Send(node.Endpoint, packet.Destination, bytes, _now);
-        }
-        foreach (NodeEvent e in o.Events) Record(self, e);
-        o.Clear();
-    }
-
     private void Flush(SimReplica r)
     {
         if (r.Node == null) return;
-        if (r.Node.Outbox.ReplicaRecordsReplaceLog) r.Durable.Clear(); // a compacted log replaces the file (atomically, by a rename)
-        r.Durable.AddRange(r.Node.Outbox.ReplicaRecords); // made durable before the packets leave
-        Flush(r.Node, r.Node.Self);
+        NodeStep.Run(null, r.Node, new Ports(this, null, r));
+    }
+
+    /// <summary>
+    /// The simulator's I/O for <see cref="NodeStep"/>: a process's history log and a dedicated
+    /// replica's records in memory (where <see cref="Scenario.TornWrites"/> crashes a process in the
+    /// middle of writing), the simulated network, and the history's event log. An embedded
+    /// replica keeps its log in memory: it goes with the process.
+    /// </summary>
+    private readonly struct Ports(Simulator sim, SimProcess? process, SimReplica? dedicated) : INodePorts
+    {
+        private ProcessNode? ProcessNode => process?.Node;
+
+        private MembershipReplica? Replica => dedicated != null ? dedicated.Node : process?.Replica;
+
+        public bool MakeDurable(StepSource source, in Ready ready)
+        {
+            if (source == StepSource.Replica)
+            {
+                if (dedicated == null) return true;
+                if (ready.ReplicaRecordsReplaceLog) dedicated.Durable.Clear(); // a compacted log replaces the file (atomically, by a rename)
+                dedicated.Durable.AddRange(ready.ReplicaRecords);
+                return true;
+            }
+            SimProcess p = process!;
+            if (p.CrashInNextWrite)
+            {
+                sim.CrashInTheMiddleOfWriting(p, ready);
+                return false;
+            }
+            foreach (HistoryWrite w in ready.HistoryWrites)
+            {
+                sim.WriteObserver?.Invoke(p.Node!.Self, w);
+                p.Log.Apply(w);
+            }
+            p.Log.DropBehindTrim();
+            return true;
+        }
+
+        public void Send(StepSource source, in OutboundPacket packet)
+        {
+            ulong from = source == StepSource.Process ? ProcessNode!.Endpoint : Replica!.Endpoint;
+            byte[] bytes = packet.Bytes.ToArray();
+            if (sim.Scenario.Forgeries) sim.Capture(from, bytes);
+            sim._network.Send(from, packet.Destination, bytes, sim._now);
+        }
+
+        public void FlushSends()
+        {
+        }
+
+        public void Deliver(StepSource source, NodeEvent e, long time)
+        {
+            if (source == StepSource.Replica)
+            {
+                sim.Record(Replica!.Self, e);
+                return;
+            }
+            ProcessNode node = ProcessNode!;
+            // The driver joins a view's multicast address as it installs the view (see the runtime's MulticastMemberships).
+            if (e is MulticastAddressChanged m) sim._network.SetMulticast(node.Endpoint, m.Group.Value, m.Address);
+            else if (e is GroupLeft l) sim._network.SetMulticast(node.Endpoint, l.Group.Value, 0);
+            else if (e is HistoryReady)
+            {
+                process!.EverCurrent = true;
+                sim._registryNamesHistory = true; // the machine's registry of durable groups (the runtime's DurableGroupRegistry)
+            }
+            sim.Record(node.Self, e);
+        }
     }
 
     private void Flush(SimProcess p)
     {
         if (p.Node == null) return;
-        if (p.CrashInNextWrite && p.Node.Outbox.HistoryWrites.Count > 0)
-        {
-            CrashInTheMiddleOfWriting(p);
-            return;
-        }
-        // Made durable before the packets leave, as the driver contract asks.
-        foreach (HistoryWrite w in p.Node.Outbox.HistoryWrites)
-        {
-            WriteObserver?.Invoke(p.Node.Self, w);
-            Write(p, w);
-        }
-        if (p.Node.Outbox.HistoryWrites.Count > 0) DropBehindTrim(p);
-        if (p.Node.Outbox.Events.Any(e => e is HistoryReady))
-        {
-            p.EverCurrent = true;
-            _registryNamesHistory = true; // the machine's registry of durable groups (the runtime's DurableGroupRegistry)
-        }
-        if (p.Replica != null) Flush(p.Replica, p.Replica.Self);
-        if (p.Node == null) return; // the process exited while its replica's events were handled
-        Flush(p.Node, p.Node.Self);
+        NodeStep.Run(p.Node, p.Replica, new Ports(this, p, null));
+        if (p.Node == null) return; // crashed in the middle of writing, or exited while the events were handled
         // However it stopped (in a tick, or on a packet), a supervisor restarts it once.
         if (p.Node.IsShutDown && !p.RestartPlanned)
         {
             p.RestartPlanned = true;
             OnShutDown(p);
-        }
-    }
-
-    /// <summary>Makes one history write durable on the process's disk, as the runtime's HistoryLogFile does.</summary>
-    private static void Write(SimProcess p, HistoryWrite w)
-    {
-        switch (w.Stage)
-        {
-            case HistoryStage.Begin:
-                p.Staged.Clear();
-                p.Staged.AddRange(w.Records.Select(r => r.ToArray()));
-                return;
-            case HistoryStage.Continue:
-                p.Staged.AddRange(w.Records.Select(r => r.ToArray()));
-                return;
-            case HistoryStage.Commit:
-                // The parts and this end are renamed over the log, whole.
-                if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-                ReplaceLog(p, [.. p.Staged, .. w.Records]);
-                p.Staged.Clear();
-                return;
-        }
-        if (w.Rewrite)
-        {
-            if (w.KeepOldAside) p.KeptAside.Add([.. p.Disk]);
-            p.Staged.Clear(); // a rewrite goes through the same file aside
-            ReplaceLog(p, w.Records);
-            return;
-        }
-        foreach (byte[] r in w.Records) AppendToLog(p, r);
-    }
-
-    // As the runtime's HistoryLogFile, with small segments: 2 KiB of records each.
-    private const long SegmentBytes = 2048;
-
-    /// <summary>Appends a record to the log: an entry that finds the current segment full starts a new one, with its header.</summary>
-    private static void AppendToLog(SimProcess p, byte[] record)
-    {
-        if (p.Segments.StartsSegment(record))
-        {
-            long seq = p.Segments.CurrentSeq + 1;
-            List<byte[]> header = p.Segments.StartSegment(new Isis.Core.Wire.PacketWriter(), seq);
-            p.SegmentRecords.Add((seq, 0));
-            foreach (byte[] h in header) AddToSegment(p, h);
-        }
-        AddToSegment(p, record);
-    }
-
-    private static void AddToSegment(SimProcess p, byte[] record)
-    {
-        p.Disk.Add(record.ToArray());
-        p.Segments.Take(record, record.Length + 8);
-        p.SegmentRecords[^1] = (p.SegmentRecords[^1].Seq, p.SegmentRecords[^1].Records + 1);
-    }
-
-    /// <summary>The log is replaced whole (a rewrite, the end of a copy, a wiped disk): one segment.</summary>
-    private static void ReplaceLog(SimProcess p, IEnumerable<byte[]> records)
-    {
-        p.Disk.Clear();
-        p.Segments = new Isis.Core.Durability.HistorySegments(SegmentBytes, 0);
-        p.SegmentRecords.Clear();
-        p.SegmentRecords.Add((0, 0));
-        foreach (byte[] r in records) AddToSegment(p, r);
-    }
-
-    /// <summary>Once a step's writes are durable, the segments wholly behind a Trim record go, as the runtime deletes them at its sync.</summary>
-    private static void DropBehindTrim(SimProcess p)
-    {
-        foreach (long seq in p.Segments.TakeDroppable())
-        {
-            Invariant.Check(p.SegmentRecords[0].Seq == seq, "segments are dropped oldest first");
-            p.Disk.RemoveRange(0, p.SegmentRecords[0].Records);
-            p.SegmentRecords.RemoveAt(0);
         }
     }
 
@@ -847,14 +781,14 @@ internal sealed partial class Simulator
     /// renamed into place) survives whole or not at all. The step's packets never leave and its
     /// events never happen (an embedded replica keeps its log in memory: it goes with the process).
     /// </summary>
-    private void CrashInTheMiddleOfWriting(SimProcess p)
+    private void CrashInTheMiddleOfWriting(SimProcess p, in Ready step)
     {
         p.CrashInNextWrite = false;
-        Outbox o = p.Node!.Outbox;
+        HistoryWrite[] all = step.HistoryWrites.ToArray();
         // The units that reach the disk one after another: each appended record, each rewrite as a
         // whole, and the end of a copy written aside (its rename). Parts of a copy aside are no units:
         // whatever of them a crash keeps is deleted at the next start, as the runtime does.
-        var writes = o.HistoryWrites.Where(w => w.Stage is HistoryStage.None or HistoryStage.Commit).ToList();
+        var writes = all.Where(w => w.Stage is HistoryStage.None or HistoryStage.Commit).ToList();
         static bool Whole(HistoryWrite w) => w.Rewrite || w.Stage == HistoryStage.Commit;
         int units = writes.Sum(w => Whole(w) ? 1 : w.Records.Count);
         int survive = _random.Next(units + 1);
@@ -874,35 +808,34 @@ internal sealed partial class Simulator
         }
         survive = Math.Min(survive, firstView);
         if (survive > 0 && survive < units) TornWritesCutShort++;
-        foreach (HistoryWrite w in o.HistoryWrites)
+        foreach (HistoryWrite w in all)
         {
             if (w.Stage is HistoryStage.Begin or HistoryStage.Continue)
             {
-                Write(p, w); // aside: gone with the crash anyway
+                p.Log.Apply(w); // aside: gone with the crash anyway
                 continue;
             }
             if (survive == 0) break;
             if (Whole(w))
             {
-                Write(p, w);
+                p.Log.Apply(w);
                 survive--;
                 continue;
             }
             foreach (byte[] r in w.Records)
             {
                 if (survive == 0) break;
-                AppendToLog(p, r);
+                p.Log.Append(r);
                 survive--;
             }
         }
         // The application did call SafeSend (the checker's Send event is that call), and the log may
         // hold it: the call is recorded, the rest of the step never happened. (Other kinds leave no
         // trace on disk, so for them the call and its crash are as if never made.)
-        foreach (NodeEvent e in o.Events)
+        foreach (NodeEvent e in step.Events)
         {
-            if (e is MessageSent { Kind: MessageKind.Safe or MessageKind.QuerySafe } && RecordsHistory) History.RecordCoreEvent(_now, p.Node.Self, e);
+            if (e is MessageSent { Kind: MessageKind.Safe or MessageKind.QuerySafe } && RecordsHistory) History.RecordCoreEvent(_now, p.Node!.Self, e);
         }
-        o.Clear();
         TornWriteCrashes++;
         CrashOnly(p);
         long restartAt = _now + _random.NextInRange(200_000, 1_000_000);
@@ -1100,8 +1033,8 @@ internal sealed partial class Simulator
                 At(_now + spread + (lost == lastDown ? 5_000 : 0) + 1, () =>
                 {
                     if (lost.Alive) return;
-                    ReplaceLog(lost, []);
-                    lost.Staged.Clear();
+                    lost.Log.Replace([]);
+                    lost.Log.Staged.Clear();
                     lost.Checkpoints.Clear();
                     lost.CheckpointFiles.Clear();
                     lost.EverCurrent = false;

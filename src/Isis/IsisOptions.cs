@@ -330,8 +330,6 @@ public sealed class IsisOptions
             StabilityTreeFanout = StabilityTreeFanout ?? defaults.StabilityTreeFanout,
             SystemKey = SystemKey is { } key ? (byte[])key.Clone() : null,
             AcceptedSystemKeys = [.. AcceptedSystemKeys.Select(k => (byte[])k.Clone())],
-            // The event loop seals once per batch of inputs: one bundle per destination for a whole burst.
-            DriverSealsBatches = true,
             // Part of every nonce this process seals with: random per start (see PacketSealer).
             SealSalt = BitConverter.ToUInt32(System.Security.Cryptography.RandomNumberGenerator.GetBytes(4)),
         };

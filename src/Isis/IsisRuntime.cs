@@ -342,7 +342,7 @@ public sealed class IsisRuntime : IDisposable, IEventSink
         }
     }
 
-    void IEventSink.MakeDurable(List<HistoryWrite> writes)
+    void IEventSink.MakeDurable(ReadOnlySpan<HistoryWrite> writes)
     {
         var touched = new HashSet<HistoryLogFile>();
         foreach (HistoryWrite w in writes)

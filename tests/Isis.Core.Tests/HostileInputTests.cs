@@ -202,12 +202,11 @@ public sealed class StaleServicePacketTests
         // The process knows the service at endpoint 100; a lone replica at 200 (a deposed leader,
         // say) answers its heartbeat.
         var process = new Isis.Core.Node.ProcessNode(new Isis.Core.Identity.NodeId(1, 1), 100, options, 0);
-        byte[] heartbeat = process.Outbox.Packets.Single(p => p.Destination == 100).Bytes.ToArray();
-        process.Outbox.Clear();
+        byte[] heartbeat = process.TakeOutputs().To(100).Single();
         var stranger = new Isis.Core.Membership.MembershipReplica(new Isis.Core.Identity.NodeId(200, 1), options, 0);
-        stranger.Outbox.Clear();
+        stranger.TakeOutputs();
         stranger.Receive(1, heartbeat, 10);
-        byte[][] answers = [.. stranger.Outbox.Packets.Where(p => p.Destination == 1).Select(p => p.Bytes.ToArray())];
+        byte[][] answers = [.. stranger.TakeOutputs().To(1)];
         Assert.NotEmpty(answers);
 
         foreach (byte[] answer in answers) process.Receive(200, answer, 20);

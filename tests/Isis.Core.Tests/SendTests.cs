@@ -57,16 +57,14 @@ public class SendTests
         node.Send(TestCluster.G, "m"u8.ToArray(), sendAt);
         node.Tick(laterStep);
 
-        Assert.Equal(node.Outbox.Events.Count, node.Outbox.EventTimes.Count);
-        int sent = node.Outbox.Events.FindIndex(e => e is MessageSent);
-        int delivered = node.Outbox.Events.FindIndex(e => e is MessageDelivered);
+        NodeOutputs step = node.TakeOutputs();
+        int sent = step.Events.FindIndex(e => e is MessageSent);
+        int delivered = step.Events.FindIndex(e => e is MessageDelivered);
         Assert.True(sent >= 0 && delivered >= 0, "the Send step produced MessageSent and the sender's own delivery");
-        Assert.Equal(sendAt, node.Outbox.EventTimes[sent]);
-        Assert.Equal(sendAt, node.Outbox.EventTimes[delivered]);
+        Assert.Equal(sendAt, step.EventTimes[sent]);
+        Assert.Equal(sendAt, step.EventTimes[delivered]);
         Assert.Equal(laterStep, node.Now);
-        Assert.Equal(laterStep, node.Outbox.StepTime);
-        node.Outbox.Clear();
-        Assert.Empty(node.Outbox.EventTimes);
+        Assert.False(node.HasReady); // advanced: the next step starts empty
     }
 
     [Fact]

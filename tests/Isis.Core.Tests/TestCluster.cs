@@ -3,6 +3,7 @@ using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
 using Isis.Core.Wire;
+using Isis.Simulation.Driving;
 
 namespace Isis.Core.Tests;
 
@@ -24,7 +25,7 @@ internal sealed record Envelope(ulong From, ulong To, byte[] Bytes)
 /// no loss except what a test asks for. Deterministic: no threads, no clocks, no randomness.
 /// Process i (0-based) listens on endpoint i + 1; the oracle on <see cref="OracleEndpoint"/>.
 /// </summary>
-internal sealed class TestCluster
+internal sealed class TestCluster : MemoryDriver
 {
     public const ulong OracleEndpoint = 100;
     public const string GroupName = "g";
@@ -203,14 +204,20 @@ internal sealed class TestCluster
         }
     }
 
+    // What the step being run produced that the cluster acts on or reports after it.
+    private readonly List<StateRequested> _asked = new();
+    private readonly List<HistoryWrite> _stepWrites = new();
+
+    /// <summary>Runs a node's step (durable, then sent, then handed over), then answers the state requests it raised.</summary>
     private void Collect(IProtocolNode node)
     {
-        foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue(new Envelope(node.Endpoint, p.Destination, p.Bytes.ToArray()));
         List<NodeEvent> log = node == Oracle ? OracleEvents : Events[(int)node.Endpoint - 1];
-        log.AddRange(node.Outbox.Events);
-        if (node != Oracle) BeforeClear?.Invoke((int)node.Endpoint - 1, node.Outbox);
-        StateRequested[] asked = node.Outbox.Events.OfType<StateRequested>().ToArray();
-        node.Outbox.Clear();
+        int before = log.Count;
+        _asked.Clear();
+        _stepWrites.Clear();
+        Step(node);
+        StateRequested[] asked = [.. _asked];
+        if (node != Oracle) AfterStep?.Invoke((int)node.Endpoint - 1, [.. _stepWrites], log.GetRange(before, log.Count - before));
         // The application's checkpoint, all of it at once (empty unless a test sets Checkpoint).
         foreach (StateRequested r in asked)
         {
@@ -222,8 +229,24 @@ internal sealed class TestCluster
         }
     }
 
-    /// <summary>Sees each step's outbox of process i (its history writes, its events) before it is cleared.</summary>
-    public Action<int, Outbox>? BeforeClear { get; set; }
+    protected override void Transmit(ulong from, in OutboundPacket packet) => _network.Enqueue(new Envelope(from, packet.Destination, packet.Bytes.ToArray()));
+
+    protected override void Handle(IProtocolNode node, NodeEvent e, long time)
+    {
+        (node == Oracle ? OracleEvents : Events[(int)node.Endpoint - 1]).Add(e);
+        if (e is StateRequested r) _asked.Add(r);
+    }
+
+    /// <summary>A stopped (crashed) process's disk is gone with it: nothing of its step is written, sent or handed over.</summary>
+    protected override bool Writable(IProtocolNode node) => node == Oracle || !IsStopped((int)node.Endpoint - 1);
+
+    protected override void OnDurable(IProtocolNode node, ReadOnlySpan<HistoryWrite> writes) => _stepWrites.AddRange(writes);
+
+    /// <summary>The disk of process i (it survives restarts: it belongs to the endpoint).</summary>
+    public MemoryDisk Disk(int i) => DiskOf((ulong)i + 1);
+
+    /// <summary>After each step of process i: the history writes it made durable and the events it handed over.</summary>
+    public Action<int, List<HistoryWrite>, List<NodeEvent>>? AfterStep { get; set; }
 
     /// <summary>What the application of process i puts in a checkpoint it is asked for (null: nothing, an empty checkpoint).</summary>
     public Func<int, StateRequested, byte[][]>? Checkpoint { get; set; }

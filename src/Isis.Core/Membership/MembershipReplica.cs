@@ -98,7 +98,14 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
 
     public ProtocolOptions Options { get; }
 
-    public Outbox Outbox { get; } = new();
+    /// <summary>The replica's accumulator of outputs: drivers see it only through <see cref="TakeReady"/>.</summary>
+    internal Outbox Outbox { get; } = new();
+
+    public bool HasReady => !Outbox.IsEmpty;
+
+    public Ready TakeReady() => new(Outbox);
+
+    public void Advance() => Outbox.Clear();
 
     public NodeCounters Counters { get; } = new();
 

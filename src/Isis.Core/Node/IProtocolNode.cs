@@ -1,15 +1,27 @@
 namespace Isis.Core.Node;
 
 /// <summary>
-/// A sans-IO protocol node: feed it packets and ticks, take its <see cref="Outbox"/>.
-/// Both the runtime and the simulator drive nodes through this interface only.
+/// A sans-IO protocol node: feed it packets and ticks, then run <see cref="NodeStep"/>, which takes
+/// its <see cref="Ready"/> and calls <see cref="Advance"/>. Both the runtime and the simulator
+/// drive nodes through this interface only.
 /// </summary>
 internal interface IProtocolNode
 {
     /// <summary>The endpoint this node receives on.</summary>
     ulong Endpoint { get; }
 
-    Outbox Outbox { get; }
+    /// <summary>True when the steps since the last <see cref="Advance"/> produced anything (<see cref="TakeReady"/> would not be empty).</summary>
+    bool HasReady { get; }
+
+    /// <summary>
+    /// What the steps since the last <see cref="Advance"/> produced, with every pending packet
+    /// sealed now: so a batch of inputs shares one sealed bundle per destination. Taking it again
+    /// before <see cref="Advance"/> returns the same, and whatever inputs in between added.
+    /// </summary>
+    Ready TakeReady();
+
+    /// <summary>The driver is done with the last <see cref="TakeReady"/>: the node reuses its memory (packets, recycled events, payloads).</summary>
+    void Advance();
 
     /// <summary>A packet arrived from <paramref name="source"/> (the transport's view of the sender's endpoint).</summary>
     void Receive(ulong source, ReadOnlySpan<byte> packet, long now);

@@ -8,7 +8,7 @@ namespace Isis.Core.Node;
 /// <summary>
 /// One application process, sans-IO: its link to the membership service (heartbeats, isolation,
 /// expulsion), its firewall, and its groups. Inputs are packets, ticks and API commands; outputs
-/// go to <see cref="Outbox"/>.
+/// accumulate in its <see cref="Outbox"/>, which a driver takes with <see cref="TakeReady"/>.
 /// </summary>
 internal sealed class ProcessNode : IProtocolNode
 {
@@ -83,7 +83,6 @@ internal sealed class ProcessNode : IProtocolNode
         _lastAckAt = now;
         SendHeartbeat();
         _nextHeartbeatAt = now + options.HeartbeatInterval;
-        if (!Options.DriverSealsBatches) SealPendingPackets();
     }
 
     private readonly List<bool> _sealed = new();
@@ -93,10 +92,10 @@ internal sealed class ProcessNode : IProtocolNode
     /// Seals the packets sent since the last call: those to one destination under one key go in
     /// bundles of up to <see cref="ProtocolOptions.SealedBundleBytes"/>, in the order they were sent
     /// (a retransmission is a new packet, so it gets a new counter). One AES-GCM operation per bundle
-    /// instead of per packet is what keeps a key cheap. Called at the end of each input, or by the
-    /// driver before it sends a batch (<see cref="ProtocolOptions.DriverSealsBatches"/>).
+    /// instead of per packet is what keeps a key cheap. Called by <see cref="TakeReady"/>, so a
+    /// driver that takes many inputs per batch (the runtime's event loop) seals once per batch.
     /// </summary>
-    public void SealPendingPackets()
+    private void SealPendingPackets()
     {
         int n = Outbox.ToSeal.Count;
         if (n == 0) return;
@@ -188,7 +187,18 @@ internal sealed class ProcessNode : IProtocolNode
         Drain();
     }
 
-    public Outbox Outbox { get; }
+    /// <summary>The node's accumulator of outputs: the core writes to it, drivers see it only through <see cref="TakeReady"/>.</summary>
+    internal Outbox Outbox { get; }
+
+    public bool HasReady => !Outbox.IsEmpty || Outbox.ToSeal.Count > 0;
+
+    public Ready TakeReady()
+    {
+        SealPendingPackets();
+        return new Ready(Outbox);
+    }
+
+    public void Advance() => Outbox.Clear();
 
     public NodeCounters Counters { get; } = new();
 
@@ -595,7 +605,6 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 if (g.State == MemberState.Left) _groups.Remove(id);
             }
-            if (!Options.DriverSealsBatches) SealPendingPackets();
         }
         finally
         {

@@ -188,14 +188,6 @@ internal sealed record ProtocolOptions
     /// </summary>
     public int SealedBundleBytes { get; init; } = 15_000;
 
-    /// <summary>
-    /// With a key: the driver calls <see cref="ProcessNode.SealPendingPackets"/> before it sends a
-    /// batch of steps' packets, so a bundle holds a whole batch's packets to a destination (the
-    /// runtime's event loop takes many inputs per batch). False (the default): each input's packets
-    /// are sealed at its end, ready in the outbox as every driver expects.
-    /// </summary>
-    public bool DriverSealsBatches { get; init; }
-
     /// <summary>Four random bytes the driver draws when a process starts: part of every nonce it seals with (see <see cref="Security.PacketSealer"/>).</summary>
     public uint SealSalt { get; init; }
 

@@ -280,9 +280,10 @@ internal sealed class EventLoop : IDisposable
         _halted = true;
         _stopping = true;
         _transport.Wake(); // a loop asleep in poll notices at once
+        // Nothing of the step that broke the rule leaves, and none of its events is handed over.
+        NodeStep.Discard(Node, _service.Replica);
         Node.ShutDown("internal error, this runtime stopped to protect the group's replicas: " + e.Message);
-        DeliverEvents();
-        Node.Outbox.Clear();
+        NodeStep.Run(Node, _service.Replica, new Ports(this));
     }
 
     /// <summary>Messages handed to the core: queued multicasts (Send, OrderedSend, SafeSend) and queries; counted on this thread, read by metric listeners.</summary>
@@ -361,95 +362,92 @@ internal sealed class EventLoop : IDisposable
         public void OnReassembledPacket(ulong source, byte[] packet) => loop.Node.Receive(source, packet, loop.Now);
     }
 
-    /// <summary>Sends what the nodes produced and hands their events on, then clears their outboxes.</summary>
+    /// <summary>
+    /// Runs the step's outputs of the process node and of the replica it hosts through
+    /// <see cref="NodeStep"/> (durable, then sent, then handed over), then the runtime's own
+    /// after-batch duties.
+    /// </summary>
     public void Drain()
     {
-        if (_service.SendPackets() is { } replicaLogFailure)
+        if (NodeStep.Run(Node, _service.Replica, new Ports(this)) == StepOutcome.NotDurable)
         {
-            StopBecauseStoreFailed(replicaLogFailure);
+            StopBecauseStoreFailed(_storeFailure!);
             return;
         }
-        // The contract's order: durable first, then packets, then the application.
-        if (Node.Outbox.HistoryWrites.Count > 0 && !TryMakeDurable()) return;
-        Node.SealPendingPackets(); // with a key: the batch's packets to each destination in as few sealed bundles as fit
-        foreach (OutboundPacket p in Node.Outbox.Packets) _transport.Enqueue(p.Destination, p.Bytes.Span);
-        _transport.Flush();
-        DeliverEvents();
-        Node.Outbox.Clear();
         _service.AfterProcessStep(Node, _sink);
         _sink.AfterBatch();
     }
 
-    /// <summary>
-    /// Hands the process node's events and its membership replica's to the sink, each with the time
-    /// of the step that produced it, merged in the order of those times (the replica's first at
-    /// equal times), then clears the replica's outbox; a view or a leave first moves the process's
-    /// multicast memberships, so the socket receives on a view's address from the moment the view
-    /// is installed.
-    /// </summary>
-    /// <remarks>
-    /// Time order, not the replica's events first: an iteration's steps can lie far apart. A
-    /// process stopped (SIGSTOP) in the middle of an iteration holds the events of the steps it
-    /// took before (Sends its lease allowed), and once continued feeds the replica what queued
-    /// meanwhile, in the same iteration (the new leader's append, the decisions applied from it).
-    /// Handed over replica first, the earlier Sends would reach the event log after the later
-    /// decisions, and a log whose times never go back stamps them with the later time: after the
-    /// service expelled the process, which the history checker reports as Sends after an expulsion
-    /// (FirewallAfterExpulsion), although the core took them inside its lease.
-    /// </remarks>
-    private void DeliverEvents()
-    {
-        Outbox outbox = Node.Outbox;
-        Outbox? replica = _service.Outbox;
-        int r = 0;
-        for (int i = 0; i < outbox.Events.Count; i++)
-        {
-            long at = outbox.EventTimes[i];
-            for (; replica != null && r < replica.Events.Count && replica.EventTimes[r] <= at; r++) _sink.OnServiceEvent(replica.Events[r], replica.EventTimes[r]);
-            NodeEvent e = outbox.Events[i];
-            if (e is MulticastAddressChanged m) _multicast.OnView(m.Group, m.Address);
-            else if (e is GroupLeft l) _multicast.OnLeft(l.Group);
-            _sink.OnNodeEvent(e, at);
-        }
-        if (replica == null) return;
-        for (; r < replica.Events.Count; r++) _sink.OnServiceEvent(replica.Events[r], replica.EventTimes[r]);
-        replica.Clear();
-    }
+    /// <summary>Why the last step could not be made durable (set by <see cref="Ports.MakeDurable"/>).</summary>
+    private string? _storeFailure;
 
     /// <summary>
-    /// Makes the step's history writes durable. If the disk refuses (full, read-only, removed),
-    /// nothing of the step may leave - its acknowledgements would promise what is not on disk - so
-    /// this process stops, with the reason, like a process cut off from the membership service.
+    /// The event loop's I/O for <see cref="NodeStep"/>: the history logs (through the sink) and the
+    /// replica's log, the process's socket and the replica's, and the sink for events. A view or a
+    /// leave first moves the process's multicast memberships, so the socket receives on a view's
+    /// address from the moment the view is installed.
     /// </summary>
-    private bool TryMakeDurable()
+    private readonly struct Ports(EventLoop loop) : INodePorts
     {
-        try
+        public bool MakeDurable(StepSource source, in Ready ready)
         {
-            _sink.MakeDurable(Node.Outbox.HistoryWrites);
-            return true;
+            if (source == StepSource.Replica)
+            {
+                // The service host stops the replica if its log refuses: the process then stops too.
+                loop._storeFailure = loop._service.MakeDurable(ready.ReplicaRecords, ready.ReplicaRecordsReplaceLog);
+                return loop._storeFailure == null;
+            }
+            try
+            {
+                loop._sink.MakeDurable(ready.HistoryWrites);
+                return true;
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // Its acknowledgements would promise what is not on disk.
+                loop._storeFailure = $"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk";
+                return false;
+            }
         }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+
+        public void Send(StepSource source, in OutboundPacket packet)
         {
-            StopBecauseStoreFailed($"the SafeSend history log could not be written ({e.GetType().Name}: {e.Message}); this process stops rather than acknowledge what is not on disk");
-            return false;
+            if (source == StepSource.Replica) loop._service.Enqueue(packet);
+            else loop._transport.Enqueue(packet.Destination, packet.Bytes.Span);
+        }
+
+        public void FlushSends()
+        {
+            loop._service.FlushPackets();
+            loop._transport.Flush();
+        }
+
+        public void Deliver(StepSource source, NodeEvent e, long time)
+        {
+            if (source == StepSource.Replica)
+            {
+                loop._sink.OnServiceEvent(e, time);
+                return;
+            }
+            if (e is MulticastAddressChanged m) loop._multicast.OnView(m.Group, m.Address);
+            else if (e is GroupLeft l) loop._multicast.OnLeft(l.Group);
+            loop._sink.OnNodeEvent(e, time);
         }
     }
 
     /// <summary>
     /// A store (the SafeSend history log, the membership replica's log) could not be written:
-    /// nothing of the step leaves, and the process stops with <paramref name="reason"/> (which
-    /// names the file), like a process cut off from the membership service, instead of throwing
-    /// out of the event loop or out of the API call that drove the step.
+    /// nothing of the step left (<see cref="NodeStep"/> discarded it), and the process stops with
+    /// <paramref name="reason"/> (which names the file), like a process cut off from the membership
+    /// service, instead of throwing out of the event loop or out of the API call that drove the step.
     /// </summary>
     private void StopBecauseStoreFailed(string reason)
     {
         // A process the protocol already stopped (a dedicated replica's host, whose replica went
         // on alone) raises no second shutdown: the reason goes to the operator directly.
         if (Node.IsShutDown) _sink.ReportProblem(reason);
-        Node.Outbox.Clear();
         Node.ShutDown(reason);
-        DeliverEvents();
-        Node.Outbox.Clear();
+        NodeStep.Run(Node, _service.Replica, new Ports(this));
     }
 
     public void Dispose()
@@ -497,7 +495,7 @@ internal interface IEventSink
     void OnServiceEvent(NodeEvent e, long at);
 
     /// <summary>Appends and fsyncs acceptor log records; returns only once they are durable.</summary>
-    void MakeDurable(List<HistoryWrite> writes);
+    void MakeDurable(ReadOnlySpan<HistoryWrite> writes);
 
     /// <summary>After each batch: publish flow-control state to waiting senders.</summary>
     void AfterBatch();

@@ -306,48 +306,36 @@ internal sealed class ServiceHost : IDisposable
     }
 
     /// <summary>
-    /// The replica's step, in the driver contract's order: its log records durable, then its
-    /// packets. Its events wait in <see cref="Outbox"/>: the event loop hands them over together
-    /// with the process's, in the order of their step times, and then clears it.
+    /// Makes the replica's log records durable (appended, or a compacted log written in their
+    /// place), before any of its votes or acknowledgements leaves (see <see cref="NodeStep"/>).
     /// </summary>
     /// <returns>
-    /// Null; or, if the replica's log could not be written, why: the replica is then stopped, and
-    /// nothing of its step left (the event loop stops the process with that reason).
+    /// Null; or, if the log could not be written, why: the replica is then stopped (its log,
+    /// poisoned now, cannot take these records again without writing them twice), the service goes
+    /// on with the others or waits for this one's restart, and the event loop stops the process.
     /// </returns>
-    public string? SendPackets()
+    public string? MakeDurable(ReadOnlySpan<byte[]> records, bool replaceLog)
     {
-        if (Replica is not { } replica || _replicaTransport == null) return null;
-        if (replica.Outbox.ReplicaRecords.Count > 0 && _replicaLog != null)
+        if (_replicaLog == null || records.IsEmpty) return null;
+        try
         {
-            try
-            {
-                if (replica.Outbox.ReplicaRecordsReplaceLog) _replicaLog.Rewrite(replica.Outbox.ReplicaRecords); // a compacted log
-                else foreach (byte[] record in replica.Outbox.ReplicaRecords) _replicaLog.Append(record);
-                _replicaLog.Sync(); // before any vote or acknowledgement leaves
-            }
-            catch (IOException e)
-            {
-                // Its votes and acknowledgements would promise what is not on disk, and the log
-                // (poisoned now) cannot take these records again without writing them twice: the
-                // replica stops, and the service goes on with the others (or waits for this one's restart).
-                replica.Outbox.Clear();
-                StopReplica();
-                return $"the membership replica's log could not be written: {e.Message}; the replica stops rather than vote or acknowledge what is not on disk";
-            }
-            finally
-            {
-                replica.Outbox.ReplicaRecords.Clear();
-                replica.Outbox.ReplicaRecordsReplaceLog = false;
-            }
+            if (replaceLog) _replicaLog.Rewrite(records.ToArray()); // a compacted log, rare
+            else foreach (byte[] record in records) _replicaLog.Append(record);
+            _replicaLog.Sync();
+            return null;
         }
-        foreach (OutboundPacket p in replica.Outbox.Packets) _replicaTransport.Enqueue(p.Destination, p.Bytes.Span);
-        _replicaTransport.Flush();
-        replica.Outbox.Packets.Clear();
-        return null;
+        catch (IOException e)
+        {
+            StopReplica();
+            return $"the membership replica's log could not be written: {e.Message}; the replica stops rather than vote or acknowledge what is not on disk";
+        }
     }
 
-    /// <summary>The replica's outbox (its events of the batch, once <see cref="SendPackets"/> sent its packets); null without a replica.</summary>
-    public Outbox? Outbox => Replica?.Outbox;
+    /// <summary>Queues a packet of the replica on its socket.</summary>
+    public void Enqueue(in OutboundPacket packet) => _replicaTransport?.Enqueue(packet.Destination, packet.Bytes.Span);
+
+    /// <summary>Sends the replica's queued packets.</summary>
+    public void FlushPackets() => _replicaTransport?.Flush();
 
     /// <summary>
     /// After the process's step (embedded service): records a configuration the process learned

@@ -3,6 +3,7 @@ using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
+using Isis.Simulation.Driving;
 
 namespace Isis.Core.Tests.Durability;
 
@@ -47,47 +48,23 @@ public class HistoryCopyInPartsTests
         return records;
     }
 
-    /// <summary>A member's disk as the runtime keeps it: the log, and a copy written aside until its last part renames it over the log.</summary>
-    private sealed class Disk
-    {
-        public List<byte[]> Log { get; } = [];
-        public List<byte[]> Aside { get; } = [];
-
-        public void Apply(HistoryWrite w)
-        {
-            switch (w.Stage)
-            {
-                case HistoryStage.Begin: Aside.Clear(); Aside.AddRange(w.Records); return;
-                case HistoryStage.Continue: Aside.AddRange(w.Records); return;
-                case HistoryStage.Commit: Log.Clear(); Log.AddRange(Aside); Log.AddRange(w.Records); Aside.Clear(); return;
-            }
-            if (w.Rewrite) Log.Clear();
-            Log.AddRange(w.Records);
-        }
-
-        /// <summary>A crash: what was aside is deleted at the next start.</summary>
-        public List<byte[]> AfterCrash() => [.. Log];
-    }
-
     /// <summary>What one step of a process produced that these tests look at.</summary>
     private sealed record Step(int Process, List<HistoryWrite> Writes, int Replayed, long ReplayedBytes);
 
-    private static (TestCluster Cluster, List<Step> Steps, Disk[] Disks) Cluster(ProtocolOptions options)
+    private static (TestCluster Cluster, List<Step> Steps) Cluster(ProtocolOptions options)
     {
         var c = new TestCluster(2, options);
         var steps = new List<Step>();
-        var disks = new[] { new Disk(), new Disk() };
-        c.BeforeClear = (i, outbox) =>
+        c.AfterStep = (i, writes, events) =>
         {
-            var replayed = outbox.Events.OfType<HistoryReplayed>().ToList();
-            foreach (HistoryWrite w in outbox.HistoryWrites) disks[i].Apply(w);
-            if (outbox.HistoryWrites.Count > 0 || replayed.Count > 0)
-            {
-                steps.Add(new Step(i, [.. outbox.HistoryWrites], replayed.Count, replayed.Sum(r => (long)r.Entry.Payload.Length)));
-            }
+            var replayed = events.OfType<HistoryReplayed>().ToList();
+            if (writes.Count > 0 || replayed.Count > 0) steps.Add(new Step(i, writes, replayed.Count, replayed.Sum(r => (long)r.Entry.Payload.Length)));
         };
-        return (c, steps, disks);
+        return (c, steps);
     }
+
+    /// <summary>Process i's history log on its disk (the cluster's, which the runtime's files mirror).</summary>
+    private static MemoryHistoryLog LogOf(TestCluster c, int i) => c.Disk(i).HistoryLog(TestCluster.G);
 
     private static long Bytes(HistoryWrite w) => w.Records.Sum(r => (long)r.Length);
 
@@ -106,7 +83,7 @@ public class HistoryCopyInPartsTests
     [Fact]
     public void A_long_history_is_copied_in_bounded_parts_written_aside_and_replayed_in_bounded_slices_with_live_messages_after_it()
     {
-        (TestCluster c, List<Step> steps, Disk[] disks) = Cluster(Options);
+        (TestCluster c, List<Step> steps) = Cluster(Options);
         (GroupMember source, GroupMember joiner) = SourceThenJoiner(c, steps, out int sourceSteps);
 
         // The restart replayed its own log in slices, the whole of it, once, in order, then said it holds it.
@@ -141,10 +118,10 @@ public class HistoryCopyInPartsTests
         Assert.All(joinerSteps, s => Assert.True(s.Writes.Count(w => w.Stage != HistoryStage.None) <= 1));
 
         // The disk holds the whole history, as this member's log of the view it copied in.
-        HistoryLogImage image = HistoryLog.Read(disks[1].Log);
+        HistoryLogImage image = HistoryLog.Read(LogOf(c, 1).Records);
         Assert.Equal(Entries + 1, image.Count); // and the live SafeSend, appended after the copy
         Assert.Equal(c.Id(1), image.LastView!.Me);
-        Assert.Empty(disks[1].Aside);
+        Assert.Empty(LogOf(c, 1).Staged);
 
         // Replayed in slices, each bounded, the whole history once, in order; then the live message.
         List<Step> replay = joinerSteps.Where(s => s.Replayed > 0).ToList();
@@ -161,7 +138,7 @@ public class HistoryCopyInPartsTests
     public void Replay_slices_are_bounded_by_bytes_too()
     {
         ProtocolOptions options = Options with { HistoryReplaySliceEntries = 100_000, HistoryReplaySliceBytes = 10 * PayloadBytes };
-        (TestCluster c, List<Step> steps, _) = Cluster(options);
+        (TestCluster c, List<Step> steps) = Cluster(options);
         NodeId earlier = c.Id(0);
         c.Restart(0);
         GroupMember source = c[0].Join(TestCluster.GroupName, c.Now, historyLog: LongLog(earlier, 2_000));
@@ -183,22 +160,21 @@ public class HistoryCopyInPartsTests
     public void A_joiner_that_crashes_in_the_middle_of_its_copy_leaves_its_old_log_and_copies_again(bool mutated)
     {
         ProtocolOptions options = mutated ? Options with { Mutations = ProtocolMutations.CopyOverLogInPlace } : Options;
-        (TestCluster c, List<Step> steps, Disk[] disks) = Cluster(options);
+        (TestCluster c, List<Step> steps) = Cluster(options);
         (GroupMember source, GroupMember joiner) = SourceThenJoiner(c, steps, out int sourceSteps);
         int parts = 0;
-        Action<int, Outbox> record = c.BeforeClear!;
-        c.BeforeClear = (i, outbox) =>
+        Action<int, List<HistoryWrite>, List<NodeEvent>> record = c.AfterStep!;
+        c.AfterStep = (i, writes, events) =>
         {
-            if (c.IsStopped(i)) { outbox.Clear(); return; } // crashed: nothing of the step reaches the disk
-            record(i, outbox);
+            record(i, writes, events);
             if (i != 1) return;
-            parts += outbox.HistoryWrites.Count(w => w.Records.Count > 10); // a part of the copy (staged, or in place with the mutation)
-            if (parts >= 5) c.Stop(1);
+            parts += writes.Count(w => w.Records.Count > 10); // a part of the copy (staged, or in place with the mutation)
+            if (parts >= 5) c.Stop(1); // crashed: nothing of its later steps reaches the disk
         };
         c.RunFor(200_000);
         Assert.True(c.IsStopped(1));
         Assert.False(joiner.History!.Current);
-        List<byte[]> left = disks[1].AfterCrash();
+        List<byte[]> left = [.. LogOf(c, 1).Records]; // what a start reads: the copy aside is deleted
         HistoryLogImage image = HistoryLog.Read(left);
         if (mutated)
         {
@@ -209,18 +185,17 @@ public class HistoryCopyInPartsTests
         }
         Assert.Null(image.LastView);
         Assert.Equal(0, image.Count);
-        Assert.NotEmpty(disks[1].Aside); // parts were durable aside, and are dropped at the next start
+        Assert.NotEmpty(LogOf(c, 1).Staged); // parts were durable aside, and are dropped at the next start
 
         // Its next incarnation starts from that log, copies the history again and replays it once.
-        c.BeforeClear = record;
-        disks[1] = new Disk();
-        disks[1].Log.AddRange(left);
+        c.AfterStep = record;
+        LogOf(c, 1).Staged.Clear(); // as the runtime deletes an unfinished copy aside when it opens the log
         int before = c.Events[1].Count;
         c.Restart(1);
         GroupMember again = c[1].Join(TestCluster.GroupName, c.Now, historyLog: left);
         c.RunUntil(() => again.History!.Current && !again.Replaying, limit: 20_000_000);
         AssertReplayedOnceInOrderThenReady(c.Events[1].Skip(before).ToList(), Entries);
-        HistoryLogImage copied = HistoryLog.Read(disks[1].Log);
+        HistoryLogImage copied = HistoryLog.Read(LogOf(c, 1).Records);
         Assert.Equal(Entries, copied.Count);
         Assert.Equal(c.Id(1), copied.LastView!.Me);
         Assert.False(source.Replaying);

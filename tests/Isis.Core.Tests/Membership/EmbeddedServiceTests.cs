@@ -3,6 +3,7 @@ using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
 using Isis.Core.Wire;
+using Isis.Simulation.Driving;
 
 namespace Isis.Core.Tests.Membership;
 
@@ -16,7 +17,7 @@ public sealed class EmbeddedServiceTests
     private const ulong Directory = 99;
 
     /// <summary>Process i on endpoint i + 1 with its replica on 100 + i; process 0 founds the service and holds the well-known endpoint.</summary>
-    private sealed class Machine
+    private sealed class Machine : MemoryDriver
     {
         private readonly Queue<(ulong From, ulong To, byte[] Bytes)> _network = new();
         private readonly ProtocolOptions _options;
@@ -91,15 +92,24 @@ public sealed class EmbeddedServiceTests
         private void Collect(int i, IProtocolNode? node)
         {
             if (node == null) return;
-            foreach (OutboundPacket p in node.Outbox.Packets) _network.Enqueue((node.Endpoint, p.Destination, p.Bytes.ToArray()));
-            foreach (NodeEvent e in node.Outbox.Events) Events.Add((i, e, Now));
-            StateRequested[] asked = node.Outbox.Events.OfType<StateRequested>().ToArray();
-            node.Outbox.Clear();
+            _asked.Clear();
+            Step(node);
+            StateRequested[] asked = [.. _asked];
             foreach (StateRequested r in asked)
             {
                 ((ProcessNode)node).SendStateChunk(r.Group, r.CutViewId, [], last: true, Now); // no checkpoint handlers: an empty checkpoint
                 Collect(i, node);
             }
+        }
+
+        private readonly List<StateRequested> _asked = new();
+
+        protected override void Transmit(ulong from, in OutboundPacket packet) => _network.Enqueue((from, packet.Destination, packet.Bytes.ToArray()));
+
+        protected override void Handle(IProtocolNode node, NodeEvent e, long time)
+        {
+            Events.Add((ProcessIndexOf(node.Endpoint), e, Now));
+            if (e is StateRequested r) _asked.Add(r);
         }
     }
 
@@ -111,9 +121,9 @@ public sealed class EmbeddedServiceTests
         var stillLooking = new List<(long, ServiceNotFoundYet)>();
         void Drain(long at)
         {
-            asked += node.Outbox.Packets.Count(p => p.Destination == Directory);
-            stillLooking.AddRange(node.Outbox.Events.OfType<ServiceNotFoundYet>().Select(e => (at, e)));
-            node.Outbox.Clear();
+            NodeOutputs step = node.TakeOutputs();
+            asked += step.To(Directory).Count;
+            stillLooking.AddRange(step.Events.OfType<ServiceNotFoundYet>().Select(e => (at, e)));
         }
         Drain(0);
         long now = 0;
@@ -161,7 +171,7 @@ public sealed class EmbeddedServiceTests
         var self = new NodeId(1, 1);
         var replica = new NodeId(100, 1);
         var node = new ProcessNode(self, [Directory], options, 0, replica, discover: true);
-        node.Outbox.Clear();
+        node.TakeOutputs();
         Assert.Equal(node.FoundingWait, node.MayFoundServiceAt);
         Assert.False(EmbeddedFounding.MayFound(node, node.FoundingWait - 1, atStart: false, true, true, false, ProtocolMutations.None));
 
@@ -173,9 +183,9 @@ public sealed class EmbeddedServiceTests
         Assert.False(node.Discovering);
         Assert.Equal(long.MaxValue, node.MayFoundServiceAt);
         // It was never admitted: it passes that configuration on to nobody.
-        node.Outbox.Clear();
+        node.TakeOutputs();
         node.Receive(8, new Isis.Core.Wire.PacketWriter().Begin(new Isis.Core.Wire.PacketHeader(PacketKind.Discover, new NodeId(8, 1), default, 0, 0)).Finish(), now);
-        Assert.DoesNotContain(node.Outbox.Packets, p => p.Destination == 8);
+        Assert.Empty(node.TakeOutputs().To(8));
 
         // Nobody of that service ever answers: it looks again after the founding wait, not stopping as "isolated".
         while (!node.Discovering)
@@ -183,7 +193,7 @@ public sealed class EmbeddedServiceTests
             now = node.NextDeadline;
             Assert.True(now <= 50_000 + node.FoundingWait + 1, "it stays tied to replicas that never answer");
             node.Tick(now);
-            node.Outbox.Clear();
+            node.TakeOutputs();
         }
         Assert.False(node.IsShutDown);
         Assert.True(EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, seedsAllow: true, replicaOnFileMayBeAlive: false, ProtocolMutations.None));
@@ -196,12 +206,12 @@ public sealed class EmbeddedServiceTests
         node.FoundService(now);
         Assert.False(node.Discovering);
         Assert.Equal([replica.Endpoint], node.ServiceReplicas);
-        Assert.Contains(node.Outbox.Events, e => e is ServiceConfigurationChanged { Version: 0 });
-        var heartbeats = node.Outbox.Packets.Where(p => p.Destination == replica.Endpoint).Select(p => p.Bytes.ToArray()).ToList();
+        NodeOutputs founding = node.TakeOutputs();
+        Assert.Contains(founding.Events, e => e is ServiceConfigurationChanged { Version: 0 });
+        List<byte[]> heartbeats = founding.To(replica.Endpoint);
         Assert.NotEmpty(heartbeats);
-        node.Outbox.Clear();
         foreach (byte[] h in heartbeats) founded.Receive(self.Endpoint, h, now + 10);
-        foreach (OutboundPacket p in founded.Outbox.Packets.Where(p => p.Destination == self.Endpoint).ToList()) node.Receive(replica.Endpoint, p.Bytes.Span, now + 20);
+        foreach (byte[] p in founded.TakeOutputs().To(self.Endpoint)) node.Receive(replica.Endpoint, p, now + 20);
         Assert.True(node.LeaseHeld);
     }
 
@@ -218,7 +228,7 @@ public sealed class EmbeddedServiceTests
         {
             now = node.NextDeadline;
             node.Tick(now);
-            node.Outbox.Clear();
+            node.TakeOutputs();
         }
         Assert.InRange(now, options.DiscoveryTimeout, options.DiscoveryTimeout + 3 * options.HeartbeatInterval);
         Assert.Contains("no membership replica answered", node.ShutdownReason);

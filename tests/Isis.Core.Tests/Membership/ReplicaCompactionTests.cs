@@ -2,6 +2,7 @@ using Isis.Core.Identity;
 using Isis.Core.Membership;
 using Isis.Core.Node;
 using Isis.Core.Wire;
+using Isis.Simulation.Driving;
 
 namespace Isis.Core.Tests.Membership;
 
@@ -15,11 +16,13 @@ public sealed class ReplicaCompactionTests
 {
     private static readonly NodeId[] Founding = [new(1, 1), new(2, 1), new(3, 1)];
 
-    private sealed class Service(ProtocolOptions options)
+    private sealed class Service(ProtocolOptions options) : MemoryDriver
     {
         private readonly Queue<(ulong From, ulong To, byte[] Bytes)> _network = new();
         public readonly MembershipReplica?[] Replicas = new MembershipReplica?[3];
-        public readonly List<byte[]>[] Durable = [new(), new(), new()];
+        /// <summary>Replica i's records on its disk.</summary>
+        public List<byte[]> Durable(int i) => DiskOf(Founding[i].Endpoint).ReplicaRecords;
+
         public readonly List<NodeEvent>[] Events = [new(), new(), new()];
         public long Now;
         public long PacketsTo3, BytesTo3, SnapshotPacketsTo3, AppendPacketsTo3;
@@ -28,8 +31,8 @@ public sealed class ReplicaCompactionTests
 
         public void Start(int i, bool fromDisk)
         {
-            if (!fromDisk) Durable[i].Clear();
-            Replicas[i] = new MembershipReplica(Founding[i], Founding, options, Now, fromDisk && Durable[i].Count > 0 ? Durable[i].ToList() : null);
+            if (!fromDisk) Durable(i).Clear();
+            Replicas[i] = new MembershipReplica(Founding[i], Founding, options, Now, fromDisk && Durable(i).Count > 0 ? Durable(i).ToList() : null);
             Drain();
         }
 
@@ -53,12 +56,7 @@ public sealed class ReplicaCompactionTests
                 for (int i = 0; i < 3; i++)
                 {
                     if (Replicas[i] is not { } r) continue;
-                    Outbox o = r.Outbox;
-                    if (o.ReplicaRecordsReplaceLog) Durable[i].Clear();
-                    Durable[i].AddRange(o.ReplicaRecords);
-                    foreach (OutboundPacket p in o.Packets) _network.Enqueue((r.Endpoint, p.Destination, p.Bytes.ToArray()));
-                    Events[i].AddRange(o.Events);
-                    o.Clear();
+                    Step(r);
                 }
                 if (_network.Count == 0) return;
                 while (_network.TryDequeue(out var packet))
@@ -78,6 +76,10 @@ public sealed class ReplicaCompactionTests
                 }
             }
         }
+
+        protected override void Transmit(ulong from, in OutboundPacket packet) => _network.Enqueue((from, packet.Destination, packet.Bytes.ToArray()));
+
+        protected override void Handle(IProtocolNode node, NodeEvent e, long time) => Events[(int)node.Endpoint - 1].Add(e);
 
         /// <summary>Expels <paramref name="count"/> incarnations (1,000 endpoints, rising incarnations): one decision each.</summary>
         public void Decide(int count)
@@ -109,7 +111,7 @@ public sealed class ReplicaCompactionTests
         Assert.True(leader.SnapshotIndex >= leader.CommitIndex - options.ReplicaSnapshotInterval);
         Assert.True(leader.LogEntriesInMemory <= options.ReplicaSnapshotInterval, $"{leader.LogEntriesInMemory} entries in memory");
         int leaderIndex = Array.IndexOf(service.Replicas, leader);
-        Assert.True(service.Durable[leaderIndex].Count <= options.ReplicaSnapshotInterval + 1, $"{service.Durable[leaderIndex].Count} records");
+        Assert.True(service.Durable(leaderIndex).Count <= options.ReplicaSnapshotInterval + 1, $"{service.Durable(leaderIndex).Count} records");
         // The expelled set is one entry per endpoint, not per expulsion.
         Assert.Equal(1000, leader.ExpelledEndpointCount);
 
@@ -144,7 +146,7 @@ public sealed class ReplicaCompactionTests
         service.Run(100_000); // a heartbeat brings the followers the commit index
         int follower = Array.FindIndex(service.Replicas, r => !r!.IsActiveLeader);
         long committed = service.Replicas[follower]!.CommitIndex;
-        int records = service.Durable[follower].Count;
+        int records = service.Durable(follower).Count;
         Assert.True(records <= 50 + 2, $"{records} records; snapshot at {service.Replicas[follower]!.SnapshotIndex}, committed {committed}, last {service.Replicas[follower]!.LogEntriesInMemory} in memory");
 
         service.Start(follower, fromDisk: true);

@@ -1,9 +1,9 @@
-namespace Isis.Collections;
+namespace Isis.Core.Collections;
 
 /// <summary>
 /// The history/pending model of one replicated collection at one member, without I/O: updates,
 /// merge lists and views go in; history entries (through the callback), the sequencer's lists and
-/// repair replies come out. <see cref="OperationLog{TOp}"/> drives it on a real group; the
+/// repair replies come out. Isis.Collections' <c>OperationLog</c> drives it on a real group; the
 /// simulator drives the same class on simulated members, and its checker judges the histories.
 /// </summary>
 /// <remarks>
@@ -30,17 +30,17 @@ namespace Isis.Collections;
 /// </list>
 /// Not thread-safe: the driver serializes every call.
 /// </remarks>
-internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
+internal sealed class MergeLog<TOp>(Action<UpdateId, TOp> applied)
 {
-    private readonly Dictionary<OperationId, TOp> _pendingById = new();
-    private readonly List<OperationId> _arrivals = new(); // pending ids in arrival order; merged ones are dropped lazily
-    private readonly Queue<OperationId> _merged = new(); // listed, waiting for their update to arrive
+    private readonly Dictionary<UpdateId, TOp> _pendingById = new();
+    private readonly List<UpdateId> _arrivals = new(); // pending ids in arrival order; merged ones are dropped lazily
+    private readonly Queue<UpdateId> _merged = new(); // listed, waiting for their update to arrive
     private readonly Dictionary<string, long> _appliedThrough = new(StringComparer.Ordinal); // issuers of the view (and a repair's, from later views)
     private readonly Dictionary<string, long> _retired = new(StringComparer.Ordinal); // issuers that left: how far their updates got
     private readonly Queue<string> _retiredOrder = new(); // oldest first: past RetiredIssuersKept, the oldest is forgotten
     private readonly HashSet<string> _members = new(StringComparer.Ordinal);
     private readonly Dictionary<string, long> _known = new(StringComparer.Ordinal); // members' history lengths, as last heard
-    private List<OperationId> _toAnnounce = new();
+    private List<UpdateId> _toAnnounce = new();
     private bool _listInFlight; // the sequencer announced a list of this view that has not come back to it yet
 
     /// <summary>Mutation for the simulator's checker: merge what a view left in arrival order, which differs between members.</summary>
@@ -88,15 +88,15 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// <summary>Updates and list entries that arrived after a repair had put them into the history.</summary>
     public long LateDuplicates { get; private set; }
 
-    public IEnumerable<(OperationId Id, TOp Op)> PendingInArrivalOrder()
+    public IEnumerable<(UpdateId Id, TOp Op)> PendingInArrivalOrder()
     {
-        foreach (OperationId id in _arrivals)
+        foreach (UpdateId id in _arrivals)
         {
             if (_pendingById.TryGetValue(id, out TOp? op)) yield return (id, op);
         }
     }
 
-    public bool IsApplied(OperationId id) => _appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence;
+    public bool IsApplied(UpdateId id) => _appliedThrough.GetValueOrDefault(id.Issuer) >= id.Sequence;
 
     /// <summary>
     /// How many issuers that left the view this member remembers, with how far their updates got
@@ -112,7 +112,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// member and this member does not remember it: it left more than <see cref="RetiredIssuersKept"/>
     /// issuers ago, or never issued to this collection).
     /// </summary>
-    public UpdateFate Fate(OperationId id)
+    public UpdateFate Fate(UpdateId id)
     {
         if (IsApplied(id)) return UpdateFate.Applied;
         if (_retired.TryGetValue(id.Issuer, out long through)) return id.Sequence <= through ? UpdateFate.Applied : UpdateFate.Lost;
@@ -125,7 +125,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// An update arrived. True if this member is the sequencer, the update starts a new list and no
     /// list of its own is in flight: the driver announces it (at once, or after its merge interval).
     /// </summary>
-    public bool OnUpdate(OperationId id, TOp op)
+    public bool OnUpdate(UpdateId id, TOp op)
     {
         if (IsApplied(id))
         {
@@ -149,10 +149,10 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// member is the sequencer, the list was its one in flight, and updates wait for the next list:
     /// the driver announces it.
     /// </summary>
-    public bool OnMerge(int viewId, IReadOnlyList<OperationId> ids)
+    public bool OnMerge(int viewId, IReadOnlyList<UpdateId> ids)
     {
         if (viewId != ViewId) return false;
-        foreach (OperationId id in ids) _merged.Enqueue(id);
+        foreach (UpdateId id in ids) _merged.Enqueue(id);
         ApplyMerged();
         // Only the sequencer lists in a view, so a list of this view that reaches it is its own.
         if (!IsSequencer || !_listInFlight) return false;
@@ -166,11 +166,11 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// for the list in flight to come back and then for its own, and under load each list carries
     /// all that arrived meanwhile (the merge batches itself, as Nagle's rule does).
     /// </summary>
-    public (int ViewId, List<OperationId> Ids)? TakeAnnouncement()
+    public (int ViewId, List<UpdateId> Ids)? TakeAnnouncement()
     {
         if (!IsSequencer || _toAnnounce.Count == 0 || _listInFlight) return null;
-        List<OperationId> batch = _toAnnounce;
-        _toAnnounce = new List<OperationId>();
+        List<UpdateId> batch = _toAnnounce;
+        _toAnnounce = new List<UpdateId>();
         _listInFlight = true;
         return (ViewId, batch);
     }
@@ -181,7 +181,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         MergeWhatTheViewLeft();
         _pendingById.Clear();
         _arrivals.Clear();
-        _toAnnounce = new List<OperationId>();
+        _toAnnounce = new List<UpdateId>();
         _listInFlight = false; // a list of the last view is void; it comes back or not, no matter
         ViewId = viewId;
         IsSequencer = rank == 0;
@@ -240,7 +240,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     {
         while (_merged.Count > 0)
         {
-            OperationId id = _merged.Peek();
+            UpdateId id = _merged.Peek();
             if (IsApplied(id))
             {
                 _merged.Dequeue(); // a repair got here first
@@ -260,16 +260,16 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
     /// </summary>
     private void MergeWhatTheViewLeft()
     {
-        while (_merged.TryDequeue(out OperationId id))
+        while (_merged.TryDequeue(out UpdateId id))
         {
             if (_pendingById.Remove(id, out TOp? op)) Apply(id, op);
         }
-        IEnumerable<(OperationId Id, TOp Op)> left = PendingInArrivalOrder();
+        IEnumerable<(UpdateId Id, TOp Op)> left = PendingInArrivalOrder();
         if (!LeftoverInArrivalOrder) left = left.OrderBy(p => p.Id);
         foreach (var (id, op) in left.ToList()) Apply(id, op);
     }
 
-    private void Apply(OperationId id, TOp op)
+    private void Apply(UpdateId id, TOp op)
     {
         _pendingById.Remove(id);
         History.Append(id, op);
@@ -315,7 +315,7 @@ internal sealed class MergeLog<TOp>(Action<OperationId, TOp> applied)
         long servable = ServableLength(requester);
         int max = (int)Math.Clamp(servable - pull.Length, 0, maxEntries);
         ReadOnlySpan<RetainedHistory<TOp>.Entry> entries = pull.WantEntries && agrees ? History.Range(pull.Length, max) : [];
-        var ids = new OperationId[entries.Length];
+        var ids = new UpdateId[entries.Length];
         var ops = new TOp[entries.Length];
         for (int i = 0; i < entries.Length; i++)
         {
@@ -432,7 +432,7 @@ internal readonly record struct MemberLength(string Member, long Length);
 /// the puller's length, the oldest position it keeps, its entries from <see cref="First"/> (the
 /// puller's length) on if the puller wanted them, and the lengths it has heard of.
 /// </summary>
-internal sealed record PullReply<TOp>(long Length, bool Agrees, long RetainedFrom, long First, OperationId[] Ids, TOp[] Ops, MemberLength[] Heard);
+internal sealed record PullReply<TOp>(long Length, bool Agrees, long RetainedFrom, long First, UpdateId[] Ids, TOp[] Ops, MemberLength[] Heard);
 
 /// <summary>What a pull's reply did: entries gained from position <see cref="Before"/>, whether the peer holds more, and a problem to report.</summary>
 internal readonly record struct RepairOutcome(long Before, long Gained, bool More, string? Divergence, string? TooFarBehind);

@@ -1,6 +1,6 @@
-using Isis.Collections;
+using Isis.Core.Collections;
 
-namespace Isis.Tests.Collections;
+namespace Isis.Core.Tests.Collections;
 
 /// <summary>
 /// The collections' model without I/O (MergeLog): the rules gossip repair adds, on members driven
@@ -13,7 +13,7 @@ public sealed class MergeLogTests
 
     private sealed class Member
     {
-        public readonly List<(OperationId Id, int Op)> Applied = new();
+        public readonly List<(UpdateId Id, int Op)> Applied = new();
         public readonly MergeLog<int> Log;
 
         public Member(string name, int viewId, string[] members)
@@ -23,7 +23,7 @@ public sealed class MergeLogTests
         }
     }
 
-    private static OperationId Id(string issuer, long seq, int firstView = 1) => new($"{issuer}/{firstView}", seq);
+    private static UpdateId Id(string issuer, long seq, int firstView = 1) => new($"{issuer}/{firstView}", seq);
 
     [Fact]
     public void A_repair_hands_over_only_what_every_other_member_already_holds()
@@ -178,13 +178,13 @@ public sealed class MergeLogTests
         {
             string issuer = "p" + n;
             a.Log.OnView(++view, ["a", issuer], 0);
-            OperationId id = new($"{issuer}/{view}", 1);
+            UpdateId id = new($"{issuer}/{view}", 1);
             a.Log.OnUpdate(id, n);
             a.Log.OnMerge(view, [id]);
             a.Log.OnView(++view, ["a"], 0);
         }
-        Assert.Equal(UpdateFate.Unknown, a.Log.Fate(new OperationId("p0/2", 1))); // forgotten: the oldest 10
-        Assert.Equal(UpdateFate.Applied, a.Log.Fate(new OperationId("p10/22", 1)));
+        Assert.Equal(UpdateFate.Unknown, a.Log.Fate(new UpdateId("p0/2", 1))); // forgotten: the oldest 10
+        Assert.Equal(UpdateFate.Applied, a.Log.Fate(new UpdateId("p10/22", 1)));
         Assert.Equal(MergeLog<int>.RetiredIssuersKept, a.Log.SaveIssuers().Retired.Length);
     }
 }

@@ -2,7 +2,7 @@ using System.IO.Hashing;
 using System.Runtime.InteropServices;
 using System.Text;
 
-namespace Isis.Collections;
+namespace Isis.Core.Collections;
 
 /// <summary>
 /// The tail of one member's history that a peer may still ask for: each entry's update and the
@@ -20,7 +20,7 @@ internal sealed class RetainedHistory<TOp>
     /// <summary>Entries are kept and dropped in epochs of this many positions.</summary>
     public const int EpochLength = 1_024;
 
-    public readonly record struct Entry(OperationId Id, TOp Op, long ChainAfter);
+    public readonly record struct Entry(UpdateId Id, TOp Op, long ChainAfter);
 
     private readonly List<Entry> _entries = new();
     private long _startChain;
@@ -45,7 +45,7 @@ internal sealed class RetainedHistory<TOp>
     }
 
     /// <summary>Appends the next entry of the history and returns the chain through it.</summary>
-    public long Append(OperationId id, TOp op)
+    public long Append(UpdateId id, TOp op)
     {
         long chain = Next(Chain, id);
         _entries.Add(new Entry(id, op, chain));
@@ -81,7 +81,7 @@ internal sealed class RetainedHistory<TOp>
     }
 
     /// <summary>The chain hash after <paramref name="id"/> follows a prefix whose chain is <paramref name="chain"/>.</summary>
-    public static long Next(long chain, OperationId id)
+    public static long Next(long chain, UpdateId id)
     {
         int issuerBytes = Encoding.UTF8.GetByteCount(id.Issuer);
         Span<byte> buffer = issuerBytes <= 256 ? stackalloc byte[16 + issuerBytes] : new byte[16 + issuerBytes];
@@ -89,6 +89,9 @@ internal sealed class RetainedHistory<TOp>
         long sequence = id.Sequence;
         MemoryMarshal.Write(buffer[8..], in sequence);
         Encoding.UTF8.GetBytes(id.Issuer, buffer[16..]);
+        // The one use of System.IO in the core, which bans the namespace: XxHash64 is a pure function.
+#pragma warning disable RS0030
         return unchecked((long)XxHash64.HashToUInt64(buffer));
+#pragma warning restore RS0030
     }
 }
