@@ -3,8 +3,8 @@ using System.Globalization;
 using System.Text;
 using System.Text.Json.Nodes;
 using Isis;
-using Isis.Core.Identity;
 using Isis.MemberHost;
+using Isis.Simulation.Checking;
 
 // A group member (or, with --service-only, a membership-service host) for the multi-process and
 // multi-host tests. Usage:
@@ -139,15 +139,11 @@ runtime.ShutDown += (_, e) =>
 runtime.Start();
 if (runtime.Address is null) throw new InvalidOperationException("the runtime started without an address");
 // The checker compares every founding it sees: one service per run, or two were founded.
-if (runtime.Loop is { Founded: true, Service: { } founded }) eventLog?.RecordFounded(founded.Self);
+if (runtime.Loop is { Founded: true, ServiceReplica: { } founded }) eventLog?.RecordFounded(founded);
 // A founding after the start (this process took the well-known port over and found no service).
 if (eventLog != null)
 {
-    runtime.CoreEvent += (_, e, _) =>
-    {
-        if (e is Isis.Core.Node.ServiceConfigurationChanged { Version: 0, Replicas: [var replica] } && runtime.Loop is { FoundedLaterAfter: > 0, Service: { } s } && s.Self == replica)
-            eventLog.RecordFounded(replica);
-    };
+    runtime.CoreEvent += (_, e, _) => eventLog.WatchFounding(e, () => runtime.Loop is { FoundedLaterAfter: > 0 } loop ? loop.ServiceReplica : null);
 }
 if (options.ServiceOnly)
 {
@@ -219,7 +215,7 @@ var sender = new Thread(() =>
 {
     try
     {
-        eventLog?.RecordJoinRequested(runtime.Address.Node, GroupId.FromName(options.Group));
+        eventLog?.RecordJoinRequested(runtime.Address.Node, options.Group);
         var joinClock = System.Diagnostics.Stopwatch.StartNew();
         group.Join();
         output.Write(new JsonObject { ["event"] = "joined", ["ms"] = joinClock.Elapsed.TotalMilliseconds });
@@ -321,7 +317,7 @@ void Crash()
 // A query this member issues, off the command loop: "queryDone" with the replies, or "queryFailed".
 void IssueQuery(Func<Task<IReadOnlyList<int>>> query)
 {
-    eventLog?.RecordQueryIssued(runtime.Address!.Node, GroupId.FromName(options.Group));
+    eventLog?.RecordQueryIssued(runtime.Address!.Node, options.Group);
     _ = Task.Run(async () =>
     {
         try

@@ -124,6 +124,9 @@ internal sealed class EventLoop : IDisposable
     /// <summary>The membership replica this process runs, if any (see <see cref="ServiceHost.Replica"/>).</summary>
     public MembershipReplica? Service => _service.Replica;
 
+    /// <summary>The id of the membership replica this process hosts, if any.</summary>
+    public NodeId? ServiceReplica => _service.Replica?.Self;
+
     /// <summary>True if this process founded the embedded service when it started.</summary>
     public bool Founded => _service.Founded;
 

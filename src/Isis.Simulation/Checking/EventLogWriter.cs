@@ -1,13 +1,12 @@
-using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
-using Isis.Simulation;
 
-namespace Isis.MemberHost;
+namespace Isis.Simulation.Checking;
 
 /// <summary>
-/// Writes this process's core events as JSON lines in <see cref="History"/>'s format, so the
-/// simulator's <c>HistoryChecker</c> can check a real run. Times are wall-clock microseconds since
+/// Writes a real process's core events as JSON lines in <see cref="History"/>'s format, so the
+/// <see cref="HistoryChecker"/> can check a real run (the multi-process tests' member host records
+/// with it, through the runtime's core-event hook). Times are wall-clock microseconds since
 /// the Unix epoch (every process on the machine shares that clock; each loop's Stopwatch does not),
 /// made non-decreasing within this process.
 /// </summary>
@@ -66,11 +65,11 @@ internal sealed class EventLogWriter : IDisposable
 
     private static long WallMicros() => (DateTime.UtcNow - DateTime.UnixEpoch).Ticks / 10;
 
-    public void RecordJoinRequested(NodeId self, GroupId group)
+    public void RecordJoinRequested(NodeId self, string group)
     {
         lock (_gate)
         {
-            if (!_disposed) _batch.RecordJoinRequested(Now(), self, group);
+            if (!_disposed) _batch.RecordJoinRequested(Now(), self, GroupId.FromName(group));
         }
     }
 
@@ -83,12 +82,22 @@ internal sealed class EventLogWriter : IDisposable
         }
     }
 
-    public void RecordQueryIssued(NodeId self, GroupId group)
+    public void RecordQueryIssued(NodeId self, string group)
     {
         lock (_gate)
         {
-            if (!_disposed) _batch.RecordQueryIssued(Now(), self, group);
+            if (!_disposed) _batch.RecordQueryIssued(Now(), self, GroupId.FromName(group));
         }
+    }
+
+    /// <summary>
+    /// Records a founding of the embedded service after the process started (it took the well-known
+    /// port over and found no service): the configuration of version 0 that names only the replica
+    /// <paramref name="lateFounder"/> says this process founded (null: it did not).
+    /// </summary>
+    public void WatchFounding(NodeEvent e, Func<NodeId?> lateFounder)
+    {
+        if (e is ServiceConfigurationChanged { Version: 0, Replicas: [var replica] } && lateFounder() == replica) RecordFounded(replica);
     }
 
     private void FlushLoop()
