@@ -1,4 +1,3 @@
-using Isis.Simulation.Checking;
 
 namespace Isis.Simulation;
 

@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using Isis.Core.Node;
-using Isis.Simulation.Checking;
 
 namespace Isis.Simulation;
 

@@ -1,6 +1,5 @@
 using Isis.Core.Groups;
 using Isis.Core.Identity;
-using Isis.Core.Node;
 using Isis.Core.Wire;
 
 namespace Isis.Simulation;

@@ -1,8 +1,6 @@
-using Isis.Core.Groups;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Security;
-using Isis.Core.Wire;
 
 namespace Isis.Simulation;
 

@@ -1,5 +1,4 @@
 using Isis.Core.Groups;
-using Isis.Core.Membership;
 using Isis.Core.Node;
 
 namespace Isis.Simulation;

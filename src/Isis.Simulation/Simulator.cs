@@ -291,17 +291,7 @@ internal sealed partial class Simulator
     }
 
     /// <summary>Crashes process <paramref name="index"/> for good (the scale experiment never restarts it).</summary>
-    internal void CrashForGood(int index)
-    {
-        SimProcess p = _processes[index];
-        if (!p.Alive) return;
-        if (RecordsHistory) History.RecordCrash(_now, p.Node!.Self);
-        _network.ForgetMulticast(p.Node!.Self.Endpoint);
-        p.Node = null;
-        p.Replica = null;
-        p.Paused = false;
-        p.Backlog.Clear();
-    }
+    internal void CrashForGood(int index) => CrashOnly(_processes[index]);
 
     private void TickAll()
     {

@@ -2,7 +2,6 @@ using Isis.Diagnostics;
 using System.Diagnostics;
 using Isis.Core.Groups;
 using Isis.Runtime;
-using Isis.Serialization;
 
 namespace Isis;
 

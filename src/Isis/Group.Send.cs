@@ -1,9 +1,6 @@
-using Isis.Diagnostics;
 using System.Diagnostics;
 using Isis.Core.Groups;
-using Isis.Core.Node;
 using Isis.Runtime;
-using Isis.Serialization;
 
 namespace Isis;
 

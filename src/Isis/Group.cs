@@ -1,11 +1,9 @@
 using System.Collections.Concurrent;
 using Isis.Core.Groups;
 using Isis.Core.Identity;
-using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Dispatch;
 using Isis.Runtime;
-using Isis.Serialization;
 using Microsoft.Extensions.Logging;
 
 namespace Isis;

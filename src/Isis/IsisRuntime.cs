@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Diagnostics.Metrics;
 using Isis.Serialization;
 using Isis.Core.Common;

@@ -1,3 +1,4 @@
+using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -100,6 +101,7 @@ internal sealed partial class DurableHistory
             }
         }
         if (point <= _trimmed) return;
+        Invariant.Check(point <= Count, $"the history is trimmed only behind its end: to {point}, with {Count} entries");
         _trimmedDigest = DigestAt(point);
         _entries.RemoveRange(0, (int)(point - _trimmed));
         _chain.RemoveRange(0, (int)(point - _trimmed));

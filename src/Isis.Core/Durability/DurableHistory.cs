@@ -519,6 +519,7 @@ internal sealed partial class DurableHistory
         var e = new HistoryEntry(Count + 1, sender, viewId, seq, phi, _slabs.Hold(Count + 1, payload.Span), kind == MessageKind.QuerySafe);
         _entries.Add(e);
         _chain.Add(HistoryDigest.Next(_chain.Count == 0 ? _trimmedDigest : _chain[^1], e));
+        Invariant.Check(e.Index == Count && _chain.Count == _entries.Count, $"history entry {e.Index} is the last of {Count}, with its digest ({_chain.Count} digests for {_entries.Count} entries)");
         Append(HistoryLog.Entry(_node.Writer, e));
         if (_kept.Count > 0) RejectNotPrefix(_lineage, DigestAt, Count, Count); // a checkpoint made past the history's end when it came back is checked when the history reaches it
     }

@@ -204,7 +204,7 @@ internal sealed partial class GroupMember
                 SenderStream s = _streams[rank];
                 while (s.Delivered < cut[rank])
                 {
-                    long seq = ++s.Delivered;
+                    long seq = s.DeliverNext();
                     _stabilityDirty = true;
                     OnStreamDelivered(rank, seq, s.Held[seq]);
                 }

@@ -1,8 +1,5 @@
-using Isis.Core.Common;
 using Isis.Core.Durability;
-using Isis.Core.Identity;
 using Isis.Core.Node;
-using Isis.Core.Wire;
 
 namespace Isis.Core.Groups;
 

@@ -318,7 +318,7 @@ internal sealed partial class GroupMember
         SenderStream own = _streams[MyRank];
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
-        own.Delivered = seq;
+        Invariant.Check(own.DeliverNext() == seq, "a member delivers its own message as it sends it");
         _stabilityDirty = true;
         if (message.Kind.IsSafe()) _ownSafe[seq] = message;
         if (message.IsApplication)
@@ -514,7 +514,7 @@ internal sealed partial class GroupMember
         SenderStream s = _streams[origin];
         while (s.Delivered < s.Contiguous)
         {
-            long seq = ++s.Delivered;
+            long seq = s.DeliverNext();
             _stabilityDirty = true;
             OnStreamDelivered(origin, seq, s.Held[seq]);
         }
@@ -574,7 +574,11 @@ internal sealed partial class GroupMember
             _node.Outbox.Accepted(Id, View!.Id, View.Members[rank], seq);
         }
         if (_wedged || !_node.LeaseHeld) return; // the flush (or the lease's return) delivers them
-        while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message)) Deliver(rank, seq, message);
+        while (_order.TryTakeNext(out int rank, out long seq, out StreamMessage message))
+        {
+            Invariant.Check(_streams[rank].Delivered >= seq, $"a message takes its place in the total order only after its sender's stream delivered it: rank {rank}, seq {seq}, delivered {_streams[rank].Delivered}");
+            Deliver(rank, seq, message);
+        }
     }
 
     /// <summary>

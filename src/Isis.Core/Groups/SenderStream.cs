@@ -1,3 +1,5 @@
+using Isis.Core.Common;
+
 namespace Isis.Core.Groups;
 
 /// <summary>
@@ -35,7 +37,21 @@ internal sealed class SenderStream
         if (seq <= Contiguous || !Held.TryAdd(seq, message)) return false;
         while (Held.ContainsKey(Contiguous + 1)) Contiguous++;
         if (seq > KnownMax) KnownMax = seq;
+        Invariant.Check(Stable <= Delivered && Delivered <= Contiguous && Contiguous <= KnownMax,
+            $"a stream's marks stay ordered: stable {Stable} <= delivered {Delivered} <= contiguous {Contiguous} <= known {KnownMax}");
         return true;
+    }
+
+    /// <summary>
+    /// Moves the delivered mark over the next message and returns its sequence number: a stream is
+    /// delivered in order, without a gap, and only what is held (the FIFO guarantee rests on this).
+    /// </summary>
+    public long DeliverNext()
+    {
+        Invariant.Check(Delivered < Contiguous, $"a stream delivers only what it holds contiguously: delivered {Delivered}, contiguous {Contiguous}");
+        long seq = ++Delivered;
+        Invariant.Check(Held.ContainsKey(seq), $"message {seq} is held until it is delivered and stable");
+        return seq;
     }
 
     public bool HasGap => KnownMax > Contiguous;
@@ -49,5 +65,6 @@ internal sealed class SenderStream
             if (Held.Remove(s, out StreamMessage dropped) && dropped.Pooled is { } array) outbox.ReturnOnClear(array);
         }
         if (upTo > Stable) Stable = upTo;
+        Invariant.Check(Stable <= Delivered, $"only delivered messages are collected: stable {Stable}, delivered {Delivered}");
     }
 }

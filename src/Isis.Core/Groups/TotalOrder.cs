@@ -1,4 +1,5 @@
 using System.Buffers.Binary;
+using Isis.Core.Common;
 
 namespace Isis.Core.Groups;
 
@@ -55,7 +56,7 @@ internal sealed class TotalOrder
     /// <summary>An ordered or safe message reached the head of its stream; the sequencer also gives it the next position.</summary>
     public void Add(int rank, long seq, StreamMessage message, bool announce)
     {
-        _waiting[(rank, seq)] = message;
+        Invariant.Check(_waiting.TryAdd((rank, seq), message), $"a message enters the total order once: rank {rank}, seq {seq} is already waiting");
         if (message.Kind.IsSafe()) _acceptorsNeeded = Math.Max(_acceptorsNeeded, Acceptors(message.Phi));
         if (announce) _toAnnounce.Add((rank, seq));
     }

@@ -760,6 +760,8 @@ internal sealed partial class ReplicatedLog
 
     private void Append(long term, byte[] entry)
     {
+        // Raft's log rules: terms never decrease along the log, and no entry is from a term after the replica's own.
+        Invariant.Check(term >= TermAt(LastIndex) && term <= _term, $"entry {LastIndex + 1} of term {term} follows one of term {TermAt(LastIndex)}, at term {_term}");
         AddToLog(term, entry);
         _host.Persist(AppendRecord(LastIndex, term, entry));
     }
@@ -834,6 +836,7 @@ internal sealed partial class ReplicatedLog
         _applying = true;
         try
         {
+            Invariant.Check(_commitIndex <= LastIndex, $"only entries the log holds are committed: commit {_commitIndex}, last {LastIndex}");
             while (_lastApplied < _commitIndex)
             {
                 _lastApplied++;
