@@ -2,6 +2,7 @@ using System.Globalization;
 using System.Net;
 using System.Text;
 using Isis.Tools;
+using static Isis.Tools.HtmlReportKit;
 
 namespace Isis.ClosedLoop;
 
@@ -19,11 +20,7 @@ internal static class HtmlReport
     public static string Render(ClosedLoopReport r)
     {
         var html = new StringBuilder();
-        html.Append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Isis for .NET: closed loop against PostgreSQL</title><style>")
-            .Append("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h3{font-size:1.05em}")
-            .Append("table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}th{background:#f4f4f4}")
-            .Append("td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:0 .2em}.charts{display:flex;flex-wrap:wrap;gap:1em}")
-            .Append(".note{color:#555;font-size:.9em}.bad{color:#b00;font-weight:bold}.good{color:#070;font-weight:bold}</style></head><body>");
+        BeginPage(html, "Isis for .NET: closed loop against PostgreSQL");
         html.Append("<h1>Isis for .NET: closed loop against PostgreSQL (the Tempest experiment)</h1>");
         html.Append("<table>")
             .Append(Row("command", $"<code>{E(r.Command)}</code>"))
@@ -225,15 +222,5 @@ internal static class HtmlReport
         return svg.Append("</svg>").ToString();
     }
 
-    private static string Short(double v) =>
-        Math.Abs(v) >= 1e6 ? (v / 1e6).ToString("0.##", CultureInfo.InvariantCulture) + "M"
-        : Math.Abs(v) >= 1e4 ? (v / 1e3).ToString("0.#", CultureInfo.InvariantCulture) + "k"
-        : Math.Abs(v) >= 100 ? v.ToString("0", CultureInfo.InvariantCulture)
-        : v.ToString("0.###", CultureInfo.InvariantCulture);
-
-    private static string Row(string name, string valueHtml) => $"<tr><th>{E(name)}</th><td style=\"text-align:left\">{valueHtml}</td></tr>";
-
-    private static string E(string s) => WebUtility.HtmlEncode(s);
-
-    private static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+    private static string Short(double v) => HtmlReportKit.Short(v, "0.###");
 }

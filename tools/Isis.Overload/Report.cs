@@ -1,6 +1,7 @@
 using System.Globalization;
 using System.Net;
 using System.Text;
+using static Isis.Tools.HtmlReportKit;
 
 namespace Isis.Overload;
 
@@ -69,11 +70,7 @@ internal static class Report
     public static string Html(OverloadReport r)
     {
         var html = new StringBuilder();
-        html.Append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Isis for .NET: a starved replica (Tempest overload experiment)</title><style>")
-            .Append("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}")
-            .Append("table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}th{background:#f4f4f4}")
-            .Append("td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:0 .2em}.note{color:#555;font-size:.9em}")
-            .Append("tr.overload td{background:#fff1f0}</style></head><body>");
+        BeginPage(html, "Isis for .NET: a starved replica (Tempest overload experiment)", extraStyle: "tr.overload td{background:#fff1f0}");
         html.Append("<h1>Isis for .NET: a starved replica (Tempest overload experiment)</h1>");
         html.Append("<table>")
             .Append(Row("command", $"<code>{E(r.Command)}</code>"))
@@ -179,9 +176,4 @@ internal static class Report
 
     private static string Opt(double? v) => v.HasValue ? Inv($"{v.Value:F2} s") : "never";
 
-    private static string Row(string name, string valueHtml) => $"<tr><th>{E(name)}</th><td style=\"text-align:left\">{valueHtml}</td></tr>";
-
-    private static string E(string s) => WebUtility.HtmlEncode(s);
-
-    private static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
 }

@@ -1,6 +1,7 @@
 using System.Globalization;
 using System.Net;
 using System.Text;
+using static Isis.Tools.HtmlReportKit;
 
 namespace Isis.Soak;
 
@@ -27,11 +28,7 @@ internal static class HtmlReport
     public static string Render(SoakResults r)
     {
         var html = new StringBuilder();
-        html.Append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Isis for .NET: soak</title><style>")
-            .Append("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em;color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}")
-            .Append("table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}th{background:#f4f4f4}")
-            .Append("td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:0 .2em}.charts{display:flex;flex-wrap:wrap;gap:1em}")
-            .Append(".note{color:#555;font-size:.9em}.bad{color:#b00;font-weight:bold}.good{color:#070;font-weight:bold}</style></head><body>");
+        BeginPage(html, "Isis for .NET: soak");
         html.Append("<h1>Isis for .NET: a durable group under load and faults (soak)</h1><table>")
             .Append(Row("command", $"<code>{E(r.Command)}</code>"))
             .Append(Row("commit", E(r.Commit)))
@@ -150,15 +147,4 @@ internal static class HtmlReport
         return svg.Append("</svg>").ToString();
     }
 
-    private static string Short(double v) =>
-        Math.Abs(v) >= 1e6 ? (v / 1e6).ToString("0.##", CultureInfo.InvariantCulture) + "M"
-        : Math.Abs(v) >= 1e4 ? (v / 1e3).ToString("0.#", CultureInfo.InvariantCulture) + "k"
-        : Math.Abs(v) >= 100 ? v.ToString("0", CultureInfo.InvariantCulture)
-        : v.ToString("0.##", CultureInfo.InvariantCulture);
-
-    private static string Row(string name, string valueHtml) => $"<tr><th>{E(name)}</th><td style=\"text-align:left\">{valueHtml}</td></tr>";
-
-    private static string E(string s) => WebUtility.HtmlEncode(s);
-
-    private static string Inv(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
 }
