@@ -318,7 +318,8 @@ internal sealed partial class GroupMember
         SenderStream own = _streams[MyRank];
         long seq = own.Contiguous + 1;
         own.Add(seq, message);
-        Invariant.Check(own.DeliverNext() == seq, "a member delivers its own message as it sends it");
+        long delivered = own.DeliverNext();
+        Invariant.Check(delivered == seq, "a member delivers its own message as it sends it");
         _stabilityDirty = true;
         if (message.Kind.IsSafe()) _ownSafe[seq] = message;
         if (message.IsApplication)
