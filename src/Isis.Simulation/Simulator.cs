@@ -592,7 +592,7 @@ internal sealed partial class Simulator
     /// </summary>
     private readonly struct Ports(Simulator sim, SimProcess? process, SimReplica? dedicated) : INodePorts
     {
-        private ProcessNode? ProcessNode => process?.Node;
+        private ProcessNode? Node => process?.Node;
 
         private MembershipReplica? Replica => dedicated != null ? dedicated.Node : process?.Replica;
 
@@ -622,7 +622,7 @@ internal sealed partial class Simulator
 
         public void Send(StepSource source, in OutboundPacket packet)
         {
-            ulong from = source == StepSource.Process ? ProcessNode!.Endpoint : Replica!.Endpoint;
+            ulong from = source == StepSource.Process ? Node!.Endpoint : Replica!.Endpoint;
             byte[] bytes = packet.Bytes.ToArray();
             if (sim.Scenario.Forgeries) sim.Capture(from, bytes);
             sim._network.Send(from, packet.Destination, bytes, sim._now);
@@ -639,7 +639,7 @@ internal sealed partial class Simulator
                 sim.Record(Replica!.Self, e);
                 return;
             }
-            ProcessNode node = ProcessNode!;
+            ProcessNode node = Node!;
             // The driver joins a view's multicast address as it installs the view (see the runtime's MulticastMemberships).
             if (e is MulticastAddressChanged m) sim._network.SetMulticast(node.Endpoint, m.Group.Value, m.Address);
             else if (e is GroupLeft l) sim._network.SetMulticast(node.Endpoint, l.Group.Value, 0);

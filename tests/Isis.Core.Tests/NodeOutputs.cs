@@ -3,7 +3,10 @@ using Isis.Core.Node;
 
 namespace Isis.Core.Tests;
 
-/// <summary>What one node produced since it last advanced, copied: for tests that drive a single node by hand.</summary>
+/// <summary>
+/// The packets and events one node produced since it last advanced, copied: for tests that drive a
+/// single node by hand (none of them writes a history; durable steps go through TestCluster's disk).
+/// </summary>
 internal sealed class NodeOutputs : INodePorts
 {
     public List<(ulong Destination, byte[] Bytes)> Packets { get; } = new();
@@ -12,16 +15,10 @@ internal sealed class NodeOutputs : INodePorts
 
     public List<long> EventTimes { get; } = new();
 
-    public List<HistoryWrite> HistoryWrites { get; } = new();
-
     /// <summary>The bytes of the packets to <paramref name="destination"/>, in order.</summary>
     public List<byte[]> To(ulong destination) => [.. Packets.Where(p => p.Destination == destination).Select(p => p.Bytes)];
 
-    bool INodePorts.MakeDurable(StepSource source, in Ready ready)
-    {
-        HistoryWrites.AddRange(ready.HistoryWrites);
-        return true;
-    }
+    bool INodePorts.MakeDurable(StepSource source, in Ready ready) => true;
 
     void INodePorts.Send(StepSource source, in OutboundPacket packet) => Packets.Add((packet.Destination, packet.Bytes.ToArray()));
 
