@@ -17,6 +17,15 @@ public interface IIsisBuilder
     /// <param name="configure">Registers handlers (and view handlers) before the group joins; it may resolve services.</param>
     /// <exception cref="ArgumentException">The name is empty, or this group was declared already.</exception>
     IIsisBuilder AddGroup(string name, Action<IServiceProvider, Group>? configure = null);
+
+    /// <summary>
+    /// Keeps the application running when the membership protocol shuts the runtime down (this
+    /// process was expelled, or cut off from the service). By default the application stops then:
+    /// its groups are wedged and it can only come back as a new process, which a supervisor or
+    /// orchestrator starts. Kept running, its health check reports Unhealthy. The configuration key
+    /// "Isis:StopApplicationOnShutdown": false does the same.
+    /// </summary>
+    IIsisBuilder KeepRunningOnShutdown();
 }
 
 internal sealed class IsisBuilder(IServiceCollection services) : IIsisBuilder
@@ -35,6 +44,12 @@ internal sealed class IsisBuilder(IServiceCollection services) : IIsisBuilder
             configure?.Invoke(sp, group);
             return group;
         });
+        return this;
+    }
+
+    public IIsisBuilder KeepRunningOnShutdown()
+    {
+        Services.Configure<IsisHostSettings>(s => s.StopApplicationOnShutdown = false);
         return this;
     }
 }

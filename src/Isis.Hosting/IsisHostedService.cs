@@ -15,7 +15,7 @@ internal sealed partial class IsisHostedService(
     IServiceProvider services,
     IsisRuntime runtime,
     IEnumerable<DeclaredGroup> declared,
-    IOptions<IsisHostOptions> options,
+    IOptions<IsisHostSettings> settings,
     IHostApplicationLifetime lifetime,
     ILogger<IsisHostedService> logger) : IHostedService
 {
@@ -23,7 +23,7 @@ internal sealed partial class IsisHostedService(
 
     public async Task StartAsync(CancellationToken cancellationToken)
     {
-        if (options.Value.StopApplicationOnShutdown) runtime.ShutDown += OnShutDownByProtocol;
+        if (settings.Value.StopApplicationOnShutdown) runtime.ShutDown += OnShutDownByProtocol;
         runtime.Start();
         foreach (DeclaredGroup d in declared)
         {

@@ -13,46 +13,58 @@ public static class IsisServiceCollectionExtensions
     /// <summary>
     /// Adds the Isis runtime: one <see cref="IsisRuntime"/> for the application (a singleton that
     /// logs through the host's <see cref="ILoggerFactory"/> and creates its meter "Isis" with the
-    /// host's IMeterFactory), started with the host and shut down
-    /// with it (handing over a membership replica it runs, then leaving every group). Settings are
-    /// validated when the host starts. Calling it again adds the settings to the same runtime.
+    /// host's IMeterFactory, unless <paramref name="configure"/> sets its own), started with the host
+    /// and shut down with it (handing over a membership replica it runs, then leaving every group).
+    /// Settings are validated when the host starts. Calling it again adds the settings to the same runtime.
     /// </summary>
     /// <param name="services">The application's services.</param>
-    /// <param name="configure">Adjusts the settings.</param>
-    public static IIsisBuilder AddIsis(this IServiceCollection services, Action<IsisHostOptions> configure)
+    /// <param name="configure">Adjusts the runtime's settings.</param>
+    public static IIsisBuilder AddIsis(this IServiceCollection services, Action<IsisOptions> configure)
     {
         ArgumentNullException.ThrowIfNull(configure);
-        return AddIsisCore(services, configure);
+        IIsisBuilder builder = services.AddIsis();
+        services.Configure(configure);
+        return builder;
     }
 
-    /// <summary>Adds the Isis runtime with the zero-configuration defaults (see <see cref="AddIsis(IServiceCollection, Action{IsisHostOptions})"/>).</summary>
+    /// <summary>Adds the Isis runtime with the zero-configuration defaults (see <see cref="AddIsis(IServiceCollection, Action{IsisOptions})"/>).</summary>
     /// <param name="services">The application's services.</param>
-    public static IIsisBuilder AddIsis(this IServiceCollection services) => AddIsisCore(services, configure: null);
-
-    private static IIsisBuilder AddIsisCore(IServiceCollection services, Action<IsisHostOptions>? configure)
+    public static IIsisBuilder AddIsis(this IServiceCollection services)
     {
         ArgumentNullException.ThrowIfNull(services);
-        OptionsBuilder<IsisHostOptions> options = services.AddOptions<IsisHostOptions>();
-        if (configure != null) options.Configure(configure);
         if (services.Any(d => d.ServiceType == typeof(IsisMarker))) return new IsisBuilder(services);
 
         services.AddSingleton<IsisMarker>();
-        options.ValidateOnStart();
-        services.AddSingleton<IValidateOptions<IsisHostOptions>, IsisHostOptionsValidator>();
-        services.TryAddSingleton(sp => new IsisRuntime(sp.GetRequiredService<IOptions<IsisHostOptions>>().Value
-            .ToIsisOptions(sp.GetService<ILoggerFactory>(), sp.GetService<System.Diagnostics.Metrics.IMeterFactory>())));
+        services.AddOptions<IsisOptions>().ValidateOnStart();
+        services.AddOptions<IsisHostSettings>();
+        services.AddSingleton<IPostConfigureOptions<IsisOptions>, UseHostLoggingAndMetrics>();
+        services.AddSingleton<IValidateOptions<IsisOptions>, IsisOptionsValidator>();
+        services.TryAddSingleton(sp => new IsisRuntime(sp.GetRequiredService<IOptions<IsisOptions>>().Value));
         services.AddHostedService<IsisHostedService>();
         return new IsisBuilder(services);
     }
 
-    /// <summary>Adds the Isis runtime with settings bound from <paramref name="configuration"/> (for example the "Isis" section of appsettings.json).</summary>
+    /// <summary>
+    /// Adds the Isis runtime with settings bound from <paramref name="configuration"/>, for example the
+    /// "Isis" section of appsettings.json:
+    /// <code>
+    /// "Isis": { "MembershipSeeds": [ "10.0.0.1:7345", "10.0.0.2:7345" ], "BindAddress": "10.0.1.17", "MembershipServiceAddress": "10.0.1.17" }
+    /// </code>
+    /// Its keys are the properties of <see cref="IsisOptions"/> (addresses as "10.0.1.17", endpoints as
+    /// "10.0.0.1:7345", keys as base64, durations as "00:00:00.100", a "Multicast" section for
+    /// <see cref="MulticastOptions"/>), plus "StopApplicationOnShutdown" (see
+    /// <see cref="IIsisBuilder.KeepRunningOnShutdown"/>). A key that is not a setting, or a value
+    /// that cannot be read, fails the host's start with a message that names it.
+    /// </summary>
     /// <param name="services">The application's services.</param>
-    /// <param name="configuration">The section whose keys are the properties of <see cref="IsisHostOptions"/>.</param>
+    /// <param name="configuration">The section to bind.</param>
     public static IIsisBuilder AddIsis(this IServiceCollection services, IConfiguration configuration)
     {
         ArgumentNullException.ThrowIfNull(configuration);
-        services.AddOptions<IsisHostOptions>().Bind(configuration, binder => binder.ErrorOnUnknownConfiguration = true);
-        return services.AddIsis();
+        IIsisBuilder builder = services.AddIsis();
+        services.AddSingleton<IConfigureOptions<IsisOptions>>(new ConfigureIsisFromConfiguration(configuration));
+        services.Configure<IsisHostSettings>(s => s.StopApplicationOnShutdown &= IsisConfigurationBinder.ReadStopApplicationOnShutdown(configuration));
+        return builder;
     }
 
     private sealed class IsisMarker;

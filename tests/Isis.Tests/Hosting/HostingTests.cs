@@ -119,71 +119,113 @@ public sealed class HostingTests
 
         await using App address = Build(port, new Dictionary<string, string?> { ["Isis:MembershipSeeds:0"] = "not-an-address" });
         e = await Assert.ThrowsAsync<OptionsValidationException>(() => address.Host.StartAsync());
-        Assert.Contains("Isis:MembershipSeeds must list IPv4 addresses with ports", e.Message);
+        Assert.Contains("Isis:MembershipSeeds:0 must be an IPv4 address with a port", e.Message);
         Assert.Contains("not-an-address", e.Message);
 
         await using App typo = Build(port, new Dictionary<string, string?> { ["Isis:HeartbeatIntervall"] = "00:00:01" });
-        var t = await Assert.ThrowsAsync<InvalidOperationException>(() => typo.Host.StartAsync());
-        Assert.Contains("HeartbeatIntervall", t.Message);
+        e = await Assert.ThrowsAsync<OptionsValidationException>(() => typo.Host.StartAsync());
+        Assert.Contains("Isis:HeartbeatIntervall is not an Isis setting", e.Message);
+    }
+
+    /// <summary>The runtime's settings as a host bound them from an "Isis" section holding <paramref name="settings"/>.</summary>
+    private static IsisOptions Bound(params (string Key, string? Value)[] settings)
+    {
+        var config = new ConfigurationBuilder().AddInMemoryCollection(settings.Select(s => KeyValuePair.Create("Isis:" + s.Key, s.Value))).Build();
+        using ServiceProvider provider = new ServiceCollection().AddLogging().AddIsis(config.GetSection("Isis")).Services.BuildServiceProvider();
+        return provider.GetRequiredService<IOptions<IsisOptions>>().Value;
+    }
+
+    /// <summary>The message a host's start gives for an "Isis" section holding <paramref name="settings"/>.</summary>
+    private static string Refused(params (string Key, string? Value)[] settings) =>
+        Assert.Throws<OptionsValidationException>(() => Bound(settings)).Message;
+
+    [Fact]
+    public void Configuration_binds_onto_the_runtimes_own_options_addresses_endpoints_durations_and_enums_included()
+    {
+        IsisOptions options = Bound(
+            ("BindAddress", "10.0.1.17"), ("MembershipServiceAddress", "10.0.1.17"), ("Port", "7400"),
+            ("MembershipSeeds:0", "10.0.0.1:7345"), ("MembershipSeeds:1", "10.0.0.2:7345"),
+            ("HeartbeatInterval", "00:00:00.250"), ("IsolationTimeout", "00:00:05"), ("Transport", "Udp"),
+            ("MembershipService", "Auto"), ("MaxUnstableMessages", "500"), ("StopApplicationOnShutdown", "false"));
+        Assert.Equal(System.Net.IPAddress.Parse("10.0.1.17"), options.BindAddress);
+        Assert.Equal(System.Net.IPAddress.Parse("10.0.1.17"), options.MembershipServiceAddress);
+        Assert.Equal(7400, options.Port);
+        Assert.Equal([System.Net.IPEndPoint.Parse("10.0.0.1:7345"), System.Net.IPEndPoint.Parse("10.0.0.2:7345")], options.MembershipSeeds);
+        Assert.Equal(TimeSpan.FromMilliseconds(250), options.HeartbeatInterval);
+        Assert.Equal(TimeSpan.FromSeconds(5), options.IsolationTimeout);
+        Assert.Equal(500, options.MaxUnstableMessages);
+        // The host's factories, since the application set none.
+        Assert.NotNull(options.LoggerFactory);
+
+        // A fixed service's replicas, by mode name.
+        IsisOptions client = Bound(("MembershipService", "Client"), ("MembershipReplicas:0", "10.0.0.1:7345"), ("MembershipReplicas:1", "10.0.0.2:7345"), ("MembershipReplicas:2", "10.0.0.3:7345"));
+        Assert.Equal(MembershipServiceMode.Client, client.MembershipService);
+        Assert.Equal(3, client.MembershipReplicas.Count);
+
+        // Nothing configured: the zero-configuration defaults.
+        IsisOptions defaults = Bound();
+        Assert.Equal(System.Net.IPAddress.Loopback, defaults.BindAddress);
+        Assert.Empty(defaults.MembershipSeeds);
+        Assert.Null(defaults.Multicast);
+        Assert.Equal(TimeSpan.FromSeconds(10), defaults.DiscoveryTimeout);
+    }
+
+    [Fact]
+    public void A_value_that_cannot_be_read_or_a_key_that_is_not_a_setting_names_itself_and_says_what_fits()
+    {
+        Assert.Contains("Isis:BindAddress must be an IPv4 address", Refused(("BindAddress", "localhost")));
+        Assert.Contains("Isis:MembershipSeeds:1 must be an IPv4 address with a port", Refused(("MembershipSeeds:0", "10.0.0.1:7345"), ("MembershipSeeds:1", "10.0.0.2")));
+        Assert.Contains("Isis:Port must be a whole number; it is 'seven'", Refused(("Port", "seven")));
+        Assert.Contains("Isis:HeartbeatInterval must be a duration such as 00:00:00.100", Refused(("HeartbeatInterval", "fast")));
+        Assert.Contains("Isis:Transport must be one of Udp, Tcp", Refused(("Transport", "Quic")));
+        Assert.Contains("Isis:StopApplicationOnShutdown must be true or false", Refused(("StopApplicationOnShutdown", "maybe")));
+        string typo = Refused(("HeartbeatIntervall", "00:00:01"));
+        Assert.Contains("Isis:HeartbeatIntervall is not an Isis setting", typo);
+        Assert.Contains("HeartbeatInterval,", typo);
+        // The factories are the host's to give, not configuration's.
+        Assert.Contains("Isis:LoggerFactory is not an Isis setting", Refused(("LoggerFactory", "x")));
+        // Read, but not workable: the runtime's own rule.
+        Assert.Contains("SuspicionCount must be at least 3", Refused(("SuspicionCount", "2")));
     }
 
     [Fact]
     public void The_multicast_section_binds_to_the_runtimes_multicast_options_and_a_bad_value_names_the_setting()
     {
-        var host = new IsisHostOptions { Multicast = new IsisHostMulticastOptions { AddressRange = "239.192.90.0/28", Port = 7400, Interface = "127.0.0.1", MinMembers = 4 } };
-        IsisOptions options = host.ToIsisOptions(null);
+        IsisOptions options = Bound(("Multicast:AddressRange", "239.192.90.0/28"), ("Multicast:Port", "7400"), ("Multicast:Interface", "127.0.0.1"), ("Multicast:MinMembers", "4"));
         Assert.NotNull(options.Multicast);
         Assert.Equal("239.192.90.0/28", options.Multicast.AddressRange);
         Assert.Equal(7400, options.Multicast.Port);
         Assert.Equal(System.Net.IPAddress.Loopback, options.Multicast.Interface);
         Assert.Equal(4, options.Multicast.MinMembers);
-        Assert.Null(new IsisHostOptions().ToIsisOptions(null).Multicast);
+        Assert.Equal(20, options.Multicast.MaxAddressesPerHost); // left out: the default
 
-        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?>
-        {
-            ["Isis:Multicast:AddressRange"] = "239.192.91.0/24",
-            ["Isis:Multicast:Port"] = "7401",
-        }).Build();
-        var bound = config.GetSection("Isis").Get<IsisHostOptions>()!;
-        Assert.Equal(7401, bound.ToIsisOptions(null).Multicast!.Port);
-
-        host.Multicast.Interface = "eth0";
-        Assert.Contains("Isis:Multicast:Interface", Assert.Throws<ArgumentException>(() => host.ToIsisOptions(null)).Message);
-        host.Multicast.Interface = null;
-        host.Multicast.AddressRange = "10.1.0.0/16";
-        Assert.Contains("224.0.0.0/4", Assert.Throws<ArgumentException>(() => host.ToIsisOptions(null)).Message);
+        Assert.Contains("Isis:Multicast:Interface must be an IPv4 address", Refused(("Multicast:Interface", "eth0")));
+        Assert.Contains("224.0.0.0/4", Refused(("Multicast:AddressRange", "10.1.0.0/16")));
+        Assert.Contains("Isis:Multicast:Hops is not an Isis setting", Refused(("Multicast:Hops", "2")));
     }
 
     [Fact]
     public void The_discovery_timeout_binds_from_configuration_into_the_protocol()
     {
-        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?> { ["Isis:DiscoveryTimeout"] = "00:00:30" }).Build();
-        IsisOptions options = config.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null);
+        IsisOptions options = Bound(("DiscoveryTimeout", "00:00:30"));
         Assert.Equal(TimeSpan.FromSeconds(30), options.DiscoveryTimeout);
         Assert.Equal(30_000_000, options.ToProtocolOptions().DiscoveryTimeout);
-        Assert.Equal(TimeSpan.FromSeconds(10), new IsisHostOptions().ToIsisOptions(null).DiscoveryTimeout);
     }
 
     [Fact]
     public void The_system_key_binds_from_base64_and_a_bad_value_names_the_setting()
     {
         byte[] key = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
-        var config = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?> { ["Isis:SystemKey"] = Convert.ToBase64String(key) }).Build();
-        IsisOptions options = config.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null);
-        Assert.Equal(key, options.SystemKey);
-        Assert.Null(new IsisHostOptions().ToIsisOptions(null).SystemKey);
-        Assert.Contains("Isis:SystemKey", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = "not base64!" }.ToIsisOptions(null)).Message);
-        Assert.Contains("decodes to 16", Assert.Throws<ArgumentException>(() => new IsisHostOptions { SystemKey = Convert.ToBase64String(new byte[16]) }.ToIsisOptions(null)).Message);
+        Assert.Equal(key, Bound(("SystemKey", Convert.ToBase64String(key))).SystemKey);
+        Assert.Null(Bound().SystemKey);
+        Assert.Contains("Isis:SystemKey must be the base64 of 32 random bytes", Refused(("SystemKey", "not base64!")));
+        Assert.Contains("decodes to 16", Refused(("SystemKey", Convert.ToBase64String(new byte[16]))));
 
         // During a rotation: the other key, accepted but never sealed with.
         byte[] next = System.Security.Cryptography.RandomNumberGenerator.GetBytes(32);
-        var rotating = new ConfigurationBuilder().AddInMemoryCollection(new Dictionary<string, string?>
-        {
-            ["Isis:SystemKey"] = Convert.ToBase64String(key),
-            ["Isis:AcceptedSystemKeys:0"] = Convert.ToBase64String(next),
-        }).Build();
-        Assert.Equal(next, Assert.Single(rotating.GetSection("Isis").Get<IsisHostOptions>()!.ToIsisOptions(null).AcceptedSystemKeys));
-        Assert.Contains("Isis:AcceptedSystemKeys:0", Assert.Throws<ArgumentException>(() => new IsisHostOptions { AcceptedSystemKeys = { "not base64!" } }.ToIsisOptions(null)).Message);
+        IsisOptions rotating = Bound(("SystemKey", Convert.ToBase64String(key)), ("AcceptedSystemKeys:0", Convert.ToBase64String(next)));
+        Assert.Equal(next, Assert.Single(rotating.AcceptedSystemKeys));
+        Assert.Contains("Isis:AcceptedSystemKeys:0", Refused(("SystemKey", Convert.ToBase64String(key)), ("AcceptedSystemKeys:0", "not base64!")));
     }
 
     [Fact]
@@ -195,8 +237,28 @@ public sealed class HostingTests
         Assert.Single(services, d => d.ServiceType == typeof(IsisRuntime));
         Assert.Single(services, d => d.ServiceType == typeof(IHostedService));
         using ServiceProvider provider = services.AddLogging().BuildServiceProvider();
-        Assert.Equal(7, provider.GetRequiredService<IOptions<IsisHostOptions>>().Value.SuspicionCount);
+        Assert.Equal(7, provider.GetRequiredService<IOptions<IsisOptions>>().Value.SuspicionCount);
         Assert.Throws<ArgumentException>(() => services.AddIsis().AddGroup("g").AddGroup("g"));
+    }
+
+    [Fact]
+    public void The_application_stops_on_a_protocol_shutdown_unless_configuration_or_the_builder_says_keep_running()
+    {
+        static bool Stops(Action<IServiceCollection> add)
+        {
+            var services = new ServiceCollection();
+            add(services);
+            using ServiceProvider provider = services.AddLogging().BuildServiceProvider();
+            return provider.GetRequiredService<IOptions<IsisHostSettings>>().Value.StopApplicationOnShutdown;
+        }
+        IConfiguration Section(string value) => new ConfigurationBuilder()
+            .AddInMemoryCollection([KeyValuePair.Create<string, string?>("Isis:StopApplicationOnShutdown", value)]).Build().GetSection("Isis");
+
+        Assert.True(Stops(s => s.AddIsis()));
+        Assert.True(Stops(s => s.AddIsis(Section("true"))));
+        Assert.False(Stops(s => s.AddIsis(Section("false"))));
+        Assert.False(Stops(s => s.AddIsis().KeepRunningOnShutdown()));
+        Assert.False(Stops(s => s.AddIsis(Section("true")).KeepRunningOnShutdown()));
     }
 
     [Fact]
@@ -213,7 +275,7 @@ public sealed class HostingTests
         var client = new Dictionary<string, string?> { ["Isis:MembershipService"] = "Client", ["Isis:IsolationTimeout"] = "00:00:00.600" };
         int port = service.Options.MembershipServicePort;
         await using App stops = Build(port, client);
-        await using App stays = Build(port, new Dictionary<string, string?>(client) { ["Isis:StopApplicationOnShutdown"] = "false" });
+        await using App stays = Build(port, client, more: services => services.AddIsis().KeepRunningOnShutdown());
         await stops.Host.StartAsync();
         await stays.Host.StartAsync();
         HealthReport healthy = await stays.Host.Services.GetRequiredService<HealthCheckService>().CheckHealthAsync();
