@@ -153,7 +153,12 @@ internal sealed class ServiceHost : IDisposable
             IPEndPoint[] seeds = [.. options.MembershipSeeds];
             // With seeds, the machine named first founds; the others always look for a running service.
             bool seedsAllow = seeds.Length == 0 || (seeds[0].Port == wellKnown.Port && IsLocal(seeds[0].Address, options));
-            IPEndPoint[] mayBeAlive = wellKnownPort != null && seedsAllow ? onFile.Where(ServiceDirectoryFile.MayBeAlive).ToArray() : [];
+            // A port this process holds (the well-known one, its data and replica sockets) is in use
+            // but is no other process's replica: a stale file may name one, its port reused since.
+            IPEndPoint[] mayBeAlive = wellKnownPort != null && seedsAllow
+                ? onFile.Where(r => !r.Equals(wellKnown) && !r.Equals(replicaTransport.LocalIPEndPoint)
+                    && EndpointConversions.FromIPEndPoint(r) != self.Endpoint && ServiceDirectoryFile.MayBeAlive(r)).ToArray()
+                : [];
             // Having just bound the well-known port, nobody of this machine ran to answer it.
             bool founds = EmbeddedFounding.MayFound(null, now, atStart: true, wellKnownPort != null, seedsAllow, mayBeAlive.Length > 0, protocol.Mutations);
             ulong[] ask = new[] { wellKnown }.Concat(seeds).Concat(onFile).Select(EndpointConversions.FromIPEndPoint)
@@ -269,7 +274,8 @@ internal sealed class ServiceHost : IDisposable
         if (dormant.IsVoter) return;
         (long _, IPEndPoint[] onFile) = ServiceDirectoryFile.Read(_options.EmbeddedDirectoryPath);
         IPEndPoint ownReplica = _replicaTransport!.LocalIPEndPoint;
-        IPEndPoint[] mayBeAlive = onFile.Where(r => !r.Equals(ownReplica) && ServiceDirectoryFile.MayBeAlive(r)).ToArray();
+        IPEndPoint[] mayBeAlive = onFile.Where(r => !r.Equals(ownReplica) && !r.Equals(_options.WellKnownEndPoint)
+            && EndpointConversions.FromIPEndPoint(r) != node.Self.Endpoint && ServiceDirectoryFile.MayBeAlive(r)).ToArray();
         if (_seedsAllow) FoundingDeferredBecause = DeferredBecause(_options, mayBeAlive);
         if (!EmbeddedFounding.MayFound(node, now, atStart: false, holdsWellKnownPort: true, _seedsAllow, mayBeAlive.Length > 0, _protocol.Mutations)) return;
         FoundedLaterAfter = Math.Max(1, now - node.MayFoundServiceAt + node.FoundingWait);

@@ -226,6 +226,24 @@ public sealed class EmbeddedServiceTests
     }
 
     [Fact]
+    public void A_stale_replica_file_naming_the_port_this_process_now_holds_does_not_stop_it_founding()
+    {
+        // An earlier run's replica had an ephemeral port that this run took as its well-known port
+        // (CI saw it: a free port drawn for a test, its file left by a run killed hours before).
+        // The port is in use, by this very process, which must not wait for itself.
+        using var runtimes = new TestRuntimes();
+        IsisOptions options = runtimes.Options();
+        Assert.Null(ServiceDirectoryFile.Write(options.EmbeddedDirectoryPath, 4, [options.WellKnownEndPoint], force: true));
+
+        IsisRuntime first = runtimes.Start();
+        Assert.True(first.Loop!.Founded, "the well-known port's holder founds");
+        Assert.Null(first.Loop.FoundingDeferredBecause);
+        var g = new Group(first, "afresh");
+        g.Join();
+        Assert.Single(g.GetView()!.Members);
+    }
+
+    [Fact]
     public void A_replica_file_naming_ports_that_other_programs_hold_now_is_named_in_the_error_and_deleting_it_lets_a_process_found()
     {
         // Every process of an earlier run was killed, and another program took one of its replicas'
