@@ -16,24 +16,14 @@ internal static class Coordinator
 {
     public static int Run(BenchOptions o)
     {
-        var wall = Stopwatch.StartNew();
         var report = new BenchReport
         {
-            Machine = Environment.MachineName,
-            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
-            Os = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            MemoryBytes = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
-            Commit = GitCommit(),
-            Command = "dotnet run -c Release --project tools/Isis.Bench -- " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1)),
-            StartedUtc = DateTime.UtcNow,
-            ProcessorCount = Environment.ProcessorCount,
-            Quick = o.Quick,
-            LoadAverageAtStart = LoadAverage(),
             PayloadBytes = o.Payload,
             Warmup = o.Warmup,
             Samples = o.Samples,
             Cooldown = o.Cooldown,
         };
+        report.Begin(CommandLine(), o.Quick);
         Console.WriteLine($"Isis.Bench: load average {report.LoadAverageAtStart}" + (o.Quick ? " (quick mode: smoke test, timings not meaningful)" : ""));
         // A group that fails (a member times out or is expelled) is reported as failed and the run goes on with
         // the next one: a long matrix keeps what it measured, and the exit code says that something failed.
@@ -44,8 +34,7 @@ internal static class Coordinator
                 report.Groups.Add(RunGroup(o.ForGroupSize(size) with { Payload = payload }, report));
             }
         }
-        report.WallSeconds = wall.Elapsed.TotalSeconds;
-        report.LoadAverageAtEnd = LoadAverage();
+        report.End();
         Print(report);
         if (o.Out != null) Write(report, o.Out);
         var failed = report.Groups.Where(g => !g.Completed).ToList();
@@ -136,7 +125,7 @@ internal static class Coordinator
             foreach (var (code, i) in failed) Console.Error.WriteLine($"Isis.Bench: member {i} exited with code {code}");
             if (failed.Count > 0) return $"member {failed[0].i} exited with code {failed[0].ExitCode}" + (lastError[failed[0].i] is { } why ? ": " + why : "");
 
-            MemberResult[] members = results.Select(path => JsonSerializer.Deserialize<MemberResult>(File.ReadAllText(path), ResultJson.Options)!).ToArray();
+            MemberResult[] members = results.Select(path => JsonSerializer.Deserialize<MemberResult>(File.ReadAllText(path), RunReport.Json)!).ToArray();
             group.FormedSeconds = members[0].FormedSeconds;
             Summarize(o, members, report);
             ok = true;
@@ -162,21 +151,8 @@ internal static class Coordinator
         }
     }
 
-    internal static string LoadAverage()
-    {
-        try
-        {
-            return string.Join(' ', File.ReadAllText("/proc/loadavg").Split(' ').Take(3));
-        }
-        catch (IOException)
-        {
-            return "unknown";
-        }
-        catch (UnauthorizedAccessException)
-        {
-            return "unknown";
-        }
-    }
+    /// <summary>How this run was started, as the report states it.</summary>
+    internal static string CommandLine() => RunReport.DotnetRun("tools/Isis.Bench", Environment.GetCommandLineArgs().Skip(1));
 
     /// <summary>
     /// Runtime settings of every process in a run. Failure detection is slower than the default
@@ -359,34 +335,13 @@ internal static class Coordinator
         {
             File.WriteAllText(full, HtmlReport.Render(report));
             File.WriteAllText(Path.ChangeExtension(full, ".csv"), report.ToCsv());
-            File.WriteAllText(Path.ChangeExtension(full, ".json"), JsonSerializer.Serialize(report, ResultJson.Options));
+            File.WriteAllText(Path.ChangeExtension(full, ".json"), JsonSerializer.Serialize(report, RunReport.Json));
             Console.WriteLine($"report written to {full} (with {Path.GetFileName(Path.ChangeExtension(full, ".csv"))} and {Path.GetFileName(Path.ChangeExtension(full, ".json"))})");
             return;
         }
         File.WriteAllText(full, path.EndsWith(".csv", StringComparison.OrdinalIgnoreCase)
             ? report.ToCsv()
-            : JsonSerializer.Serialize(report, ResultJson.Options));
+            : JsonSerializer.Serialize(report, RunReport.Json));
         Console.WriteLine($"results written to {full}");
-    }
-
-    /// <summary>The commit being measured: git's HEAD if git and the repository are at hand.</summary>
-    private static string GitCommit()
-    {
-        try
-        {
-            var psi = new ProcessStartInfo("git", "rev-parse --short=12 HEAD") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-            using Process? git = Process.Start(psi);
-            if (git == null) return "unknown";
-            string head = git.StandardOutput.ReadToEnd().Trim();
-            if (!git.WaitForExit(5_000) || git.ExitCode != 0 || head.Length == 0) return "unknown";
-            var dirty = new ProcessStartInfo("git", "status --porcelain --untracked-files=no") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-            using Process? status = Process.Start(dirty);
-            bool modified = status != null && status.StandardOutput.ReadToEnd().Trim().Length > 0;
-            return modified ? head + " (with local changes)" : head;
-        }
-        catch (System.ComponentModel.Win32Exception)
-        {
-            return "unknown"; // no git on this machine
-        }
     }
 }

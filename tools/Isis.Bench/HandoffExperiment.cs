@@ -5,6 +5,8 @@ using System.Net.Sockets;
 using static Isis.Bench.HarnessShell;
 using static Isis.Tools.ToolProcess;
 
+using Isis.Tools;
+
 namespace Isis.Bench;
 
 /// <summary>
@@ -28,7 +30,7 @@ internal static class HandoffExperiment
         int n = Option(args, "--round-trips", 20_000);
         int repeat = Option(args, "--repeat", 2);
         Console.WriteLine($"Isis.Bench hand-off: 100 B UDP ping-pong on loopback, {n:N0} round trips per variant, {repeat} passes, " +
-            $"{Environment.ProcessorCount} CPUs, load average {Coordinator.LoadAverage()}");
+            $"{Environment.ProcessorCount} CPUs, load average {MachineFacts.LoadAverage()}");
         Console.WriteLine(CFloor(n));
 
         using Process echo = StartEcho(out int echoPort);

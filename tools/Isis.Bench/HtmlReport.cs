@@ -23,16 +23,10 @@ internal static class HtmlReport
         BeginPage(html, "Isis for .NET benchmark report", maxWidth: "70em");
         html.Append("<h1>Isis for .NET: multi-process benchmark report</h1>");
         html.Append("<table>")
-            .Append(Row("command", $"<code>{E(r.Command)}</code>"))
-            .Append(Row("commit", E(r.Commit)))
-            .Append(Row("machine", E($"{r.Machine}: {r.ProcessorCount} CPUs, {r.MemoryBytes / (1024 * 1024)} MiB, {r.Os}")))
-            .Append(Row("runtime", E(r.Runtime)))
-            .Append(Row("started (UTC)", E(r.StartedUtc.ToString("yyyy-MM-dd HH:mm:ss", CultureInfo.InvariantCulture))))
-            .Append(Row("load average", E($"{r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end")))
+            .Append(r.FactRows())
             .Append(Row("phases", E("per primitive and group: warm-up latency rounds (run, not recorded), the recorded rounds, cool-down rounds (run, not recorded); " +
                                     "then a throughput blast whose rate is taken over its middle 80 % at each member (the first and the last 10 % of the deliveries are warm-up and cool-down); " +
                                     "the counts of every group are in the table below")))
-            .Append(Row("wall time", E(Inv($"{r.WallSeconds:F1} s"))))
             .Append("</table>");
         if (r.Groups.Any(g => !g.Completed))
         {

@@ -2,6 +2,8 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
 
+using Isis.Tools;
+
 namespace Isis.Bench;
 
 /// <summary>
@@ -69,7 +71,7 @@ internal static class Member
         else RunReceiver(g, state, o, deadline, result);
 
         result.Final = Stats(runtime);
-        File.WriteAllText(o.ResultPath, JsonSerializer.Serialize(result, ResultJson.Options));
+        File.WriteAllText(o.ResultPath, JsonSerializer.Serialize(result, RunReport.Json));
         runtime.Shutdown();
         if (safeLog != null) Directory.Delete(safeLog, recursive: true);
         return 0;

@@ -175,27 +175,13 @@ internal sealed class GroupRun
 }
 
 /// <summary>The whole run: what --out receives.</summary>
-internal sealed class BenchReport
+internal sealed class BenchReport : RunReport
 {
-    public string Machine { get; set; } = "";
-    public string Runtime { get; set; } = "";
-    /// <summary>The source revision measured (git), or "unknown".</summary>
-    public string Commit { get; set; } = "";
-    /// <summary>The command line that produced this report.</summary>
-    public string Command { get; set; } = "";
-    public string Os { get; set; } = "";
-    public long MemoryBytes { get; set; }
-    public DateTime StartedUtc { get; set; }
-    public int ProcessorCount { get; set; }
-    public bool Quick { get; set; }
-    public string LoadAverageAtStart { get; set; } = "";
-    public string LoadAverageAtEnd { get; set; } = "";
     public int PayloadBytes { get; set; }
     /// <summary>Latency rounds as given or defaulted (at 3 members); each group's own counts are in Groups.</summary>
     public int Warmup { get; set; }
     public int Samples { get; set; }
     public int Cooldown { get; set; }
-    public double WallSeconds { get; set; }
     /// <summary>Every group run (size x payload), completed or not, with its counts and failure-detection settings.</summary>
     public List<GroupRun> Groups { get; set; } = [];
     public List<PrimitiveRun> Runs { get; set; } = [];
@@ -372,9 +358,4 @@ internal sealed class ScaleRun
         sb.AppendLine(BenchReport.Inv($"# heartbeat {HeartbeatMs} ms; suspicion {Suspicion}; {SendsPerMember} Sends of {PayloadBytes} B per member; killed member {KilledMember} (rank {KilledRank}); load average {r.LoadAverageAtStart} at start, {LoadAverageAtEnd} at end; wall {r.WallSeconds:F1} s"));
         return sb.ToString();
     }
-}
-
-internal static class ResultJson
-{
-    public static readonly JsonSerializerOptions Options = new() { WriteIndented = true };
 }

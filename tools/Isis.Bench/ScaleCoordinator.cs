@@ -20,15 +20,8 @@ internal static class ScaleCoordinator
 
     public static int Run(BenchOptions o)
     {
-        var wall = Stopwatch.StartNew();
-        var report = new BenchReport
-        {
-            Machine = Environment.MachineName,
-            Runtime = RuntimeInformation.FrameworkDescription,
-            ProcessorCount = Environment.ProcessorCount,
-            LoadAverageAtStart = Coordinator.LoadAverage(),
-            PayloadBytes = o.Payload,
-        };
+        var report = new BenchReport { PayloadBytes = o.Payload };
+        report.Begin(Coordinator.CommandLine(), o.Quick);
         var run = new ScaleRun
         {
             Members = o.Members,
@@ -66,8 +59,7 @@ internal static class ScaleCoordinator
         {
             scale.KillAll();
         }
-        report.WallSeconds = wall.Elapsed.TotalSeconds;
-        report.LoadAverageAtEnd = Coordinator.LoadAverage();
+        report.End();
         run.LoadAverageAtEnd = report.LoadAverageAtEnd;
         if (code != 0) return code;
         Print(report, run);

@@ -300,7 +300,7 @@ internal sealed class ScaleGroup : IDisposable
                     Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
                         $"    {waited.Elapsed.TotalSeconds,5:F1} s: in Main {_children.Count(c => c.MainAt != 0)}, runtime up {_children.Count(c => c.Address != null)}, " +
                         $"joined {_children.Count(c => c.JoinedAt != 0)}, full view {_children.Count(c => c.FormedAt != 0)} of {_o.Members}; " +
-                        $"largest view {_children.Max(c => c.LastViewMembers)}; load average {Coordinator.LoadAverage()}"));
+                        $"largest view {_children.Max(c => c.LastViewMembers)}; load average {MachineFacts.LoadAverage()}"));
                 }
                 Monitor.Wait(_sync, 100);
             }
@@ -350,7 +350,7 @@ internal sealed class ScaleGroup : IDisposable
         double parent = (ProcFile.CpuTicks(Environment.ProcessId) - parentBefore) / ProcFile.ClockTicksPerSecond / seconds * 100;
         var perMember = Distribution.Of($"idle CPU per member, {which} {_o.IdleSeconds} s after forming", "% of a core", cpu);
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-            $"  idle, {which} {seconds:F1} s: CPU per member {perMember.Median:F1} % of a core median, all members {cpu.Sum():F0} %, this process {parent:F1} %; load average {Coordinator.LoadAverage()}"));
+            $"  idle, {which} {seconds:F1} s: CPU per member {perMember.Median:F1} % of a core median, all members {cpu.Sum():F0} %, this process {parent:F1} %; load average {MachineFacts.LoadAverage()}"));
         if (!RequestStats($"report stats after the {which} idle window")) return null;
         return (perMember, cpu.Sum(), parent);
     }

@@ -46,7 +46,7 @@ internal static class SideBySide
         string work = Path.Combine(Path.GetTempPath(), $"isis-side-by-side-{Environment.ProcessId}");
         Directory.CreateDirectory(work);
         var wall = Stopwatch.StartNew();
-        string loadAtStart = Coordinator.LoadAverage();
+        string loadAtStart = MachineFacts.LoadAverage();
         Console.WriteLine($"Isis.Bench side by side over {transport.ToUpperInvariant()}: {rounds} round(s) of ours, JGroups, C floor; {string.Join(",", sizes)} members, {Payload} B{(scaling ? ", Send only" : "")}; load average {loadAtStart}");
 
         using var jgroups = JGroupsHarness.Prepare(work, quick, peerStack, sizes);
@@ -92,14 +92,14 @@ internal static class SideBySide
             JGroupsSkipped = jgroups.SkipReason,
             FloorSkipped = floorSkip,
             LoadAverageAtStart = loadAtStart,
-            LoadAverageAtEnd = Coordinator.LoadAverage(),
+            LoadAverageAtEnd = MachineFacts.LoadAverage(),
             WallSeconds = wall.Elapsed.TotalSeconds,
             Transport = transport,
             Rows = scaling ? ScalingRows(ours, theirs, floor, peerStack, sizes) : Rows(ours, theirs, floor, peerStack),
         };
         Print(table);
         BenchReport last = ours[^1];
-        last.Command = "dotnet run -c Release --project tools/Isis.Bench -- " + string.Join(' ', args);
+        last.Command = RunReport.DotnetRun("tools/Isis.Bench", args);
         last.SideBySide = table;
         last.LoadAverageAtStart = loadAtStart;
         last.LoadAverageAtEnd = table.LoadAverageAtEnd;
@@ -133,7 +133,7 @@ internal static class SideBySide
             Console.Error.WriteLine($"Isis.Bench side by side: our harness failed (exit {p.ExitCode}):\n{stdout.Result}\n{stderr.Result}");
             return null;
         }
-        return JsonSerializer.Deserialize<BenchReport>(File.ReadAllText(json), ResultJson.Options);
+        return JsonSerializer.Deserialize<BenchReport>(File.ReadAllText(json), RunReport.Json);
     }
 
     private static string? CompileFloor(string work, out string? skip)

@@ -21,20 +21,8 @@ internal static class Experiment
 
     public static async Task<int> RunAsync(ClosedLoopOptions o, string[] args)
     {
-        var wall = Stopwatch.StartNew();
         var report = new ClosedLoopReport
         {
-            Command = "dotnet run -c Release --project tools/Isis.ClosedLoop -- " + string.Join(' ', args),
-            Commit = ToolProcess.GitCommit(),
-            Machine = Environment.MachineName,
-            Cpu = Machine.CpuModel(),
-            ProcessorCount = Environment.ProcessorCount,
-            MemoryBytes = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes,
-            Os = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
-            StartedUtc = DateTime.UtcNow,
-            LoadAverageAtStart = Machine.LoadAverage(),
-            Quick = o.Quick,
             Objects = o.Objects,
             Instances = o.Instances,
             ThinkMs = o.ThinkMs,
@@ -46,6 +34,7 @@ internal static class Experiment
             RequestCapPerClient = o.RequestCapPerClient,
             Seed = o.Seed,
         };
+        report.Begin(RunReport.DotnetRun("tools/Isis.ClosedLoop", args), o.Quick);
         Console.WriteLine(Inv($"Isis.ClosedLoop: {string.Join(" then ", o.Stores)}; {o.Instances} instances, {o.Objects} objects, Zipf s = {o.ZipfExponent}, ") +
                           Inv($"{o.ReadFraction:P0} reads, think {o.ThinkMs} ms; clients {string.Join(',', o.Clients)}, {o.WarmupSeconds} s warm-up + {o.Seconds} s measured each; ") +
                           $"load average {report.LoadAverageAtStart}" + (o.Quick ? " (quick mode: a smoke test, timings not meaningful)" : ""));
@@ -90,11 +79,10 @@ internal static class Experiment
             foreach (LiveVariant variant in variants) variant.Dispose();
         }
         Compare(report);
-        report.WallSeconds = wall.Elapsed.TotalSeconds;
-        report.LoadAverageAtEnd = Machine.LoadAverage();
+        report.End();
         Print(report);
-        if (o.Out != null) Write(o.Out, JsonSerializer.Serialize(report, ReportJson.Options), "results");
-        if (o.Html != null) Write(o.Html, HtmlReport.Render(report), "report");
+        if (o.Out != null) RunReport.WriteFile(o.Out, report.ToJson());
+        if (o.Html != null) RunReport.WriteFile(o.Html, HtmlReport.Render(report));
 
         if (cancel.IsCancellationRequested) return 130;
         bool failed = false;
@@ -443,14 +431,6 @@ internal static class Experiment
                 Console.WriteLine(Inv($"  {f.Clients,7} {R(f.PostgresP50OverFloor),8} {R(f.ReplicatedP50OverFloor),8} {R(f.PostgresP99OverFloor),8} {R(f.ReplicatedP99OverFloor),8}"));
         }
         Console.WriteLine(Inv($"wall time {report.WallSeconds:F1} s; load average {report.LoadAverageAtStart} at start, {report.LoadAverageAtEnd} at end"));
-    }
-
-    private static void Write(string path, string text, string what)
-    {
-        string full = Path.GetFullPath(path);
-        if (Path.GetDirectoryName(full) is { } dir) Directory.CreateDirectory(dir);
-        File.WriteAllText(full, text);
-        Console.WriteLine($"{what} written to {full}");
     }
 
     internal static string Ms(double us) => (us / 1000).ToString(us >= 100_000 ? "F0" : us >= 10_000 ? "F1" : "F2", CultureInfo.InvariantCulture);

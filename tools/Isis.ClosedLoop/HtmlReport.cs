@@ -23,13 +23,7 @@ internal static class HtmlReport
         BeginPage(html, "Isis for .NET: closed loop against PostgreSQL");
         html.Append("<h1>Isis for .NET: closed loop against PostgreSQL (the Tempest experiment)</h1>");
         html.Append("<table>")
-            .Append(Row("command", $"<code>{E(r.Command)}</code>"))
-            .Append(Row("commit", E(r.Commit)))
-            .Append(Row("machine", E($"{r.Machine}: {r.Cpu}, {r.ProcessorCount} CPUs, {r.MemoryBytes / (1024 * 1024)} MiB, {r.Os}")))
-            .Append(Row("runtime", E(r.Runtime)))
-            .Append(Row("started (UTC)", E(r.StartedUtc.ToString("yyyy-MM-dd HH:mm:ss", CultureInfo.InvariantCulture))))
-            .Append(Row("load average", E($"{r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end")))
-            .Append(Row("wall time", E(Inv($"{r.WallSeconds:F1} s"))))
+            .Append(r.FactRows())
             .Append(Row("service", E(Inv($"{r.Objects} objects (id -> a number), served over HTTP/1.1 by {r.Instances} instances on 127.0.0.1, each a process of its own; ") +
                                      "GET /objects/{id} reads, PUT /objects/{id}?value=V writes")))
             .Append(Row("clients", E(Inv($"closed loop, in the parent process, spread round-robin over the instances: pick an object by Zipf (s = {r.ZipfExponent}), ") +

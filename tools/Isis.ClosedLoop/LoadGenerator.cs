@@ -76,7 +76,7 @@ internal static class LoadGenerator
     public static async Task<LoadRun> RunAsync(HttpClient http, IReadOnlyList<string> urls, int clients, int runIndex, ClosedLoopOptions o,
         Zipf zipf, WrittenValues written, Func<(double Parent, double Instances, double Postgres)> cpu, CancellationToken cancel)
     {
-        var run = new LoadRun { Clients = clients, WarmupSeconds = o.WarmupSeconds, Seconds = o.Seconds, LoadAverageAtStart = Machine.LoadAverage() };
+        var run = new LoadRun { Clients = clients, WarmupSeconds = o.WarmupSeconds, Seconds = o.Seconds, LoadAverageAtStart = MachineFacts.LoadAverage() };
         var failures = new ConcurrentQueue<string>();
         long t0 = Stopwatch.GetTimestamp();
         long windowStart = t0 + (long)(o.WarmupSeconds * Stopwatch.Frequency);

@@ -4,20 +4,17 @@ using System.Net;
 using System.Net.Sockets;
 using System.Reflection;
 
+using Isis.Tools;
+
 namespace Isis.ClosedLoop;
 
-/// <summary>What the report says about this machine, and the few things read from /proc.</summary>
+/// <summary>What the experiment reads from /proc about its processes and disks (the machine's facts: <see cref="MachineFacts"/>).</summary>
 internal static class Machine
 {
-    public static string LoadAverage() => ReadProc("/proc/loadavg") is { } s ? string.Join(' ', s.Split(' ').Take(3)) : "unknown";
-
-    public static string CpuModel() =>
-        ReadProc("/proc/cpuinfo")?.Split('\n').FirstOrDefault(l => l.StartsWith("model name", StringComparison.Ordinal))?.Split(':', 2)[1].Trim() ?? "unknown";
-
     /// <summary>User plus system CPU seconds of a process so far (0 if it is gone or there is no /proc).</summary>
     public static double CpuSeconds(int pid)
     {
-        string? stat = ReadProc($"/proc/{pid}/stat");
+        string? stat = MachineFacts.ReadProc($"/proc/{pid}/stat");
         if (stat == null) return 0;
         // The command name (field 2) is in parentheses and may hold spaces: count fields after its ')'.
         string[] f = stat[(stat.LastIndexOf(')') + 2)..].Split(' ');
@@ -32,7 +29,7 @@ internal static class Machine
         foreach (string dir in Directory.EnumerateDirectories("/proc"))
         {
             if (!int.TryParse(Path.GetFileName(dir), NumberStyles.None, CultureInfo.InvariantCulture, out int child)) continue;
-            string? stat = ReadProc($"/proc/{child}/stat");
+            string? stat = MachineFacts.ReadProc($"/proc/{child}/stat");
             if (stat == null) continue;
             string[] f = stat[(stat.LastIndexOf(')') + 2)..].Split(' ');
             if (f.Length > 1 && f[1] == pid.ToString(CultureInfo.InvariantCulture)) yield return child;
@@ -44,7 +41,7 @@ internal static class Machine
     {
         string full = Path.GetFullPath(path);
         string best = "", type = "unknown", device = "";
-        foreach (string line in (ReadProc("/proc/mounts") ?? "").Split('\n'))
+        foreach (string line in (MachineFacts.ReadProc("/proc/mounts") ?? "").Split('\n'))
         {
             string[] f = line.Split(' ');
             if (f.Length < 3) continue;
@@ -53,17 +50,5 @@ internal static class Machine
             if (under && mount.Length >= best.Length) (best, device, type) = (mount, f[0], f[2]);
         }
         return $"{type} ({device} on {best})";
-    }
-
-    private static string? ReadProc(string path)
-    {
-        try
-        {
-            return File.ReadAllText(path);
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            return null;
-        }
     }
 }

@@ -6,22 +6,8 @@ using Isis.Tools;
 namespace Isis.ClosedLoop;
 
 /// <summary>The whole run: settings, machine, the variants, and the comparisons (the JSON of --out, the input of the HTML report).</summary>
-internal sealed class ClosedLoopReport
+internal sealed class ClosedLoopReport : RunReport
 {
-    public string Command { get; set; } = "";
-    public string Commit { get; set; } = "";
-    public string Machine { get; set; } = "";
-    public string Cpu { get; set; } = "";
-    public int ProcessorCount { get; set; }
-    public long MemoryBytes { get; set; }
-    public string Os { get; set; } = "";
-    public string Runtime { get; set; } = "";
-    public DateTime StartedUtc { get; set; }
-    public double WallSeconds { get; set; }
-    public string LoadAverageAtStart { get; set; } = "";
-    public string LoadAverageAtEnd { get; set; } = "";
-    public bool Quick { get; set; }
-
     public int Objects { get; set; }
     public int Instances { get; set; }
     public int ThinkMs { get; set; }
@@ -184,9 +170,4 @@ internal sealed class FloorComparison
     public double? ReplicatedP50OverFloor { get; set; }
     public double? PostgresP99OverFloor { get; set; }
     public double? ReplicatedP99OverFloor { get; set; }
-}
-
-internal static class ReportJson
-{
-    public static readonly JsonSerializerOptions Options = new() { WriteIndented = true };
 }

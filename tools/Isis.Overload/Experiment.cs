@@ -34,20 +34,8 @@ internal sealed class Experiment
 
     public static int Run(OverloadOptions o)
     {
-        var wall = Stopwatch.StartNew();
-        var report = new OverloadReport
-        {
-            Command = "dotnet run -c Release --project tools/Isis.Overload -- " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1)),
-            Commit = ToolProcess.GitCommit(),
-            Machine = Environment.MachineName,
-            ProcessorCount = Environment.ProcessorCount,
-            Os = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
-            StartedUtc = DateTime.UtcNow,
-            LoadAverageAtStart = LoadAverage(),
-            Quick = o.Quick,
-            Settings = o,
-        };
+        var report = new OverloadReport { Settings = o };
+        report.Begin(RunReport.DotnetRun("tools/Isis.Overload", Environment.GetCommandLineArgs().Skip(1)), o.Quick);
         Console.WriteLine($"Isis.Overload: load average {report.LoadAverageAtStart}; {o.WarmupSeconds} s warm-up, {o.OverloadSeconds} s overload, {o.AfterSeconds} s after" +
                           (o.Quick ? " (quick mode: a smoke test, its figures are not meaningful)" : ""));
         string membershipDirectory = Directory.CreateTempSubdirectory("isis-overload-").FullName;
@@ -75,8 +63,7 @@ internal sealed class Experiment
                 // an instance still writing its directory file as it stopped: a temporary folder, left for the system
             }
         }
-        report.LoadAverageAtEnd = LoadAverage();
-        report.WallSeconds = wall.Elapsed.TotalSeconds;
+        report.End();
         Console.WriteLine(Report.Markdown(report));
         Write(report, o);
         foreach (string p in report.Problems) Console.Error.WriteLine("Isis.Overload: " + p);
@@ -434,29 +421,9 @@ internal sealed class Experiment
 
     private static void Write(OverloadReport report, OverloadOptions o)
     {
-        if (o.Out != null) WriteFile(o.Out, JsonSerializer.Serialize(report, Json.Options));
-        if (o.Html != null) WriteFile(o.Html, Report.Html(report));
-        if (o.Markdown != null) WriteFile(o.Markdown, Report.Markdown(report));
-    }
-
-    private static void WriteFile(string path, string text)
-    {
-        string full = Path.GetFullPath(path);
-        Directory.CreateDirectory(Path.GetDirectoryName(full)!);
-        File.WriteAllText(full, text);
-        Console.WriteLine($"written: {full}");
-    }
-
-    private static string LoadAverage()
-    {
-        try
-        {
-            return string.Join(' ', File.ReadAllText("/proc/loadavg").Split(' ').Take(3));
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            return "unknown";
-        }
+        if (o.Out != null) RunReport.WriteFile(o.Out, report.ToJson());
+        if (o.Html != null) RunReport.WriteFile(o.Html, Report.Html(report));
+        if (o.Markdown != null) RunReport.WriteFile(o.Markdown, Report.Markdown(report));
     }
 
 }

@@ -73,17 +73,11 @@ internal static class Report
         BeginPage(html, "Isis for .NET: a starved replica (Tempest overload experiment)", extraStyle: "tr.overload td{background:#fff1f0}");
         html.Append("<h1>Isis for .NET: a starved replica (Tempest overload experiment)</h1>");
         html.Append("<table>")
-            .Append(Row("command", $"<code>{E(r.Command)}</code>"))
-            .Append(Row("commit", E(r.Commit)))
-            .Append(Row("machine", E($"{r.Machine}: {r.ProcessorCount} CPUs, {r.Os}")))
-            .Append(Row("runtime", E(r.Runtime)))
-            .Append(Row("started (UTC)", E(r.StartedUtc.ToString("yyyy-MM-dd HH:mm:ss", CultureInfo.InvariantCulture))))
-            .Append(Row("load average", E($"{r.LoadAverageAtStart} at start, {r.LoadAverageAtEnd} at end")))
+            .Append(r.FactRows())
             .Append(Row("phases", E(Inv($"warm-up 0-{r.OverloadStart:F2} s, overload {r.OverloadStart:F2}-{r.OverloadEnd:F2} s, after {r.OverloadEnd:F2}-{r.MeasurementEnd:F2} s; bins of {r.Settings.BinSeconds} s"))))
             .Append(Row("load", E(Inv($"one write every {r.Settings.UpdateMs} ms (one at a time); {r.Settings.Threads} query threads at the starved replica and {r.Settings.ControlThreads} at the control, each pausing {r.Settings.ReadPauseMs} ms between reads, reads failed after {r.Settings.ReadTimeoutMs} ms"))))
             .Append(Row("starvation", E(Inv($"{r.Stress.HogThreads} busy-looping threads on CPU(s) {r.Stress.StarvedCpus} (the starved instance's; the others on {r.Stress.OtherCpus}), nice {r.Stress.Nice} on every thread of the starved instance, {r.Settings.FloodRate:N0} junk datagrams/s to its Isis UDP socket"))))
             .Append(Row("group", E(Inv($"ReplicatedDictionary<int, long>, GossipInterval {r.Settings.GossipMs} ms; failure detection {r.Settings.HeartbeatMs} ms x {r.Settings.EffectiveSuspicion} heartbeats"))))
-            .Append(Row("wall time", E(Inv($"{r.WallSeconds:F1} s"))))
             .Append("</table>");
         if (r.Quick) html.Append("<p class=\"note\"><b>Quick mode</b>: a smoke test with short phases; its figures are not meaningful.</p>");
         if (r.Problems.Count > 0)

@@ -1,3 +1,5 @@
+using Isis.Tools;
+
 namespace Isis.Overload;
 
 /// <summary>One update of the writer: the value, when its PUT left and when its answer came (seconds on the parent's clock), and whether it was acknowledged.</summary>
@@ -10,19 +12,8 @@ internal readonly record struct ReadRecord(int Thread, bool Starved, double Sent
 internal readonly record struct StatsSample(int Round, int Instance, double Sent, double Done, InstanceStats? Stats);
 
 /// <summary>The whole result file.</summary>
-internal sealed class OverloadReport
+internal sealed class OverloadReport : RunReport
 {
-    public string Command { get; set; } = "";
-    public string Commit { get; set; } = "";
-    public string Machine { get; set; } = "";
-    public int ProcessorCount { get; set; }
-    public string Os { get; set; } = "";
-    public string Runtime { get; set; } = "";
-    public DateTime StartedUtc { get; set; }
-    public string LoadAverageAtStart { get; set; } = "";
-    public string LoadAverageAtEnd { get; set; } = "";
-    public bool Quick { get; set; }
-    public double WallSeconds { get; set; }
     public OverloadOptions Settings { get; set; } = new();
 
     /// <summary>How the starvation was applied: pinning, hogs, nice, and what could not be done.</summary>

@@ -30,17 +30,14 @@ internal static class HtmlReport
         var html = new StringBuilder();
         BeginPage(html, "Isis for .NET: soak");
         html.Append("<h1>Isis for .NET: a durable group under load and faults (soak)</h1><table>")
-            .Append(Row("command", $"<code>{E(r.Command)}</code>"))
-            .Append(Row("commit", E(r.Commit)))
-            .Append(Row("machine", E($"{r.Machine}; {r.Runtime}")))
-            .Append(Row("started (UTC)", E(r.StartedUtc.ToString("yyyy-MM-dd HH:mm:ss", CultureInfo.InvariantCulture))))
+            .Append(r.FactRows())
             .Append(Row("group", E(Inv($"{r.Members} member processes on 127.0.0.1 (plus an extra one that joins and leaves), embedded membership service, ") +
                                    Inv($"SafeSend disk durability and persistent checkpoints every {r.CheckpointIntervalSeconds} s, each member in a data directory of its own kept across its restarts"))))
             .Append(Row("load", E(Inv($"{r.Rate} operations/s over the members, {r.PayloadBytes} B each, at most {r.InFlight} in flight per member: ") +
                                   (r.Mix == "safesend" ? "every operation a SafeSend" : "40 % SafeSend, 10 % SafeQuery (all replies), 25 % OrderedSend, 25 % Send"))))
             .Append(Row("faults", E(Inv($"about every {r.KillEverySeconds} s a SIGKILL of one member and its restart; every {r.CrashEverySeconds} s a SIGKILL of every member and their restart in random order; ") +
                                     Inv($"every {r.JoinEverySeconds} s an extra member that joins and leaves gracefully {r.ExtraStaysSeconds} s later (0: never); one at a time, seed {r.Seed}"))))
-            .Append(Row("time", E(Inv($"{r.LoadSeconds:F0} s of load ({r.DurationSeconds:F0} s asked), {r.WallSeconds:F0} s in all"))))
+            .Append(Row("time", E(Inv($"{r.LoadSeconds:F0} s of load ({r.DurationSeconds:F0} s asked)"))))
             .Append("</table>");
 
         SoakSummary m = r.Summary;

@@ -112,9 +112,21 @@ internal static class JoinerCost
         public double Ratio => JoinWithout / JoinWith;
     }
 
+    /// <summary>What joiner-cost writes to results.json: the run's facts, the history's size and every round.</summary>
+    internal sealed class JoinerCostReport : RunReport
+    {
+        public long Entries { get; set; }
+        public long Tail { get; set; }
+        public double BuildSafeSendsPerSecond { get; set; }
+        public List<Round> Rounds { get; set; } = [];
+        public double RatioMedian { get; set; }
+        public double RatioBest { get; set; }
+    }
+
     internal sealed class Experiment
     {
         private readonly Stopwatch _clock = Stopwatch.StartNew();
+        private readonly JoinerCostReport _report = new();
         private readonly string _untrimmed;
         private readonly string _checkpointed;
 
@@ -132,12 +144,13 @@ internal static class JoinerCost
 
         public int All()
         {
-            Say($"joiner-cost: {O.Entries:N0} entries ({O.Entries - O.Tail:N0} before the checkpoint, a tail of {O.Tail:N0}), {O.Rounds} rounds; load average {LoadAverage()}; out {O.Out}");
+            _report.Begin("Isis.Soak joiner-cost " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1).SkipWhile(a => a != "joiner-cost").Skip(1)), quick: false);
+            Say($"joiner-cost: {O.Entries:N0} entries ({O.Entries - O.Tail:N0} before the checkpoint, a tail of {O.Tail:N0}), {O.Rounds} rounds; load average {MachineFacts.LoadAverage()}; out {O.Out}");
             double buildRate = Build();
             var rounds = new List<Round>();
             for (int r = 1; r <= O.Rounds; r++)
             {
-                string load = LoadAverage();
+                string load = MachineFacts.LoadAverage();
                 bool withoutFirst = r % 2 == 1;
                 PhaseResult without = default, with = default;
                 if (withoutFirst) without = Phase(r, checkpoints: false);
@@ -152,24 +165,20 @@ internal static class JoinerCost
             }
             double[] ratios = [.. rounds.Select(r => r.Ratio).Order()];
             Console.WriteLine();
-            Console.WriteLine($"joiner-cost: {O.Entries:N0}-entry history, tail {O.Tail:N0} after the checkpoint; history built at {buildRate:F0} SafeSends/s; load average now {LoadAverage()}");
+            Console.WriteLine($"joiner-cost: {O.Entries:N0}-entry history, tail {O.Tail:N0} after the checkpoint; history built at {buildRate:F0} SafeSends/s; load average now {MachineFacts.LoadAverage()}");
             Console.WriteLine("round  order                join without (s)  join with (s)  ratio  restart whole history (s)  restart checkpoint+tail (s)");
             foreach (Round r in rounds)
                 Console.WriteLine($"{r.Number,5}  {r.Order,-19}  {r.JoinWithout,16:F2}  {r.JoinWith,13:F2}  {r.Ratio,5:F1}  {r.RestartWithout,25:F2}  {r.RestartWith,27:F2}");
             Console.WriteLine($"ratio median {Median(ratios):F1}, best {ratios[^1]:F1}, worst {ratios[0]:F1}; join without: median {Median(rounds.Select(r => r.JoinWithout)):F2} s, best {rounds.Min(r => r.JoinWithout):F2} s; " +
                               $"join with: median {Median(rounds.Select(r => r.JoinWith)):F2} s, best {rounds.Min(r => r.JoinWith):F2} s");
-            File.WriteAllText(Path.Combine(O.Out, "results.json"), JsonSerializer.Serialize(new
-            {
-                command = "Isis.Soak joiner-cost " + string.Join(' ', Environment.GetCommandLineArgs().Skip(1).SkipWhile(a => a != "joiner-cost").Skip(1)),
-                commit = ToolProcess.GitCommit(),
-                machine = $"{Environment.MachineName}: {Environment.ProcessorCount} CPUs",
-                entries = O.Entries,
-                tail = O.Tail,
-                buildSafeSendsPerSecond = Math.Round(buildRate),
-                rounds,
-                ratioMedian = Median(ratios),
-                ratioBest = ratios[^1],
-            }, new JsonSerializerOptions { WriteIndented = true, PropertyNamingPolicy = JsonNamingPolicy.CamelCase }));
+            _report.Entries = O.Entries;
+            _report.Tail = O.Tail;
+            _report.BuildSafeSendsPerSecond = Math.Round(buildRate);
+            _report.Rounds = rounds;
+            _report.RatioMedian = Median(ratios);
+            _report.RatioBest = ratios[^1];
+            _report.End();
+            RunReport.WriteFile(Path.Combine(O.Out, "results.json"), _report.ToJson());
             return 0;
         }
 
@@ -300,18 +309,6 @@ internal static class JoinerCost
             return v.Length % 2 == 1 ? v[v.Length / 2] : (v[v.Length / 2 - 1] + v[v.Length / 2]) / 2;
         }
 
-        internal static string LoadAverage()
-        {
-            try
-            {
-                return string.Join(' ', File.ReadAllText("/proc/loadavg").Split(' ').Take(3));
-            }
-            catch (IOException)
-            {
-                return "?";
-            }
-        }
-
         public void Say(string line) => Console.WriteLine($"[{_clock.Elapsed.TotalSeconds,7:F1} s] {line}");
 
         /// <summary>One member: its own runtime on the phase's membership port, the group with disk durability in its directory.</summary>
@@ -381,7 +378,7 @@ internal static class JoinerCost
                         slots.Release();
                     }, TaskScheduler.Default);
                     if (progress && (i + 1) % step == 0)
-                        _run.Say($"  {i + 1:N0} SafeSends issued ({(i + 1) / clock.Elapsed.TotalSeconds:F0}/s), load average {LoadAverage()}");
+                        _run.Say($"  {i + 1:N0} SafeSends issued ({(i + 1) / clock.Elapsed.TotalSeconds:F0}/s), load average {MachineFacts.LoadAverage()}");
                 }
                 for (int k = 0; k < _run.O.Window; k++)
                 {

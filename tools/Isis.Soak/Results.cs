@@ -1,13 +1,10 @@
+using Isis.Tools;
+
 namespace Isis.Soak;
 
 /// <summary>What a soak run produced: written as results.json and drawn by <see cref="HtmlReport"/>.</summary>
-internal sealed class SoakResults
+internal sealed class SoakResults : RunReport
 {
-    public string Command { get; set; } = "";
-    public string Commit { get; set; } = "";
-    public DateTime StartedUtc { get; set; }
-    public string Machine { get; set; } = "";
-    public string Runtime { get; set; } = "";
     public int Members { get; set; }
     public double Rate { get; set; }
     public int PayloadBytes { get; set; }
@@ -24,7 +21,6 @@ internal sealed class SoakResults
 
     /// <summary>Seconds from the start of the load to its end (the last check and the shutdown come after).</summary>
     public double LoadSeconds { get; set; }
-    public double WallSeconds { get; set; }
     public List<string> Processes { get; set; } = new();
     public List<ProcessSample> Samples { get; set; } = new();
     public List<ThroughputSample> Throughput { get; set; } = new();

@@ -52,11 +52,6 @@ internal sealed class Soak
         _servicePort = LoopbackPorts.Next();
         _results = new SoakResults
         {
-            Command = o.Command,
-            Commit = ToolProcess.GitCommit(),
-            StartedUtc = DateTime.UtcNow,
-            Machine = $"{Environment.MachineName}: {Environment.ProcessorCount} CPUs, {Environment.OSVersion}",
-            Runtime = System.Runtime.InteropServices.RuntimeInformation.FrameworkDescription,
             Members = o.Members,
             Rate = o.Rate,
             PayloadBytes = o.PayloadBytes,
@@ -93,7 +88,7 @@ internal sealed class Soak
 
     private int RunAll()
     {
-        var wall = Stopwatch.StartNew();
+        _results.Begin(_o.Command, quick: false);
         Say($"{_o.Members} members, {_o.Rate:F0} operations/s of {_o.PayloadBytes} B ({_o.Mix} mix), {_o.Duration.TotalSeconds:F0} s" +
             (_o.StopAfterSafeSends > 0 ? $" or {_o.StopAfterSafeSends} acknowledged SafeSends" : "") + $", seed {_o.Seed}; membership service port {_servicePort}; out {_o.Out}");
         _clock.Start();
@@ -157,7 +152,7 @@ internal sealed class Soak
         Stop();
         stopSampling.Cancel();
         sampler.Join(TimeSpan.FromSeconds(5));
-        _results.WallSeconds = wall.Elapsed.TotalSeconds;
+        _results.End();
         Summarize(loadStart);
         Write();
         PrintSummary();
@@ -573,7 +568,7 @@ internal sealed class Soak
         string json = Path.Combine(_o.Out, "results.json"), html = Path.Combine(_o.Out, "report.html");
         lock (_resultsLock)
         {
-            File.WriteAllText(json, JsonSerializer.Serialize(_results, new JsonSerializerOptions { WriteIndented = true, PropertyNamingPolicy = JsonNamingPolicy.CamelCase }));
+            File.WriteAllText(json, _results.ToJson());
             File.WriteAllText(html, HtmlReport.Render(_results));
         }
     }

@@ -53,45 +53,45 @@ public sealed class BenchHarnessSmokeTests
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
             JsonElement root = result.RootElement;
             // Every phase states its counts: warm-up, measured and cool-down, for the run and for each group.
-            Assert.True(root.GetProperty("Cooldown").GetInt32() > 0, "no cool-down rounds reported");
-            JsonElement group = Assert.Single(root.GetProperty("Groups").EnumerateArray());
-            Assert.True(group.GetProperty("Completed").GetBoolean(), $"the group did not complete:\n{log}");
-            Assert.Equal(3, group.GetProperty("Members").GetInt32());
-            foreach (string count in (string[])["LatencyWarmupRounds", "LatencyRecordedRounds", "LatencyCooldownRounds", "ResponseDelayCooldownRounds"])
+            Assert.True(root.GetProperty("cooldown").GetInt32() > 0, "no cool-down rounds reported");
+            JsonElement group = Assert.Single(root.GetProperty("groups").EnumerateArray());
+            Assert.True(group.GetProperty("completed").GetBoolean(), $"the group did not complete:\n{log}");
+            Assert.Equal(3, group.GetProperty("members").GetInt32());
+            foreach (string count in (string[])["latencyWarmupRounds", "latencyRecordedRounds", "latencyCooldownRounds", "responseDelayCooldownRounds"])
                 Assert.True(group.GetProperty(count).GetInt32() > 0, $"group: {count} not reported");
-            JsonElement[] runs = [.. root.GetProperty("Runs").EnumerateArray()];
+            JsonElement[] runs = [.. root.GetProperty("runs").EnumerateArray()];
             // --quick covers Send plus at least one ordered and one safe primitive, and the Query round trip.
-            string[] primitives = [.. runs.Select(r => r.GetProperty("Primitive").GetString()!)];
+            string[] primitives = [.. runs.Select(r => r.GetProperty("primitive").GetString()!)];
             Assert.Contains("send", primitives);
             Assert.Contains("ordered", primitives);
             Assert.Contains("safe3", primitives);
             Assert.Contains("query", primitives);
             foreach (JsonElement run in runs)
             {
-                string name = run.GetProperty("Primitive").GetString()!;
-                JsonElement[] latency = [.. run.GetProperty("Latency").EnumerateArray()];
+                string name = run.GetProperty("primitive").GetString()!;
+                JsonElement[] latency = [.. run.GetProperty("latency").EnumerateArray()];
                 Assert.NotEmpty(latency);
-                Assert.All(latency, l => Assert.True(l.GetProperty("Samples").GetInt32() > 0, $"{name}: no latency samples for {l.GetProperty("Name")}"));
-                Assert.All(latency, l => Assert.Equal(101, l.GetProperty("Cdf").GetArrayLength()));
-                Assert.True(run.GetProperty("LatencyCooldownRounds").GetInt32() > 0, $"{name}: no cool-down rounds reported");
-                Assert.Equal(run.GetProperty("LatencyRecordedRounds").GetInt32(), latency[^1].GetProperty("Samples").GetInt32()); // the sender's round trips
-                JsonElement[] throughput = [.. run.GetProperty("Throughput").EnumerateArray()];
-                Assert.Equal(run.GetProperty("Members").GetInt32(), throughput.Length);
-                Assert.All(throughput, t => Assert.True(t.GetProperty("Deliveries").GetInt64() > 0, $"{name}: member {t.GetProperty("Member")} delivered nothing"));
+                Assert.All(latency, l => Assert.True(l.GetProperty("samples").GetInt32() > 0, $"{name}: no latency samples for {l.GetProperty("name")}"));
+                Assert.All(latency, l => Assert.Equal(101, l.GetProperty("cdf").GetArrayLength()));
+                Assert.True(run.GetProperty("latencyCooldownRounds").GetInt32() > 0, $"{name}: no cool-down rounds reported");
+                Assert.Equal(run.GetProperty("latencyRecordedRounds").GetInt32(), latency[^1].GetProperty("samples").GetInt32()); // the sender's round trips
+                JsonElement[] throughput = [.. run.GetProperty("throughput").EnumerateArray()];
+                Assert.Equal(run.GetProperty("members").GetInt32(), throughput.Length);
+                Assert.All(throughput, t => Assert.True(t.GetProperty("deliveries").GetInt64() > 0, $"{name}: member {t.GetProperty("member")} delivered nothing"));
                 // The rate is over the middle of the blast: warm-up + measured + cool-down deliveries make the whole blast.
-                int messages = run.GetProperty("MessagesPerBlast").GetInt32();
+                int messages = run.GetProperty("messagesPerBlast").GetInt32();
                 Assert.All(throughput, t =>
                 {
-                    Assert.True(t.GetProperty("CooldownDeliveries").GetInt64() > 0, $"{name}: no cool-down deliveries reported");
-                    Assert.Equal(messages, t.GetProperty("WarmupDeliveries").GetInt64() + t.GetProperty("MeasuredDeliveries").GetInt64() + t.GetProperty("CooldownDeliveries").GetInt64());
-                    Assert.True(t.GetProperty("DeliveriesPerSecond").GetDouble() > 0, $"{name}: member {t.GetProperty("Member")}: no rate over the measured window");
+                    Assert.True(t.GetProperty("cooldownDeliveries").GetInt64() > 0, $"{name}: no cool-down deliveries reported");
+                    Assert.Equal(messages, t.GetProperty("warmupDeliveries").GetInt64() + t.GetProperty("measuredDeliveries").GetInt64() + t.GetProperty("cooldownDeliveries").GetInt64());
+                    Assert.True(t.GetProperty("deliveriesPerSecond").GetDouble() > 0, $"{name}: member {t.GetProperty("member")}: no rate over the measured window");
                 });
             }
-            JsonElement[] delay = [.. root.GetProperty("ResponseDelay").EnumerateArray()];
-            Assert.Contains(delay, d => d.GetProperty("Mode").GetString() == "send+flush");
-            Assert.Contains(delay, d => d.GetProperty("Mode").GetString()!.StartsWith("safesend", StringComparison.Ordinal));
-            Assert.All(delay, d => Assert.True(d.GetProperty("Delay").GetProperty("Samples").GetInt32() > 0, $"no response-delay rounds for {d.GetProperty("Mode")}"));
-            Assert.All(delay, d => Assert.True(d.GetProperty("CooldownRounds").GetInt32() > 0, $"no response-delay cool-down rounds for {d.GetProperty("Mode")}"));
+            JsonElement[] delay = [.. root.GetProperty("responseDelay").EnumerateArray()];
+            Assert.Contains(delay, d => d.GetProperty("mode").GetString() == "send+flush");
+            Assert.Contains(delay, d => d.GetProperty("mode").GetString()!.StartsWith("safesend", StringComparison.Ordinal));
+            Assert.All(delay, d => Assert.True(d.GetProperty("delay").GetProperty("samples").GetInt32() > 0, $"no response-delay rounds for {d.GetProperty("mode")}"));
+            Assert.All(delay, d => Assert.True(d.GetProperty("cooldownRounds").GetInt32() > 0, $"no response-delay cool-down rounds for {d.GetProperty("mode")}"));
         }
         finally
         {
@@ -122,16 +122,16 @@ public sealed class BenchHarnessSmokeTests
             Assert.True(File.Exists(output), $"no result file at {output}:\n{log}");
 
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
-            JsonElement scale = result.RootElement.GetProperty("Scale");
-            Assert.Equal(4, scale.GetProperty("Members").GetInt32());
-            Assert.Equal(20, scale.GetProperty("DeliveriesPerMember").GetInt64());
-            Assert.Equal(100, scale.GetProperty("HeartbeatMs").GetInt32());
-            Assert.Equal(10, scale.GetProperty("Suspicion").GetInt32());
-            foreach (string all in (string[])["FormedMs", "ViewsToForm", "IdleCpuPercentPerMember", "SendsDeliveredMs", "RssAfterFormMb", "RssAfterSendsMb", "HeapAfterSendsMb"])
-                Assert.True(scale.GetProperty(all).GetProperty("Samples").GetInt32() == 4, $"{all}: not one figure per member:\n{log}");
-            Assert.Equal(3, scale.GetProperty("KillToViewMs").GetProperty("Samples").GetInt32());
-            Assert.True(scale.GetProperty("RssAfterFormMb").GetProperty("Min").GetDouble() > 0, "VmRSS was not read");
-            Assert.NotEqual(0, scale.GetProperty("KilledRank").GetInt32()); // never the oldest member
+            JsonElement scale = result.RootElement.GetProperty("scale");
+            Assert.Equal(4, scale.GetProperty("members").GetInt32());
+            Assert.Equal(20, scale.GetProperty("deliveriesPerMember").GetInt64());
+            Assert.Equal(100, scale.GetProperty("heartbeatMs").GetInt32());
+            Assert.Equal(10, scale.GetProperty("suspicion").GetInt32());
+            foreach (string all in (string[])["formedMs", "viewsToForm", "idleCpuPercentPerMember", "sendsDeliveredMs", "rssAfterFormMb", "rssAfterSendsMb", "heapAfterSendsMb"])
+                Assert.True(scale.GetProperty(all).GetProperty("samples").GetInt32() == 4, $"{all}: not one figure per member:\n{log}");
+            Assert.Equal(3, scale.GetProperty("killToViewMs").GetProperty("samples").GetInt32());
+            Assert.True(scale.GetProperty("rssAfterFormMb").GetProperty("min").GetDouble() > 0, "VmRSS was not read");
+            Assert.NotEqual(0, scale.GetProperty("killedRank").GetInt32()); // never the oldest member
             Assert.Contains("group formed", log);
         }
         finally
@@ -159,11 +159,11 @@ public sealed class BenchHarnessSmokeTests
                 TimeSpan.FromSeconds(120));
             Assert.True(exitCode == 0, $"Isis.Bench --safe-log exited with {exitCode}:\n{log}");
             using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
-            JsonElement run = result.RootElement.GetProperty("Runs")[0];
-            Assert.Equal("safe3", run.GetProperty("Primitive").GetString());
-            JsonElement completed = run.GetProperty("Latency").EnumerateArray().Single(l => l.GetProperty("Name").GetString()!.StartsWith("SafeSendAsync", StringComparison.Ordinal));
-            Assert.Equal(100, completed.GetProperty("Samples").GetInt32());
-            Assert.Contains("--safe-log", result.RootElement.GetProperty("Command").GetString());
+            JsonElement run = result.RootElement.GetProperty("runs")[0];
+            Assert.Equal("safe3", run.GetProperty("primitive").GetString());
+            JsonElement completed = run.GetProperty("latency").EnumerateArray().Single(l => l.GetProperty("name").GetString()!.StartsWith("SafeSendAsync", StringComparison.Ordinal));
+            Assert.Equal(100, completed.GetProperty("samples").GetInt32());
+            Assert.Contains("--safe-log", result.RootElement.GetProperty("command").GetString());
             Assert.True(Directory.Exists(logs), "the members never created their SafeSend logs");
             Assert.Empty(Directory.EnumerateFileSystemEntries(logs));
         }

@@ -28,11 +28,11 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         try
         {
             JsonElement root = await RunQuick(dir, "replicated,floor");
-            JsonElement[] variants = [.. root.GetProperty("Variants").EnumerateArray()];
+            JsonElement[] variants = [.. root.GetProperty("variants").EnumerateArray()];
             Assert.Equal(2, variants.Length);
             AssertVariantServed(variants[0], "replicated", root);
             AssertVariantServed(variants[1], "floor", root, sharesState: false);
-            Assert.Empty(root.GetProperty("Comparisons").EnumerateArray()); // no baseline: nothing to compare with it
+            Assert.Empty(root.GetProperty("comparisons").EnumerateArray()); // no baseline: nothing to compare with it
             AssertFloorComparisons(root, postgres: false);
             string html = File.ReadAllText(Path.Combine(dir, "report.html"));
             Assert.Contains("Replicated collections (replicated)", html);
@@ -62,21 +62,21 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         try
         {
             JsonElement root = await RunQuick(dir, "postgres,replicated,floor");
-            JsonElement[] variants = [.. root.GetProperty("Variants").EnumerateArray()];
+            JsonElement[] variants = [.. root.GetProperty("variants").EnumerateArray()];
             Assert.Equal(3, variants.Length);
             AssertVariantServed(variants[0], "postgres", root);
             AssertVariantServed(variants[1], "replicated", root);
             AssertVariantServed(variants[2], "floor", root, sharesState: false);
             // The baseline ran on a real server with durable commits, read back from its settings.
-            string[] setup = [.. variants[0].GetProperty("Setup").EnumerateArray().Select(s => s.GetString()!)];
+            string[] setup = [.. variants[0].GetProperty("setup").EnumerateArray().Select(s => s.GetString()!)];
             Assert.Contains("fsync = on", setup);
             Assert.Contains("synchronous_commit = on", setup);
             // A comparison per client count, with ratios (their values are this machine's business).
-            JsonElement[] comparisons = [.. root.GetProperty("Comparisons").EnumerateArray()];
-            Assert.Equal([2, 16], comparisons.Select(c => c.GetProperty("Clients").GetInt32()));
-            Assert.All(comparisons, c => Assert.True(c.GetProperty("P50Ratio").GetDouble() > 0));
-            Assert.All(comparisons, c => Assert.True(c.GetProperty("P99Ratio").GetDouble() > 0));
-            Assert.NotEqual(JsonValueKind.Null, root.GetProperty("TargetMet").ValueKind);
+            JsonElement[] comparisons = [.. root.GetProperty("comparisons").EnumerateArray()];
+            Assert.Equal([2, 16], comparisons.Select(c => c.GetProperty("clients").GetInt32()));
+            Assert.All(comparisons, c => Assert.True(c.GetProperty("p50Ratio").GetDouble() > 0));
+            Assert.All(comparisons, c => Assert.True(c.GetProperty("p99Ratio").GetDouble() > 0));
+            Assert.NotEqual(JsonValueKind.Null, root.GetProperty("targetMet").ValueKind);
             AssertFloorComparisons(root, postgres: true);
             string html = File.ReadAllText(Path.Combine(dir, "report.html"));
             Assert.Contains("PostgreSQL baseline against replicated collections", html);
@@ -104,23 +104,23 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
         Assert.True(exitCode == 0, $"Isis.ClosedLoop --quick --store {stores} exited with {exitCode}:\n{log}");
         using JsonDocument document = JsonDocument.Parse(File.ReadAllText(json));
         JsonElement root = document.RootElement.Clone();
-        Assert.True(root.GetProperty("Quick").GetBoolean());
-        Assert.Equal(1024, root.GetProperty("Objects").GetInt32());
-        Assert.Equal(3, root.GetProperty("Instances").GetInt32());
+        Assert.True(root.GetProperty("quick").GetBoolean());
+        Assert.Equal(1024, root.GetProperty("objects").GetInt32());
+        Assert.Equal(3, root.GetProperty("instances").GetInt32());
         return root;
     }
 
     /// <summary>Each variant over the floor at both client counts: present and positive (their values are this machine's business).</summary>
     private static void AssertFloorComparisons(JsonElement root, bool postgres)
     {
-        JsonElement[] floor = [.. root.GetProperty("FloorComparisons").EnumerateArray()];
-        Assert.Equal([2, 16], floor.Select(c => c.GetProperty("Clients").GetInt32()));
+        JsonElement[] floor = [.. root.GetProperty("floorComparisons").EnumerateArray()];
+        Assert.Equal([2, 16], floor.Select(c => c.GetProperty("clients").GetInt32()));
         foreach (JsonElement c in floor)
         {
-            Assert.True(c.GetProperty("ReplicatedP50OverFloor").GetDouble() > 0);
-            Assert.True(c.GetProperty("ReplicatedP99OverFloor").GetDouble() > 0);
-            if (postgres) Assert.True(c.GetProperty("PostgresP50OverFloor").GetDouble() > 0);
-            else Assert.Equal(JsonValueKind.Null, c.GetProperty("PostgresP50OverFloor").ValueKind);
+            Assert.True(c.GetProperty("replicatedP50OverFloor").GetDouble() > 0);
+            Assert.True(c.GetProperty("replicatedP99OverFloor").GetDouble() > 0);
+            if (postgres) Assert.True(c.GetProperty("postgresP50OverFloor").GetDouble() > 0);
+            else Assert.Equal(JsonValueKind.Null, c.GetProperty("postgresP50OverFloor").ValueKind);
         }
     }
 
@@ -131,56 +131,56 @@ public sealed class ClosedLoopSmokeTests(ITestOutputHelper output)
     /// </summary>
     private static void AssertVariantServed(JsonElement variant, string store, JsonElement root, bool sharesState = true)
     {
-        Assert.Equal(store, variant.GetProperty("Store").GetString());
-        Assert.False(variant.TryGetProperty("Skipped", out _), $"{store} was skipped");
-        Assert.False(variant.TryGetProperty("Failure", out JsonElement failure), $"{store} failed: {failure}");
-        Assert.Equal(3, variant.GetProperty("InstanceUrls").GetArrayLength());
-        Assert.All(variant.GetProperty("InstanceUrls").EnumerateArray(), u => Assert.StartsWith("http://127.0.0.1:", u.GetString()));
+        Assert.Equal(store, variant.GetProperty("store").GetString());
+        Assert.False(variant.TryGetProperty("skipped", out _), $"{store} was skipped");
+        Assert.False(variant.TryGetProperty("failure", out JsonElement failure), $"{store} failed: {failure}");
+        Assert.Equal(3, variant.GetProperty("instanceUrls").GetArrayLength());
+        Assert.All(variant.GetProperty("instanceUrls").EnumerateArray(), u => Assert.StartsWith("http://127.0.0.1:", u.GetString()));
 
-        JsonElement[] runs = [.. variant.GetProperty("Runs").EnumerateArray()];
-        Assert.Equal(root.GetProperty("ClientCounts").EnumerateArray().Select(c => c.GetInt32()), runs.Select(r => r.GetProperty("Clients").GetInt32()));
+        JsonElement[] runs = [.. variant.GetProperty("runs").EnumerateArray()];
+        Assert.Equal(root.GetProperty("clientCounts").EnumerateArray().Select(c => c.GetInt32()), runs.Select(r => r.GetProperty("clients").GetInt32()));
         foreach (JsonElement run in runs)
         {
-            int clients = run.GetProperty("Clients").GetInt32();
-            Assert.True(run.GetProperty("Completed").GetInt64() > 0, $"{store}, {clients} clients: no request completed");
-            Assert.Equal(0, run.GetProperty("Failed").GetInt64());
-            Assert.Equal(0, run.GetProperty("PhantomReads").GetInt64());
-            foreach (string kind in (string[])["Overall", "Reads", "Writes"])
-                Assert.True(run.GetProperty(kind).GetProperty("Samples").GetInt32() > 0, $"{store}, {clients} clients: no {kind} samples");
-            Assert.Equal(run.GetProperty("Overall").GetProperty("Samples").GetInt32(),
-                run.GetProperty("Reads").GetProperty("Samples").GetInt32() + run.GetProperty("Writes").GetProperty("Samples").GetInt32());
-            Assert.True(run.GetProperty("Issued").GetInt64() >= run.GetProperty("Overall").GetProperty("Samples").GetInt32());
+            int clients = run.GetProperty("clients").GetInt32();
+            Assert.True(run.GetProperty("completed").GetInt64() > 0, $"{store}, {clients} clients: no request completed");
+            Assert.Equal(0, run.GetProperty("failed").GetInt64());
+            Assert.Equal(0, run.GetProperty("phantomReads").GetInt64());
+            foreach (string kind in (string[])["overall", "reads", "writes"])
+                Assert.True(run.GetProperty(kind).GetProperty("samples").GetInt32() > 0, $"{store}, {clients} clients: no {kind} samples");
+            Assert.Equal(run.GetProperty("overall").GetProperty("samples").GetInt32(),
+                run.GetProperty("reads").GetProperty("samples").GetInt32() + run.GetProperty("writes").GetProperty("samples").GetInt32());
+            Assert.True(run.GetProperty("issued").GetInt64() >= run.GetProperty("overall").GetProperty("samples").GetInt32());
         }
 
         // After the load: every instance holds every object and no value nobody wrote; the instances agree on
         // every object (where they share state); each write is read back where it was made (and at the others).
-        JsonElement check = variant.GetProperty("Verification");
-        Assert.Empty(check.GetProperty("Problems").EnumerateArray());
-        Assert.Equal(3 * 1024, check.GetProperty("ObjectsHeld").GetInt32());
-        Assert.Equal(0, check.GetProperty("UnwrittenValues").GetInt32());
-        Assert.Equal(sharesState, check.GetProperty("CrossInstance").GetBoolean());
-        Assert.True(check.GetProperty("ReadYourWritesChecks").GetInt32() > 0);
-        Assert.Equal(0, check.GetProperty("ReadYourWritesFailures").GetInt32());
-        Assert.Equal(0, check.GetProperty("OtherInstanceFailures").GetInt32());
+        JsonElement check = variant.GetProperty("verification");
+        Assert.Empty(check.GetProperty("problems").EnumerateArray());
+        Assert.Equal(3 * 1024, check.GetProperty("objectsHeld").GetInt32());
+        Assert.Equal(0, check.GetProperty("unwrittenValues").GetInt32());
+        Assert.Equal(sharesState, check.GetProperty("crossInstance").GetBoolean());
+        Assert.True(check.GetProperty("readYourWritesChecks").GetInt32() > 0);
+        Assert.Equal(0, check.GetProperty("readYourWritesFailures").GetInt32());
+        Assert.Equal(0, check.GetProperty("otherInstanceFailures").GetInt32());
         if (sharesState)
         {
-            Assert.True(check.GetProperty("InstancesAgree").GetBoolean(), $"{store}: the instances do not agree: {check.GetProperty("Problems")}");
-            Assert.Equal(1024, check.GetProperty("ObjectsCompared").GetInt32());
-            Assert.True(check.GetProperty("OtherInstanceChecks").GetInt32() > 0);
+            Assert.True(check.GetProperty("instancesAgree").GetBoolean(), $"{store}: the instances do not agree: {check.GetProperty("problems")}");
+            Assert.Equal(1024, check.GetProperty("objectsCompared").GetInt32());
+            Assert.True(check.GetProperty("otherInstanceChecks").GetInt32() > 0);
         }
         else
         {
-            Assert.Equal(0, check.GetProperty("OtherInstanceChecks").GetInt32());
+            Assert.Equal(0, check.GetProperty("otherInstanceChecks").GetInt32());
         }
-        JsonElement[] samples = [.. check.GetProperty("Samples").EnumerateArray()];
+        JsonElement[] samples = [.. check.GetProperty("samples").EnumerateArray()];
         Assert.NotEmpty(samples);
         foreach (JsonElement s in samples)
         {
-            double written = s.GetProperty("Written").GetDouble();
-            JsonElement[] readBack = [.. s.GetProperty("ReadBack").EnumerateArray()];
+            double written = s.GetProperty("written").GetDouble();
+            JsonElement[] readBack = [.. s.GetProperty("readBack").EnumerateArray()];
             Assert.Equal(3, readBack.Length);
             if (sharesState) Assert.All(readBack, read => Assert.Equal(written, read.GetDouble()));
-            else Assert.Equal(written, readBack[s.GetProperty("Instance").GetInt32()].GetDouble());
+            else Assert.Equal(written, readBack[s.GetProperty("instance").GetInt32()].GetDouble());
         }
     }
 
