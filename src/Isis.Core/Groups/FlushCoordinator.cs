@@ -1,3 +1,4 @@
+using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -126,6 +127,11 @@ internal sealed class FlushCoordinator
             {
                 if (!union.ContainsKey((r, seq))) { cut[r] = seq - 1; break; }
             }
+        }
+
+        for (int r = 0; r < ranks; r++)
+        {
+            Invariant.Check(cut[r] >= floor[r], $"the cut holds what every survivor holds: rank {r}, cut {cut[r]}, least report {floor[r]}");
         }
 
         // Survivors still waiting for a checkpoint, and from whom: every survivor gets the same list,

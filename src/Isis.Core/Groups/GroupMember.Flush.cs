@@ -1,3 +1,4 @@
+using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -208,6 +209,12 @@ internal sealed partial class GroupMember
                     _stabilityDirty = true;
                     OnStreamDelivered(rank, seq, s.Held[seq]);
                 }
+            }
+            // Virtual synchrony's cut, exactly: no delivery above it on any stream (a delivery
+            // that triggers another must not run past the cut of the other's sender).
+            for (int rank = 0; rank < _streams.Length; rank++)
+            {
+                Invariant.Check(_streams[rank].Delivered == cut[rank], $"a flush commit delivers exactly up to the cut: rank {rank}, delivered {_streams[rank].Delivered}, cut {cut[rank]}");
             }
             _committedAttempt = attempt;
             _waitingAtCut = waiting; // who still waits for a checkpoint, and from whom: the next view's state transfer starts from it

@@ -1,3 +1,4 @@
+using Isis.Core.Common;
 using Isis.Core.Node;
 using Isis.Core.Wire;
 
@@ -191,6 +192,11 @@ internal sealed class StabilityTree
                 if (_aggregate[i] > Stable[i]) { Stable[i] = _aggregate[i]; grew = true; }
             }
             if (!grew) return false;
+            _member.OwnHoldings(_own);
+            for (int i = 0; i < _own.Length; i++)
+            {
+                Invariant.Check(Stable[i] <= _own[i], $"what is stable is held by the root too: rank {i}, stable {Stable[i]}, held {_own[i]}");
+            }
             Version++;
             for (int c = 0; c < _children.Length; c++) SendUpdate(_firstChild + c);
             return true;

@@ -104,6 +104,7 @@ internal sealed partial class ReplicatedLog
         long term = TermAt(index);
         byte[] state = _host.TakeSnapshot();
         int inForce = _configs.FindLastIndex(c => c.Index <= index);
+        Invariant.Check(inForce >= 0, $"a configuration is in force at every committed index, {index} included");
         _configs.RemoveRange(0, inForce); // the one in force at the snapshot becomes the first
         _log.RemoveRange(0, (int)(index - _snapshotIndex));
         _snapshotIndex = index;

@@ -771,6 +771,7 @@ internal sealed partial class ReplicatedLog
         _log.Add((term, entry));
         if (MembershipDecision.VotersOf(entry) is { } voters)
         {
+            Invariant.Check(_configs.Count == 0 || _configs[^1].Index < LastIndex, $"configurations follow each other along the log: the last at {_configs[^1].Index}, a new one at {LastIndex}");
             _configs.Add((LastIndex, voters));
             OnConfigurationChanged();
         }
@@ -781,6 +782,7 @@ internal sealed partial class ReplicatedLog
         Invariant.Check(index > _snapshotIndex, $"the log is never truncated into its snapshot (at {_snapshotIndex}, truncating from {index})");
         _log.RemoveRange((int)(index - _snapshotIndex - 1), (int)(LastIndex - index + 1));
         int before = _configs.Count;
+        Invariant.Check(_configs[0].Index < index, $"a truncation keeps the configuration in force at the snapshot (at {_configs[0].Index}, truncating from {index})");
         while (_configs[^1].Index >= index) _configs.RemoveAt(_configs.Count - 1);
         if (_configs.Count != before) OnConfigurationChanged();
     }
