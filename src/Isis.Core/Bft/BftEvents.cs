@@ -1,0 +1,45 @@
+using Isis.Core.Node;
+
+namespace Isis.Core.Bft;
+
+/// <summary>
+/// A service's replicas agreed that this request is the <paramref name="Seq"/>-th: every correct
+/// replica hands over the same requests in the same order (the application executes it and answers
+/// with <see cref="PbftReplica.Reply"/>).
+/// </summary>
+internal sealed record BftRequestOrdered(string Service, long Seq, int Client, long Number, byte[] Operation) : NodeEvent;
+
+/// <summary>f+1 replicas of the service sent the same result for request <paramref name="Number"/>: at least one of them is correct.</summary>
+internal sealed record BftReplyAccepted(string Service, long Number, byte[] Result) : NodeEvent;
+
+/// <summary>Tuning and deliberate bugs of the BFT protocols.</summary>
+internal sealed record BftOptions
+{
+    /// <summary>A checkpoint every this many executed requests (PBFT's K).</summary>
+    public int CheckpointInterval { get; init; } = 16;
+
+    /// <summary>How many sequence numbers above the stable checkpoint the primary may assign (PBFT's log size L; at least 2K).</summary>
+    public int Window => 2 * CheckpointInterval;
+
+    /// <summary>How long before an unanswered message is sent again, in microseconds (doubling while nothing new happens).</summary>
+    public long RetryInterval { get; init; } = 20_000;
+
+    /// <summary>Deliberate bugs, for the simulator to show that its checker catches each.</summary>
+    public BftMutations Mutations { get; init; }
+}
+
+/// <summary>Deliberate bugs in the BFT protocols; each must be caught by the simulator's checker.</summary>
+[Flags]
+internal enum BftMutations
+{
+    None = 0,
+
+    /// <summary>
+    /// Crash-fault quorums in a Byzantine protocol: prepared on f prepares, committed on f+1 commits.
+    /// An equivocating primary then gets two requests committed at one sequence number.
+    /// </summary>
+    CrashQuorums = 1,
+
+    /// <summary>A client accepts a reply on f matching copies instead of f+1 (a single faulty replica then decides it when f = 1).</summary>
+    ReplyOnFMatches = 2,
+}

@@ -1,0 +1,534 @@
+using System.Buffers.Binary;
+using System.Security.Cryptography;
+using Isis.Core.Common;
+using Isis.Core.Node;
+
+namespace Isis.Core.Bft;
+
+/// <summary>
+/// One replica of a BFT service: PBFT's normal case (Castro and Liskov, OSDI 1999), sans-IO.
+/// </summary>
+/// <remarks>
+/// <list type="number">
+/// <item>A client's request reaches the primary of the current view (a backup relays it there).
+/// The primary assigns it the next sequence number within its window and sends a pre-prepare.</item>
+/// <item>A backup accepts the first pre-prepare for a (view, seq) whose embedded request carries
+/// the client's valid tag for it, and sends a prepare. A conflicting pre-prepare for the same
+/// (view, seq) is refused and counted: the primary equivocates.</item>
+/// <item>Prepared: the pre-prepare and 2f matching prepares from distinct backups. Two different
+/// requests cannot both prepare at one (view, seq): their 2f+1 supporters would share a correct
+/// replica, which prepares one only. The replica then sends a commit.</item>
+/// <item>Committed: prepared and 2f+1 matching commits. Requests execute in sequence order; the
+/// application gets each as a <see cref="BftRequestOrdered"/> and answers with <see cref="Reply"/>,
+/// sent to the client alone (the client waits for f+1 matching replies).</item>
+/// <item>Every K executed requests, a checkpoint: the digest of the history executed so far. With
+/// 2f+1 matching votes it is stable: the log below it is dropped and the window moves on.</item>
+/// </list>
+/// Every message carries a MAC authenticator (<see cref="BftWire"/>). Messages are idempotent and
+/// retransmitted until the window moves past them, so loss, duplication and replay are harmless.
+/// Not yet here: the view change that replaces a faulty primary, and the state transfer that brings
+/// a replica back once the others dropped the log it missed.
+/// </remarks>
+internal sealed class PbftReplica : IProtocolNode
+{
+    private readonly BftDeployment _deployment;
+    private readonly BftService _service;
+    private readonly PairKeys _keys;
+    private readonly BftOptions _options;
+    private readonly Outbox _outbox = new();
+    private readonly int[] _others;
+    private readonly Dictionary<long, Slot> _slots = new();
+    private readonly Dictionary<int, ClientRecord> _clients = new();
+    private readonly HashSet<(int Client, long Number)> _assigned = new();
+    private readonly List<byte[]> _waiting = new(); // the primary's requests beyond its window
+    private readonly Dictionary<long, Dictionary<int, byte[]>> _checkpointVotes = new();
+    private readonly Dictionary<long, byte[]> _ownCheckpoints = new();
+    private byte[] _history = new byte[BftWire.DigestSize];
+    private byte[] _stableDigest = new byte[BftWire.DigestSize];
+    private readonly SortedDictionary<long, byte[]> _executedRequests = new(); // recent ones, for a replica that fell behind
+    private (long Seq, byte[] Digest)? _certified; // a stable checkpoint of the others' beyond what this replica executed
+    private readonly Dictionary<long, byte[]> _fetched = new();
+    private long _lastAssigned;
+    private long _retryAt;
+    private int _idleRetries;
+
+    public PbftReplica(BftDeployment deployment, string service, int index, byte[] systemKey, BftOptions options, long now)
+    {
+        _deployment = deployment;
+        _service = deployment.Service(service);
+        Index = index;
+        Principal = _service.Replicas[index];
+        _keys = new PairKeys(systemKey, Principal);
+        _options = options;
+        _others = [.. _service.Replicas.Where(p => p != Principal)];
+        _retryAt = now + options.RetryInterval;
+    }
+
+    /// <summary>This replica's index in its service (0 to 3f).</summary>
+    public int Index { get; }
+
+    /// <summary>This replica's principal number in the deployment.</summary>
+    public int Principal { get; }
+
+    public ulong Endpoint => _deployment.EndpointOf(Principal);
+
+    /// <summary>The current view; its primary is replica view mod n.</summary>
+    public long View { get; private set; }
+
+    /// <summary>The last sequence number executed.</summary>
+    public long LastExecuted { get; private set; }
+
+    /// <summary>The last stable checkpoint (PBFT's low watermark h).</summary>
+    public long StableCheckpoint { get; private set; }
+
+    /// <summary>Packets dropped: malformed, badly authenticated, from a principal with no business sending them, or outside the window.</summary>
+    public long Dropped { get; private set; }
+
+    /// <summary>Pre-prepares refused because the primary already assigned that (view, seq) to another request.</summary>
+    public long Equivocations { get; private set; }
+
+    private bool IsPrimary => PrimaryIndex == Index;
+
+    private int PrimaryIndex => (int)(View % _service.N);
+
+    /// <summary>
+    /// What a replica remembers of one client: which of its requests executed (a client may have
+    /// many outstanding, and the primary orders them as they arrive) and the recent replies, to
+    /// answer a retransmission.
+    /// </summary>
+    private sealed class ClientRecord
+    {
+        private const int RepliesKept = 256;
+        private readonly HashSet<long> _above = new();
+        private long _contiguous; // every request up to it executed
+        public readonly Dictionary<long, byte[]?> Replies = new();
+
+        public bool Executed(long number) => number <= _contiguous || _above.Contains(number);
+
+        public void MarkExecuted(long number)
+        {
+            _above.Add(number);
+            while (_above.Remove(_contiguous + 1)) _contiguous++;
+            Replies[number] = null;
+            if (Replies.Count > RepliesKept)
+            {
+                foreach (long old in Replies.Keys.Where(n => n <= _contiguous - RepliesKept).ToList()) Replies.Remove(old);
+            }
+        }
+    }
+
+    private ClientRecord ClientAt(int client)
+    {
+        if (!_clients.TryGetValue(client, out ClientRecord? c)) _clients[client] = c = new ClientRecord();
+        return c;
+    }
+
+    private sealed class Slot
+    {
+        public long View = -1;
+        public byte[]? Digest;
+        public byte[]? RequestPacket;
+        public readonly Dictionary<int, (long View, byte[] Digest)> Prepares = new();
+        public readonly Dictionary<int, (long View, byte[] Digest)> Commits = new();
+        public bool SentCommit;
+        public bool Committed;
+    }
+
+    /// <summary>A one-line summary, for a failed run's report.</summary>
+    public string Describe() =>
+        $"replica {Index}: view {View}, executed {LastExecuted}, stable {StableCheckpoint}, assigned {_lastAssigned}, waiting {_waiting.Count}, " +
+        $"slots [{string.Join(" ", _slots.OrderBy(s => s.Key).Select(s => $"{s.Key}:{(s.Value.Committed ? "C" : s.Value.SentCommit ? "P" : s.Value.Digest != null ? "p" : "-")}{s.Value.Prepares.Count}/{s.Value.Commits.Count}"))}], " +
+        $"checkpoints [{string.Join(" ", _checkpointVotes.OrderBy(c => c.Key).Select(c => $"{c.Key}:{c.Value.Count}{(_ownCheckpoints.ContainsKey(c.Key) ? "*" : "")}"))}]";
+
+    // ---------------------------------------------------------------- the node contract
+
+    public bool HasReady => !_outbox.IsEmpty;
+
+    public Ready TakeReady() => new(_outbox);
+
+    public void Advance() => _outbox.Clear();
+
+    public long NextDeadline => _retryAt;
+
+    public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
+    {
+        _outbox.StepTime = now;
+        if (!BftWire.TryOpen(_keys, packet, out BftKind kind, out int sender, out ReadOnlySpan<byte> body)) { Dropped++; return; }
+        int from = _service.IndexOf(sender);
+        bool ok = kind switch
+        {
+            BftKind.Request => OnRequest(packet, sender, body),
+            BftKind.PrePrepare => from >= 0 && OnPrePrepare(from, body),
+            BftKind.Prepare or BftKind.Commit => from >= 0 && OnVote(kind, from, body),
+            BftKind.Checkpoint => from >= 0 && OnCheckpoint(from, body),
+            BftKind.Fetch => from >= 0 && OnFetch(from, body),
+            BftKind.FetchReply => from >= 0 && OnFetchReply(body),
+            _ => false,
+        };
+        if (!ok) Dropped++;
+    }
+
+    public void Tick(long now)
+    {
+        _outbox.StepTime = now;
+        if (now < _retryAt) return;
+        // Everything above the stable checkpoint may still be missing somewhere: send it again,
+        // less and less often while nothing moves (a quiet service settles at the longest period).
+        Retransmit();
+        _idleRetries = Math.Min(_idleRetries + 1, 6);
+        _retryAt = now + (_options.RetryInterval << _idleRetries);
+    }
+
+    private void Progressed(long now)
+    {
+        _idleRetries = 0;
+        _retryAt = Math.Min(_retryAt, now + _options.RetryInterval);
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    private bool OnRequest(ReadOnlySpan<byte> packet, int sender, ReadOnlySpan<byte> body)
+    {
+        if (!BftWire.TryReadRequest(body, out int client, out long number, out _) || client != sender || _service.IndexOf(client) >= 0) return false;
+        ClientRecord record = ClientAt(client);
+        if (record.Executed(number))
+        {
+            // Executed already: the client lost our reply (or it is a replay, which this answers harmlessly).
+            if (record.Replies.TryGetValue(number, out byte[]? result) && result != null) SendReply(client, number, result);
+            return true;
+        }
+        if (!IsPrimary)
+        {
+            Send(_service.Replicas[PrimaryIndex], packet.ToArray()); // relayed as it is: the primary checks the client's tag itself
+            return true;
+        }
+        if (!_assigned.Add((client, number))) return true;
+        if (_lastAssigned >= StableCheckpoint + _options.Window)
+        {
+            _waiting.Add(packet.ToArray());
+            return true;
+        }
+        Assign(packet.ToArray(), body);
+        return true;
+    }
+
+    private void Assign(byte[] requestPacket, ReadOnlySpan<byte> requestBody)
+    {
+        long seq = ++_lastAssigned;
+        Slot slot = SlotAt(seq);
+        slot.View = View;
+        slot.Digest = BftWire.RequestDigest(requestBody);
+        slot.RequestPacket = requestPacket;
+        Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, requestPacket));
+        Progressed(_outbox.StepTime);
+        TryAdvance(seq, slot);
+    }
+
+    private bool OnPrePrepare(int from, ReadOnlySpan<byte> body)
+    {
+        if (!BftWire.TryReadPrePrepare(body, out long view, out long seq, out ReadOnlySpan<byte> requestPacket)) return false;
+        if (view != View || from != PrimaryIndex || IsPrimary || !InWindow(seq)) return false;
+        // The request inside must carry its client's valid tag for this replica: a primary cannot invent requests.
+        if (!BftWire.TryOpen(_keys, requestPacket, out BftKind kind, out int client, out ReadOnlySpan<byte> requestBody) || kind != BftKind.Request
+            || !BftWire.TryReadRequest(requestBody, out int named, out _, out _) || named != client || _service.IndexOf(client) >= 0) return false;
+        byte[] digest = BftWire.RequestDigest(requestBody);
+        Slot slot = SlotAt(seq);
+        if (slot.View == view && slot.Digest != null)
+        {
+            if (!slot.Digest.AsSpan().SequenceEqual(digest))
+            {
+                Equivocations++;
+                return true;
+            }
+            Send(_service.Replicas[from], BftWire.Vote(view, seq, digest), BftKind.Prepare); // a retransmission: our prepare may have been lost
+            return true;
+        }
+        slot.View = view;
+        slot.Digest = digest;
+        slot.RequestPacket = requestPacket.ToArray();
+        slot.Prepares[Index] = (view, digest);
+        Multicast(BftKind.Prepare, BftWire.Vote(view, seq, digest));
+        Progressed(_outbox.StepTime);
+        TryAdvance(seq, slot);
+        return true;
+    }
+
+    private bool OnVote(BftKind kind, int from, ReadOnlySpan<byte> body)
+    {
+        if (!BftWire.TryReadVote(body, out long view, out long seq, out ReadOnlySpan<byte> digest)) return false;
+        if (view != View || !InWindow(seq)) return false;
+        if (kind == BftKind.Prepare && from == PrimaryIndex) return false; // the primary's pre-prepare is its prepare
+        Slot slot = SlotAt(seq);
+        var votes = kind == BftKind.Prepare ? slot.Prepares : slot.Commits;
+        if (votes.TryGetValue(from, out var had) && had.View == view && had.Digest.AsSpan().SequenceEqual(digest)) return true; // a repeat
+        votes[from] = (view, digest.ToArray());
+        TryAdvance(seq, slot);
+        return true;
+    }
+
+    private void TryAdvance(long seq, Slot slot)
+    {
+        if (slot.Digest == null || slot.Committed) return;
+        bool crashQuorums = (_options.Mutations & BftMutations.CrashQuorums) != 0;
+        bool prepared = Matching(slot.Prepares, slot) >= (crashQuorums ? _service.F : 2 * _service.F);
+        if (!prepared) return;
+        if (!slot.SentCommit)
+        {
+            slot.SentCommit = true;
+            slot.Commits[Index] = (slot.View, slot.Digest);
+            Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
+        }
+        if (Matching(slot.Commits, slot) < (crashQuorums ? _service.F + 1 : _service.Quorum)) return;
+        slot.Committed = true;
+        Progressed(_outbox.StepTime);
+        ExecuteReady();
+    }
+
+    private static int Matching(Dictionary<int, (long View, byte[] Digest)> votes, Slot slot)
+    {
+        int n = 0;
+        foreach (var (view, digest) in votes.Values)
+        {
+            if (view == slot.View && digest.AsSpan().SequenceEqual(slot.Digest)) n++;
+        }
+        return n;
+    }
+
+    private void ExecuteReady()
+    {
+        while (_slots.TryGetValue(LastExecuted + 1, out Slot? slot) && slot.Committed)
+        {
+            Invariant.Check(slot.RequestPacket != null && slot.Digest != null, $"a committed slot holds its request: seq {LastExecuted + 1}");
+            Execute(slot.RequestPacket!, slot.Digest!);
+        }
+    }
+
+    /// <summary>Executes the next sequence number's request: hands it over, chains it into the history, checkpoints every K.</summary>
+    private void Execute(byte[] requestPacket, byte[] digest)
+    {
+        long seq = LastExecuted + 1;
+        Invariant.Check(BftWire.TryReadRequest(BftWire.BodyOf(requestPacket), out int client, out long number, out ReadOnlySpan<byte> operation), $"a committed request parses: seq {seq}");
+        // A request the primary assigned twice (a faulty primary may) executes once: the later copy is a no-op.
+        ClientRecord record = ClientAt(client);
+        if (!record.Executed(number))
+        {
+            record.MarkExecuted(number);
+            _outbox.Add(new BftRequestOrdered(_service.Name, seq, client, number, operation.ToArray()));
+        }
+        _assigned.Remove((client, number));
+        _history = ChainDigest(_history, seq, digest);
+        _executedRequests[seq] = requestPacket;
+        LastExecuted = seq;
+        if (seq % _options.CheckpointInterval == 0) TakeCheckpoint(seq);
+    }
+
+    private static byte[] ChainDigest(byte[] history, long seq, byte[] digest)
+    {
+        Span<byte> input = stackalloc byte[BftWire.DigestSize + 8 + BftWire.DigestSize];
+        history.CopyTo(input);
+        BinaryPrimitives.WriteInt64LittleEndian(input[BftWire.DigestSize..], seq);
+        digest.CopyTo(input[(BftWire.DigestSize + 8)..]);
+        return SHA256.HashData(input);
+    }
+
+    // ---------------------------------------------------------------- replies
+
+    /// <summary>The application's answer to request <paramref name="number"/> of <paramref name="client"/>, sent to that client alone.</summary>
+    public void Reply(int client, long number, byte[] result, long now)
+    {
+        _outbox.StepTime = now;
+        if (!_clients.TryGetValue(client, out ClientRecord? record) || !record.Replies.TryGetValue(number, out byte[]? had) || had != null)
+            throw new InvalidOperationException($"request {number} of client {client} was not handed over, or was answered already: answer each BftRequestOrdered once");
+        record.Replies[number] = result;
+        SendReply(client, number, result);
+    }
+
+    private void SendReply(int client, long number, byte[] result) =>
+        _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(client), BftWire.Seal(_keys, BftKind.Reply, BftWire.Reply(View, number, result), [client])));
+
+    // ---------------------------------------------------------------- checkpoints
+
+    private void TakeCheckpoint(long seq)
+    {
+        _ownCheckpoints[seq] = _history;
+        VotesAt(seq)[Index] = _history;
+        Multicast(BftKind.Checkpoint, BftWire.Vote(0, seq, _history));
+        CheckStable(seq);
+    }
+
+    private const long Answer = 1; // a checkpoint vote's "view" field: 1 answers a vote, and is never answered back
+
+    private bool OnCheckpoint(int from, ReadOnlySpan<byte> body)
+    {
+        if (!BftWire.TryReadVote(body, out long answer, out long seq, out ReadOnlySpan<byte> digest) || seq % _options.CheckpointInterval != 0 || answer > Answer) return false;
+        if (seq <= StableCheckpoint)
+        {
+            // The sender still votes for a checkpoint this replica saw become stable: it lacks votes, so ours goes back.
+            if (answer != Answer && StableCheckpoint > 0) Send(_service.Replicas[from], BftWire.Vote(Answer, StableCheckpoint, _stableDigest), BftKind.Checkpoint);
+            return true;
+        }
+        VotesAt(seq)[from] = digest.ToArray();
+        CheckStable(seq);
+        if (seq > LastExecuted) CheckCertified(seq);
+        return true;
+    }
+
+    /// <summary>
+    /// 2f+1 others agree on the history at a checkpoint this replica has not executed to: it fell
+    /// behind, and the others may have dropped the log it misses. It fetches the requests from them
+    /// and checks them against the certified digest (at least one correct replica vouches for it).
+    /// </summary>
+    private void CheckCertified(long seq)
+    {
+        if (_certified is { } known && known.Seq >= seq) return;
+        foreach (byte[] digest in _checkpointVotes[seq].Values)
+        {
+            if (_checkpointVotes[seq].Values.Count(d => d.AsSpan().SequenceEqual(digest)) < _service.Quorum) continue;
+            _certified = (seq, digest);
+            Fetch();
+            return;
+        }
+    }
+
+    private void Fetch()
+    {
+        if (_certified is not { } target || target.Seq <= LastExecuted) return;
+        var body = new byte[16];
+        BinaryPrimitives.WriteInt64LittleEndian(body, LastExecuted + 1);
+        BinaryPrimitives.WriteInt64LittleEndian(body.AsSpan(8), target.Seq);
+        Multicast(BftKind.Fetch, body);
+    }
+
+    private bool OnFetch(int from, ReadOnlySpan<byte> body)
+    {
+        if (body.Length != 16) return false;
+        long first = BinaryPrimitives.ReadInt64LittleEndian(body), last = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
+        if (first < 1 || last < first) return false;
+        var reply = new List<byte>();
+        int count = 0;
+        Span<byte> number = stackalloc byte[12];
+        foreach (var (seq, packet) in _executedRequests)
+        {
+            if (seq < first || seq > last) continue;
+            BinaryPrimitives.WriteInt64LittleEndian(number, seq);
+            BinaryPrimitives.WriteInt32LittleEndian(number[8..], packet.Length);
+            reply.AddRange(number.ToArray());
+            reply.AddRange(packet);
+            count++;
+        }
+        if (count > 0) Send(_service.Replicas[from], [.. reply], BftKind.FetchReply);
+        return true;
+    }
+
+    private bool OnFetchReply(ReadOnlySpan<byte> body)
+    {
+        if (_certified is not { } target) return true;
+        while (body.Length >= 12)
+        {
+            long seq = BinaryPrimitives.ReadInt64LittleEndian(body);
+            int length = BinaryPrimitives.ReadInt32LittleEndian(body[8..]);
+            if (length < 0 || length > body.Length - 12) return false;
+            if (seq > LastExecuted && seq <= target.Seq) _fetched[seq] = body.Slice(12, length).ToArray();
+            body = body[(12 + length)..];
+        }
+        if (!body.IsEmpty) return false;
+        CatchUp(target);
+        return true;
+    }
+
+    /// <summary>Executes the fetched requests up to the certified checkpoint, if they chain to its digest; otherwise a responder lied, and they go.</summary>
+    private void CatchUp((long Seq, byte[] Digest) target)
+    {
+        for (long s = LastExecuted + 1; s <= target.Seq; s++)
+        {
+            if (!_fetched.ContainsKey(s)) return;
+        }
+        byte[] history = _history;
+        var digests = new List<byte[]>();
+        for (long s = LastExecuted + 1; s <= target.Seq; s++)
+        {
+            byte[] body = BftWire.BodyOf(_fetched[s]).ToArray();
+            if (!BftWire.TryReadRequest(body, out _, out _, out _)) { _fetched.Clear(); return; }
+            digests.Add(BftWire.RequestDigest(body));
+            history = ChainDigest(history, s, digests[^1]);
+        }
+        if (!history.AsSpan().SequenceEqual(target.Digest))
+        {
+            _fetched.Clear();
+            return;
+        }
+        for (int i = 0; LastExecuted < target.Seq; i++) Execute(_fetched[LastExecuted + 1], digests[i]);
+        _fetched.Clear();
+        _certified = null;
+        Invariant.Check(_history.AsSpan().SequenceEqual(target.Digest), $"a replica that caught up holds the certified history at {target.Seq}");
+        Progressed(_outbox.StepTime);
+        ExecuteReady(); // what committed above the checkpoint meanwhile
+    }
+
+    private Dictionary<int, byte[]> VotesAt(long seq)
+    {
+        if (!_checkpointVotes.TryGetValue(seq, out var votes)) _checkpointVotes[seq] = votes = new();
+        return votes;
+    }
+
+    private void CheckStable(long seq)
+    {
+        if (!_ownCheckpoints.TryGetValue(seq, out byte[]? own)) return;
+        int matching = _checkpointVotes[seq].Values.Count(d => d.AsSpan().SequenceEqual(own));
+        if (matching < _service.Quorum) return;
+        Invariant.Check(seq > StableCheckpoint && seq <= LastExecuted, $"a checkpoint becomes stable once, after its requests executed: seq {seq}, stable {StableCheckpoint}, executed {LastExecuted}");
+        StableCheckpoint = seq;
+        _stableDigest = own;
+        foreach (long s in _slots.Keys.Where(s => s <= seq).ToList()) _slots.Remove(s);
+        // The requests of the last window stay, for a replica that fell behind to fetch.
+        foreach (long s in _executedRequests.Keys.Where(s => s <= seq - _options.Window).ToList()) _executedRequests.Remove(s);
+        foreach (long s in _checkpointVotes.Keys.Where(s => s <= seq).ToList()) _checkpointVotes.Remove(s);
+        foreach (long s in _ownCheckpoints.Keys.Where(s => s < seq).ToList()) _ownCheckpoints.Remove(s);
+        Progressed(_outbox.StepTime);
+        // The window moved: the primary assigns what waited.
+        while (IsPrimary && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
+        {
+            byte[] packet = _waiting[0];
+            _waiting.RemoveAt(0);
+            Assign(packet, BftWire.BodyOf(packet));
+        }
+    }
+
+    // ---------------------------------------------------------------- sending
+
+    private bool InWindow(long seq) => seq > StableCheckpoint && seq <= StableCheckpoint + _options.Window;
+
+    private Slot SlotAt(long seq)
+    {
+        if (!_slots.TryGetValue(seq, out Slot? slot)) _slots[seq] = slot = new Slot();
+        return slot;
+    }
+
+    private void Multicast(BftKind kind, byte[] body)
+    {
+        if (_others.Length == 0) return;
+        byte[] packet = BftWire.Seal(_keys, kind, body, _others);
+        foreach (int p in _others) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), packet));
+    }
+
+    private void Send(int principal, byte[] body, BftKind kind) =>
+        _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(principal), BftWire.Seal(_keys, kind, body, [principal])));
+
+    private void Send(int principal, byte[] packet) => _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(principal), packet));
+
+    private void Retransmit()
+    {
+        foreach (var (seq, slot) in _slots)
+        {
+            if (slot.Digest == null) continue;
+            if (IsPrimary && slot.View == View) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.RequestPacket));
+            else if (slot.Prepares.ContainsKey(Index)) Multicast(BftKind.Prepare, BftWire.Vote(slot.View, seq, slot.Digest));
+            if (slot.SentCommit) Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
+        }
+        foreach (var (seq, digest) in _ownCheckpoints)
+        {
+            if (seq > StableCheckpoint) Multicast(BftKind.Checkpoint, BftWire.Vote(0, seq, digest));
+        }
+        Fetch();
+    }
+}

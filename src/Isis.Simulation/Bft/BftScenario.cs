@@ -1,0 +1,70 @@
+using Isis.Core.Bft;
+
+namespace Isis.Simulation.Bft;
+
+/// <summary>How a faulty replica of the simulated service misbehaves.</summary>
+internal enum ByzantineBehaviour
+{
+    /// <summary>Correct.</summary>
+    None,
+
+    /// <summary>Sends nothing at all (receives and runs, but is never heard).</summary>
+    Silent,
+
+    /// <summary>Runs correctly, then stops for good at <see cref="BftScenario.CrashAt"/>.</summary>
+    Crash,
+
+    /// <summary>Runs the protocol correctly but its application answers every request with a wrong result.</summary>
+    WrongReplies,
+
+    /// <summary>Also sends every packet under another replica's name, tags made with its own keys (they cannot verify).</summary>
+    ForgeSender,
+
+    /// <summary>Also sends again, later and to other replicas, packets it received (their tags verify: replays must be harmless).</summary>
+    Replay,
+
+    /// <summary>As primary, sends half the backups one request and the other half another one for the same sequence number.</summary>
+    Equivocate,
+
+    /// <summary>Correct, but every packet it sends takes ten times longer.</summary>
+    Slow,
+}
+
+/// <summary>One simulated run of a BFT service: its size, its clients and load, the network, and who is faulty how.</summary>
+internal sealed record BftScenario
+{
+    /// <summary>The service tolerates F faulty replicas: it has 3F+1.</summary>
+    public int F { get; init; } = 1;
+
+    public int Clients { get; init; } = 2;
+
+    /// <summary>Requests each client issues, <see cref="Outstanding"/> at a time.</summary>
+    public int RequestsPerClient { get; init; } = 40;
+
+    /// <summary>How many requests a client keeps outstanding (1: synchronous calls).</summary>
+    public int Outstanding { get; init; } = 3;
+
+    /// <summary>Per packet: the chance it is lost, and that it arrives twice.</summary>
+    public double Loss { get; init; } = 0.05;
+
+    public double Duplication { get; init; } = 0.02;
+
+    /// <summary>One-way delay, microseconds: uniform in [min, max), so packets overtake each other.</summary>
+    public long MinDelay { get; init; } = 100;
+
+    public long MaxDelay { get; init; } = 2_000;
+
+    /// <summary>Replica indexes that are faulty, and how (at most F for the guarantees to hold).</summary>
+    public IReadOnlyDictionary<int, ByzantineBehaviour> Faulty { get; init; } = new Dictionary<int, ByzantineBehaviour>();
+
+    /// <summary>When a <see cref="ByzantineBehaviour.Crash"/> replica stops, microseconds into the run.</summary>
+    public long CrashAt { get; init; } = 30_000;
+
+    /// <summary>How long the run may take, microseconds of simulated time.</summary>
+    public long Duration { get; init; } = 20_000_000;
+
+    /// <summary>Whether every request must complete: false where the faults need what PBFT's view change brings.</summary>
+    public bool ExpectProgress { get; init; } = true;
+
+    public BftOptions Options { get; init; } = new();
+}
