@@ -13,7 +13,7 @@ internal sealed class BftClient : IProtocolNode
 {
     private readonly BftDeployment _deployment;
     private readonly BftService _service;
-    private readonly PairKeys _keys;
+    private readonly BftKeys _keys;
     private readonly BftOptions _options;
     private readonly Outbox _outbox = new();
     private readonly SortedDictionary<long, Pending> _pending = new();
@@ -27,12 +27,12 @@ internal sealed class BftClient : IProtocolNode
         public readonly Dictionary<int, byte[]> Replies = new();
     }
 
-    public BftClient(BftDeployment deployment, string service, int principal, byte[] systemKey, BftOptions options)
+    public BftClient(BftDeployment deployment, string service, BftKeys keys, BftOptions options)
     {
         _deployment = deployment;
         _service = deployment.Service(service);
-        Principal = principal;
-        _keys = new PairKeys(systemKey, principal);
+        Principal = keys.Self;
+        _keys = keys;
         _options = options;
     }
 

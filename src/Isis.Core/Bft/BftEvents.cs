@@ -24,6 +24,12 @@ internal sealed record BftOptions
     /// <summary>How long before an unanswered message is sent again, in microseconds (doubling while nothing new happens).</summary>
     public long RetryInterval { get; init; } = 20_000;
 
+    /// <summary>
+    /// How long a backup waits for a request it knows of to execute before it suspects the primary,
+    /// in microseconds; each view that does not start in time gets twice as long as the one before.
+    /// </summary>
+    public long ViewChangeTimeout { get; init; } = 200_000;
+
     /// <summary>Deliberate bugs, for the simulator to show that its checker catches each.</summary>
     public BftMutations Mutations { get; init; }
 }
@@ -42,4 +48,7 @@ internal enum BftMutations
 
     /// <summary>A client accepts a reply on f matching copies instead of f+1 (a single faulty replica then decides it when f = 1).</summary>
     ReplyOnFMatches = 2,
+
+    /// <summary>A new view ignores the prepared requests its view changes claim (rule A) and fills every sequence number with the null request: what committed is replaced.</summary>
+    NewViewDropsPrepared = 4,
 }

@@ -5,58 +5,115 @@ using System.Text;
 namespace Isis.Core.Bft;
 
 /// <summary>
-/// The pairwise keys of a BFT deployment and the MAC authenticators made with them (Castro and
-/// Liskov's choice, which Perpetual-WS keeps: a MAC costs three orders of magnitude less than a
-/// signature). Principals a and b share one key, derived (HKDF-SHA256) from the system key and the
-/// pair's numbers, so that no third principal can compute it. A message to several receivers
-/// carries an authenticator: one tag per receiver, each an HMAC-SHA256 (truncated to 16 bytes) of
-/// the message's SHA-256 digest, so the message is hashed once whatever the number of receivers.
+/// One principal's keys in a BFT deployment: a key shared with each other principal, for the MAC
+/// authenticators on every message (Castro and Liskov's choice, which Perpetual-WS keeps: a MAC
+/// costs three orders of magnitude less than a signature), and, at a replica, a signing key for the
+/// one message PBFT must be able to pass on: the view change (<see cref="Sign"/>).
 /// </summary>
-internal sealed class PairKeys
+/// <remarks>
+/// A host holds only its own keys: the pair keys it belongs to, its own signing key, and the
+/// replicas' public keys. <see cref="Derive"/> computes them from a deployment's master key; a
+/// host that held the master key itself could derive every pair's key and speak for anyone, so in
+/// production the master key stays with whoever provisions the hosts and each gets its own
+/// <see cref="BftKeys"/> (on one machine, for development and tests, deriving on the spot is fine).
+/// A message to several receivers carries an authenticator: one tag per receiver, each an
+/// HMAC-SHA256 (truncated to 16 bytes) of the message's SHA-256 digest, so the message is hashed
+/// once whatever the number of receivers.
+/// </remarks>
+internal sealed class BftKeys
 {
     public const int TagSize = 16;
-    private readonly byte[] _systemKey;
-    private readonly Dictionary<(int, int), byte[]> _keys = new();
+    public const int SignatureSize = 64; // ECDSA P-256, IEEE P1363: r then s
+    private static readonly byte[] CurveOrder = Convert.FromHexString("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551");
+    private readonly Dictionary<int, byte[]> _pairs;
+    private readonly ECDsa? _signer;
+    private readonly Dictionary<int, ECDsa> _verifiers;
 
-    public PairKeys(byte[] systemKey, int self)
+    private BftKeys(int self, Dictionary<int, byte[]> pairs, ECDsa? signer, Dictionary<int, ECDsa> verifiers)
     {
-        if (systemKey.Length != 32) throw new ArgumentException("a BFT deployment's system key is 32 bytes");
-        _systemKey = systemKey;
         Self = self;
+        _pairs = pairs;
+        _signer = signer;
+        _verifiers = verifiers;
     }
 
-    /// <summary>The principal whose keys these are: only pairs it belongs to are ever derived.</summary>
+    /// <summary>The principal whose keys these are.</summary>
     public int Self { get; }
 
-    private byte[] KeyWith(int other)
+    /// <summary>
+    /// <paramref name="self"/>'s keys, derived (HKDF-SHA256) from the deployment's 32-byte master key:
+    /// the key of each pair it belongs to, its signing key if it is a replica, and every replica's
+    /// public key.
+    /// </summary>
+    public static BftKeys Derive(byte[] masterKey, BftDeployment deployment, int self)
     {
-        (int a, int b) = Self < other ? (Self, other) : (other, Self);
-        if (!_keys.TryGetValue((a, b), out byte[]? key))
+        if (masterKey.Length != 32) throw new ArgumentException("a BFT deployment's master key is 32 bytes");
+        var pairs = new Dictionary<int, byte[]>();
+        for (int other = 0; other < deployment.Count; other++)
         {
-            Span<byte> info = stackalloc byte[16 + 8];
-            Encoding.ASCII.GetBytes("isis-bft-pair-v1", info);
-            BinaryPrimitives.WriteInt32LittleEndian(info[16..], a);
-            BinaryPrimitives.WriteInt32LittleEndian(info[20..], b);
-            key = HKDF.DeriveKey(HashAlgorithmName.SHA256, _systemKey, 32, salt: [], info: info.ToArray());
-            _keys[(a, b)] = key;
+            if (other == self) continue;
+            (int a, int b) = self < other ? (self, other) : (other, self);
+            pairs[other] = Hkdf(masterKey, "isis-bft-pair-v1", a, b, 0);
         }
-        return key;
+        var verifiers = new Dictionary<int, ECDsa>();
+        ECDsa? signer = null;
+        foreach (BftService service in deployment.Services)
+        {
+            foreach (int replica in service.Replicas)
+            {
+                using ECDsa full = SigningKey(masterKey, replica);
+                if (replica == self) signer = SigningKey(masterKey, replica);
+                verifiers[replica] = ECDsa.Create(new ECParameters { Curve = ECCurve.NamedCurves.nistP256, Q = full.ExportParameters(false).Q });
+            }
+        }
+        return new BftKeys(self, pairs, signer, verifiers);
+    }
+
+    private static byte[] Hkdf(byte[] master, string label, int a, int b, int attempt)
+    {
+        byte[] info = new byte[label.Length + 12];
+        Encoding.ASCII.GetBytes(label, info);
+        BinaryPrimitives.WriteInt32LittleEndian(info.AsSpan(label.Length), a);
+        BinaryPrimitives.WriteInt32LittleEndian(info.AsSpan(label.Length + 4), b);
+        BinaryPrimitives.WriteInt32LittleEndian(info.AsSpan(label.Length + 8), attempt);
+        return HKDF.DeriveKey(HashAlgorithmName.SHA256, master, 32, salt: [], info: info);
+    }
+
+    private static ECDsa SigningKey(byte[] master, int replica)
+    {
+        for (int attempt = 0; ; attempt++)
+        {
+            // A private scalar is in [1, n-1]: a 256-bit draw falls outside with odds about 2^-32; draw again then.
+            byte[] d = Hkdf(master, "isis-bft-sign-v1", replica, 0, attempt);
+            if (d.AsSpan().SequenceCompareTo(CurveOrder) < 0 && d.AsSpan().IndexOfAnyExcept((byte)0) >= 0)
+                return ECDsa.Create(new ECParameters { Curve = ECCurve.NamedCurves.nistP256, D = d });
+        }
     }
 
     /// <summary>The tag for <paramref name="receiver"/> over a message whose digest is <paramref name="digest"/>.</summary>
     public void Tag(int receiver, ReadOnlySpan<byte> digest, Span<byte> tag)
     {
         Span<byte> full = stackalloc byte[32];
-        HMACSHA256.HashData(KeyWith(receiver), digest, full);
+        HMACSHA256.HashData(_pairs[receiver], digest, full);
         full[..TagSize].CopyTo(tag);
     }
 
     /// <summary>True if <paramref name="tag"/> is <paramref name="sender"/>'s tag for this principal over <paramref name="digest"/>.</summary>
     public bool Verify(int sender, ReadOnlySpan<byte> digest, ReadOnlySpan<byte> tag)
     {
-        if (tag.Length != TagSize || sender == Self) return false;
-        Span<byte> expected = stackalloc byte[TagSize];
-        Tag(sender, digest, expected);
-        return CryptographicOperations.FixedTimeEquals(expected, tag);
+        if (tag.Length != TagSize || !_pairs.TryGetValue(sender, out byte[]? key)) return false;
+        Span<byte> full = stackalloc byte[32];
+        HMACSHA256.HashData(key, digest, full);
+        return CryptographicOperations.FixedTimeEquals(full[..TagSize], tag);
     }
+
+    /// <summary>This replica's signature over <paramref name="data"/> (a view change, which the new primary passes on).</summary>
+    public byte[] Sign(ReadOnlySpan<byte> data) =>
+        (_signer ?? throw new InvalidOperationException($"principal {Self} is not a replica: it signs nothing"))
+            .SignData(data, HashAlgorithmName.SHA256, DSASignatureFormat.IeeeP1363FixedFieldConcatenation);
+
+    /// <summary>True if <paramref name="signature"/> is replica <paramref name="replica"/>'s over <paramref name="data"/>.</summary>
+    public bool VerifySignature(int replica, ReadOnlySpan<byte> data, ReadOnlySpan<byte> signature) =>
+        signature.Length == SignatureSize && _verifiers.TryGetValue(replica, out ECDsa? key)
+        && key.VerifyData(data, signature, HashAlgorithmName.SHA256, DSASignatureFormat.IeeeP1363FixedFieldConcatenation);
 }

@@ -1,6 +1,5 @@
 using System.Buffers.Binary;
 using System.Security.Cryptography;
-using Isis.Core.Wire;
 
 namespace Isis.Core.Bft;
 
@@ -30,6 +29,12 @@ internal enum BftKind : byte
 
     /// <summary>The requests asked for: (seq, request packet) pairs, checked by the asker against the certified digest.</summary>
     FetchReply = 8,
+
+    /// <summary>A replica moves to a new view: what it holds (checkpoints, prepared and pre-prepared requests), signed so the new primary can pass it on.</summary>
+    ViewChange = 9,
+
+    /// <summary>The new primary starts its view: the 2f+1 signed view changes from which every replica computes the same new view.</summary>
+    NewView = 10,
 }
 
 /// <summary>
@@ -44,10 +49,10 @@ internal static class BftWire
     public const int DigestSize = 32;
 
     /// <summary>Seals <paramref name="body"/> as a <paramref name="kind"/> message from the keys' owner to <paramref name="receivers"/>.</summary>
-    public static byte[] Seal(PairKeys keys, BftKind kind, ReadOnlySpan<byte> body, ReadOnlySpan<int> receivers)
+    public static byte[] Seal(BftKeys keys, BftKind kind, ReadOnlySpan<byte> body, ReadOnlySpan<int> receivers)
     {
         int signed = HeaderSize + body.Length;
-        var packet = new byte[signed + 4 + receivers.Length * (4 + PairKeys.TagSize)];
+        var packet = new byte[signed + 4 + receivers.Length * (4 + BftKeys.TagSize)];
         packet[0] = Magic;
         packet[1] = (byte)kind;
         BinaryPrimitives.WriteInt32LittleEndian(packet.AsSpan(2), keys.Self);
@@ -60,8 +65,8 @@ internal static class BftWire
         foreach (int r in receivers)
         {
             BinaryPrimitives.WriteInt32LittleEndian(packet.AsSpan(at), r);
-            keys.Tag(r, digest, packet.AsSpan(at + 4, PairKeys.TagSize));
-            at += 4 + PairKeys.TagSize;
+            keys.Tag(r, digest, packet.AsSpan(at + 4, BftKeys.TagSize));
+            at += 4 + BftKeys.TagSize;
         }
         return packet;
     }
@@ -70,7 +75,7 @@ internal static class BftWire
     /// Opens a message addressed (among others) to the keys' owner: its kind, sender and body, if it
     /// parses and carries a valid tag from its claimed sender for this principal.
     /// </summary>
-    public static bool TryOpen(PairKeys keys, ReadOnlySpan<byte> packet, out BftKind kind, out int sender, out ReadOnlySpan<byte> body)
+    public static bool TryOpen(BftKeys keys, ReadOnlySpan<byte> packet, out BftKind kind, out int sender, out ReadOnlySpan<byte> body)
     {
         kind = default;
         sender = -1;
@@ -80,20 +85,23 @@ internal static class BftWire
         if (length < 0 || length > packet.Length - HeaderSize - 4) return false;
         int signed = HeaderSize + length;
         int count = BinaryPrimitives.ReadInt32LittleEndian(packet[signed..]);
-        if (count < 0 || count > (packet.Length - signed - 4) / (4 + PairKeys.TagSize) || packet.Length != signed + 4 + count * (4 + PairKeys.TagSize)) return false;
+        if (count < 0 || count > (packet.Length - signed - 4) / (4 + BftKeys.TagSize) || packet.Length != signed + 4 + count * (4 + BftKeys.TagSize)) return false;
         sender = BinaryPrimitives.ReadInt32LittleEndian(packet[2..]);
-        for (int i = 0, at = signed + 4; i < count; i++, at += 4 + PairKeys.TagSize)
+        for (int i = 0, at = signed + 4; i < count; i++, at += 4 + BftKeys.TagSize)
         {
             if (BinaryPrimitives.ReadInt32LittleEndian(packet[at..]) != keys.Self) continue;
             Span<byte> digest = stackalloc byte[DigestSize];
             SHA256.HashData(packet[..signed], digest);
-            if (!keys.Verify(sender, digest, packet.Slice(at + 4, PairKeys.TagSize))) return false;
+            if (!keys.Verify(sender, digest, packet.Slice(at + 4, BftKeys.TagSize))) return false;
             kind = (BftKind)packet[1];
             body = packet.Slice(HeaderSize, length);
             return true;
         }
         return false;
     }
+
+    /// <summary>The digest of the null request, with which a new view fills a sequence number nobody prepared a request at.</summary>
+    public static readonly byte[] NullDigest = SHA256.HashData(ReadOnlySpan<byte>.Empty);
 
     /// <summary>The digest that names a request in PBFT's messages: SHA-256 of its body (client, number, operation), not of its authenticator.</summary>
     public static byte[] RequestDigest(ReadOnlySpan<byte> requestBody) => SHA256.HashData(requestBody);
@@ -120,66 +128,45 @@ internal static class BftWire
         return number > 0;
     }
 
-    /// <summary>A body of two numbers and a digest (prepare, commit, checkpoint has no view: view 0).</summary>
-    public static byte[] Vote(long view, long seq, ReadOnlySpan<byte> digest)
+    /// <summary>
+    /// The shape of most bodies: two numbers, then bytes to the end. A vote (prepare, commit,
+    /// checkpoint) is view, seq, digest; a pre-prepare is view, seq, the client's whole request
+    /// packet (so each backup checks the client's tag for itself); a reply is view, request number, result.
+    /// </summary>
+    public static byte[] TwoNumbersThen(long first, long second, ReadOnlySpan<byte> rest)
     {
-        var body = new byte[16 + DigestSize];
-        BinaryPrimitives.WriteInt64LittleEndian(body, view);
-        BinaryPrimitives.WriteInt64LittleEndian(body.AsSpan(8), seq);
-        digest.CopyTo(body.AsSpan(16));
+        var body = new byte[16 + rest.Length];
+        BinaryPrimitives.WriteInt64LittleEndian(body, first);
+        BinaryPrimitives.WriteInt64LittleEndian(body.AsSpan(8), second);
+        rest.CopyTo(body.AsSpan(16));
         return body;
     }
 
-    public static bool TryReadVote(ReadOnlySpan<byte> body, out long view, out long seq, out ReadOnlySpan<byte> digest)
+    public static bool TryReadTwoNumbersThen(ReadOnlySpan<byte> body, out long first, out long second, out ReadOnlySpan<byte> rest)
     {
-        var r = new WireReader(body);
-        view = r.I64();
-        seq = r.I64();
-        digest = r.Ok && r.Remaining == DigestSize ? body[16..] : default;
-        return r.Ok && r.Remaining == DigestSize && view >= 0 && seq > 0;
-    }
-
-    /// <summary>A pre-prepare's body: view, seq, then the client's whole request packet (so each backup checks the client's tag for itself).</summary>
-    public static byte[] PrePrepare(long view, long seq, ReadOnlySpan<byte> requestPacket)
-    {
-        var body = new byte[16 + requestPacket.Length];
-        BinaryPrimitives.WriteInt64LittleEndian(body, view);
-        BinaryPrimitives.WriteInt64LittleEndian(body.AsSpan(8), seq);
-        requestPacket.CopyTo(body.AsSpan(16));
-        return body;
-    }
-
-    public static bool TryReadPrePrepare(ReadOnlySpan<byte> body, out long view, out long seq, out ReadOnlySpan<byte> requestPacket)
-    {
-        view = seq = 0;
-        requestPacket = default;
+        first = second = 0;
+        rest = default;
         if (body.Length < 16) return false;
-        view = BinaryPrimitives.ReadInt64LittleEndian(body);
-        seq = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
-        requestPacket = body[16..];
-        return view >= 0 && seq > 0;
+        first = BinaryPrimitives.ReadInt64LittleEndian(body);
+        second = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
+        rest = body[16..];
+        return true;
     }
 
-    /// <summary>A reply's body: view, request number, result.</summary>
-    public static byte[] Reply(long view, long number, ReadOnlySpan<byte> result)
-    {
-        var body = new byte[16 + result.Length];
-        BinaryPrimitives.WriteInt64LittleEndian(body, view);
-        BinaryPrimitives.WriteInt64LittleEndian(body.AsSpan(8), number);
-        result.CopyTo(body.AsSpan(16));
-        return body;
-    }
+    public static byte[] Vote(long view, long seq, ReadOnlySpan<byte> digest) => TwoNumbersThen(view, seq, digest);
 
-    public static bool TryReadReply(ReadOnlySpan<byte> body, out long view, out long number, out ReadOnlySpan<byte> result)
-    {
-        view = number = 0;
-        result = default;
-        if (body.Length < 16) return false;
-        view = BinaryPrimitives.ReadInt64LittleEndian(body);
-        number = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
-        result = body[16..];
-        return number > 0;
-    }
+    public static bool TryReadVote(ReadOnlySpan<byte> body, out long view, out long seq, out ReadOnlySpan<byte> digest) =>
+        TryReadTwoNumbersThen(body, out view, out seq, out digest) && digest.Length == DigestSize && view >= 0 && seq > 0;
+
+    public static byte[] PrePrepare(long view, long seq, ReadOnlySpan<byte> requestPacket) => TwoNumbersThen(view, seq, requestPacket);
+
+    public static bool TryReadPrePrepare(ReadOnlySpan<byte> body, out long view, out long seq, out ReadOnlySpan<byte> requestPacket) =>
+        TryReadTwoNumbersThen(body, out view, out seq, out requestPacket) && view >= 0 && seq > 0;
+
+    public static byte[] Reply(long view, long number, ReadOnlySpan<byte> result) => TwoNumbersThen(view, number, result);
+
+    public static bool TryReadReply(ReadOnlySpan<byte> body, out long view, out long number, out ReadOnlySpan<byte> result) =>
+        TryReadTwoNumbersThen(body, out view, out number, out result) && number > 0;
 
     /// <summary>The sender field of a packet, unauthenticated (a replica reads it to relay a client's request unchanged).</summary>
     public static int ClaimedSender(ReadOnlySpan<byte> packet) => packet.Length >= HeaderSize ? BinaryPrimitives.ReadInt32LittleEndian(packet[2..]) : -1;

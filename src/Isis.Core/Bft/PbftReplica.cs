@@ -26,14 +26,15 @@ namespace Isis.Core.Bft;
 /// </list>
 /// Every message carries a MAC authenticator (<see cref="BftWire"/>). Messages are idempotent and
 /// retransmitted until the window moves past them, so loss, duplication and replay are harmless.
-/// Not yet here: the view change that replaces a faulty primary, and the state transfer that brings
-/// a replica back once the others dropped the log it missed.
+/// A faulty or slow primary is replaced by the view change (PbftReplica.ViewChange.cs). Not yet
+/// here: the transfer of the application's state to a replica that fell behind by more than the
+/// requests the others keep (one window).
 /// </remarks>
-internal sealed class PbftReplica : IProtocolNode
+internal sealed partial class PbftReplica : IProtocolNode
 {
     private readonly BftDeployment _deployment;
     private readonly BftService _service;
-    private readonly PairKeys _keys;
+    private readonly BftKeys _keys;
     private readonly BftOptions _options;
     private readonly Outbox _outbox = new();
     private readonly int[] _others;
@@ -52,13 +53,13 @@ internal sealed class PbftReplica : IProtocolNode
     private long _retryAt;
     private int _idleRetries;
 
-    public PbftReplica(BftDeployment deployment, string service, int index, byte[] systemKey, BftOptions options, long now)
+    public PbftReplica(BftDeployment deployment, string service, int index, BftKeys keys, BftOptions options, long now)
     {
         _deployment = deployment;
         _service = deployment.Service(service);
         Index = index;
         Principal = _service.Replicas[index];
-        _keys = new PairKeys(systemKey, Principal);
+        _keys = keys.Self == Principal ? keys : throw new ArgumentException($"replica {index} of {service} is principal {Principal}; the keys are principal {keys.Self}'s");
         _options = options;
         _others = [.. _service.Replicas.Where(p => p != Principal)];
         _retryAt = now + options.RetryInterval;
@@ -136,7 +137,7 @@ internal sealed class PbftReplica : IProtocolNode
 
     /// <summary>A one-line summary, for a failed run's report.</summary>
     public string Describe() =>
-        $"replica {Index}: view {View}, executed {LastExecuted}, stable {StableCheckpoint}, assigned {_lastAssigned}, waiting {_waiting.Count}, " +
+        $"replica {Index}: view {View}{(_viewActive ? "" : " (changing)")}, executed {LastExecuted}, stable {StableCheckpoint}, assigned {_lastAssigned}, waiting {_waiting.Count}, " +
         $"slots [{string.Join(" ", _slots.OrderBy(s => s.Key).Select(s => $"{s.Key}:{(s.Value.Committed ? "C" : s.Value.SentCommit ? "P" : s.Value.Digest != null ? "p" : "-")}{s.Value.Prepares.Count}/{s.Value.Commits.Count}"))}], " +
         $"checkpoints [{string.Join(" ", _checkpointVotes.OrderBy(c => c.Key).Select(c => $"{c.Key}:{c.Value.Count}{(_ownCheckpoints.ContainsKey(c.Key) ? "*" : "")}"))}]";
 
@@ -148,7 +149,7 @@ internal sealed class PbftReplica : IProtocolNode
 
     public void Advance() => _outbox.Clear();
 
-    public long NextDeadline => _retryAt;
+    public long NextDeadline => Math.Min(_retryAt, ViewChangeDeadline);
 
     public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
     {
@@ -158,8 +159,11 @@ internal sealed class PbftReplica : IProtocolNode
         bool ok = kind switch
         {
             BftKind.Request => OnRequest(packet, sender, body),
-            BftKind.PrePrepare => from >= 0 && OnPrePrepare(from, body),
-            BftKind.Prepare or BftKind.Commit => from >= 0 && OnVote(kind, from, body),
+            // In a view change the replica takes part in no agreement until the new view starts.
+            BftKind.PrePrepare => from >= 0 && (!_viewActive || OnPrePrepare(from, body)),
+            BftKind.Prepare or BftKind.Commit => from >= 0 && (!_viewActive || OnVote(kind, from, body)),
+            BftKind.ViewChange => from >= 0 && OnViewChange(from, body),
+            BftKind.NewView => from >= 0 && OnNewView(from, body),
             BftKind.Checkpoint => from >= 0 && OnCheckpoint(from, body),
             BftKind.Fetch => from >= 0 && OnFetch(from, body),
             BftKind.FetchReply => from >= 0 && OnFetchReply(body),
@@ -171,6 +175,7 @@ internal sealed class PbftReplica : IProtocolNode
     public void Tick(long now)
     {
         _outbox.StepTime = now;
+        if (now >= ViewChangeDeadline) TimeOut(now);
         if (now < _retryAt) return;
         // Everything above the stable checkpoint may still be missing somewhere: send it again,
         // less and less often while nothing moves (a quiet service settles at the longest period).
@@ -197,9 +202,10 @@ internal sealed class PbftReplica : IProtocolNode
             if (record.Replies.TryGetValue(number, out byte[]? result) && result != null) SendReply(client, number, result);
             return true;
         }
-        if (!IsPrimary)
+        Waiting(client, number);
+        if (!IsPrimary || !_viewActive)
         {
-            Send(_service.Replicas[PrimaryIndex], packet.ToArray()); // relayed as it is: the primary checks the client's tag itself
+            if (!IsPrimary) Send(_service.Replicas[PrimaryIndex], packet.ToArray()); // relayed as it is: the primary checks the client's tag itself
             return true;
         }
         if (!_assigned.Add((client, number))) return true;
@@ -219,6 +225,7 @@ internal sealed class PbftReplica : IProtocolNode
         slot.View = View;
         slot.Digest = BftWire.RequestDigest(requestBody);
         slot.RequestPacket = requestPacket;
+        PrePrepared(seq, slot);
         Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, requestPacket));
         Progressed(_outbox.StepTime);
         TryAdvance(seq, slot);
@@ -246,6 +253,8 @@ internal sealed class PbftReplica : IProtocolNode
         slot.View = view;
         slot.Digest = digest;
         slot.RequestPacket = requestPacket.ToArray();
+        PrePrepared(seq, slot);
+        if (BftWire.TryReadRequest(requestBody, out int c, out long n, out _)) Waiting(c, n);
         slot.Prepares[Index] = (view, digest);
         Multicast(BftKind.Prepare, BftWire.Vote(view, seq, digest));
         Progressed(_outbox.StepTime);
@@ -274,6 +283,7 @@ internal sealed class PbftReplica : IProtocolNode
         if (!prepared) return;
         if (!slot.SentCommit)
         {
+            _prepared[seq] = (slot.View, slot.Digest, slot.RequestPacket!);
             slot.SentCommit = true;
             slot.Commits[Index] = (slot.View, slot.Digest);
             Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
@@ -307,15 +317,20 @@ internal sealed class PbftReplica : IProtocolNode
     private void Execute(byte[] requestPacket, byte[] digest)
     {
         long seq = LastExecuted + 1;
-        Invariant.Check(BftWire.TryReadRequest(BftWire.BodyOf(requestPacket), out int client, out long number, out ReadOnlySpan<byte> operation), $"a committed request parses: seq {seq}");
-        // A request the primary assigned twice (a faulty primary may) executes once: the later copy is a no-op.
-        ClientRecord record = ClientAt(client);
-        if (!record.Executed(number))
+        if (requestPacket.Length > 0) // empty: the null request a new view fills a gap with
         {
-            record.MarkExecuted(number);
-            _outbox.Add(new BftRequestOrdered(_service.Name, seq, client, number, operation.ToArray()));
+            Invariant.Check(BftWire.TryReadRequest(BftWire.BodyOf(requestPacket), out int client, out long number, out ReadOnlySpan<byte> operation), $"a committed request parses: seq {seq}");
+            // A request the primary assigned twice (a faulty primary may) executes once: the later copy is a no-op.
+            ClientRecord record = ClientAt(client);
+            if (!record.Executed(number))
+            {
+                record.MarkExecuted(number);
+                _outbox.Add(new BftRequestOrdered(_service.Name, seq, client, number, operation.ToArray()));
+            }
+            _assigned.Remove((client, number));
+            _waitingRequests.Remove((client, number));
         }
-        _assigned.Remove((client, number));
+        _lastProgressAt = _outbox.StepTime;
         _history = ChainDigest(_history, seq, digest);
         _executedRequests[seq] = requestPacket;
         LastExecuted = seq;
@@ -447,9 +462,10 @@ internal sealed class PbftReplica : IProtocolNode
         var digests = new List<byte[]>();
         for (long s = LastExecuted + 1; s <= target.Seq; s++)
         {
-            byte[] body = BftWire.BodyOf(_fetched[s]).ToArray();
-            if (!BftWire.TryReadRequest(body, out _, out _, out _)) { _fetched.Clear(); return; }
-            digests.Add(BftWire.RequestDigest(body));
+            byte[] fetched = _fetched[s];
+            byte[] body = BftWire.BodyOf(fetched).ToArray();
+            if (fetched.Length > 0 && !BftWire.TryReadRequest(body, out _, out _, out _)) { _fetched.Clear(); return; }
+            digests.Add(fetched.Length == 0 ? BftWire.NullDigest : BftWire.RequestDigest(body));
             history = ChainDigest(history, s, digests[^1]);
         }
         if (!history.AsSpan().SequenceEqual(target.Digest))
@@ -476,17 +492,24 @@ internal sealed class PbftReplica : IProtocolNode
         if (!_ownCheckpoints.TryGetValue(seq, out byte[]? own)) return;
         int matching = _checkpointVotes[seq].Values.Count(d => d.AsSpan().SequenceEqual(own));
         if (matching < _service.Quorum) return;
+        MakeStable(seq, own);
+    }
+
+    private void MakeStable(long seq, byte[] own)
+    {
         Invariant.Check(seq > StableCheckpoint && seq <= LastExecuted, $"a checkpoint becomes stable once, after its requests executed: seq {seq}, stable {StableCheckpoint}, executed {LastExecuted}");
         StableCheckpoint = seq;
         _stableDigest = own;
         foreach (long s in _slots.Keys.Where(s => s <= seq).ToList()) _slots.Remove(s);
+        foreach (long s in _prepared.Keys.Where(s => s <= seq).ToList()) _prepared.Remove(s);
+        foreach (long s in _prePrepared.Keys.Where(s => s <= seq).ToList()) _prePrepared.Remove(s);
         // The requests of the last window stay, for a replica that fell behind to fetch.
         foreach (long s in _executedRequests.Keys.Where(s => s <= seq - _options.Window).ToList()) _executedRequests.Remove(s);
         foreach (long s in _checkpointVotes.Keys.Where(s => s <= seq).ToList()) _checkpointVotes.Remove(s);
         foreach (long s in _ownCheckpoints.Keys.Where(s => s < seq).ToList()) _ownCheckpoints.Remove(s);
         Progressed(_outbox.StepTime);
         // The window moved: the primary assigns what waited.
-        while (IsPrimary && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
+        while (IsPrimary && _viewActive && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
         {
             byte[] packet = _waiting[0];
             _waiting.RemoveAt(0);
@@ -518,10 +541,11 @@ internal sealed class PbftReplica : IProtocolNode
 
     private void Retransmit()
     {
+        if (!_viewActive && _ownViewChange != null) Multicast(BftKind.ViewChange, _ownViewChange);
         foreach (var (seq, slot) in _slots)
         {
-            if (slot.Digest == null) continue;
-            if (IsPrimary && slot.View == View) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.RequestPacket));
+            if (slot.Digest == null || !_viewActive) continue;
+            if (IsPrimary && slot.View == View && slot.RequestPacket is { Length: > 0 }) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.RequestPacket));
             else if (slot.Prepares.ContainsKey(Index)) Multicast(BftKind.Prepare, BftWire.Vote(slot.View, seq, slot.Digest));
             if (slot.SentCommit) Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
         }

@@ -42,6 +42,9 @@ internal sealed class BftChecker
         if (_violations.Count < 20) _violations.Add(what);
     }
 
+    /// <summary>A node broke one of its own invariants (and stopped): a protocol bug the checker reports like any other violation.</summary>
+    public void InvariantBroken(int node, string rule) => Violation($"invariant: node {node}: {rule}");
+
     public void Issued(int client, long number, byte[] operation) => _issued[(client, number)] = operation;
 
     public void Executed(int replica, BftRequestOrdered e, byte[] result)

@@ -16,6 +16,8 @@ internal sealed record BftRunResult(
     long Dropped,
     long Equivocations,
     long DivergentReplies,
+    long ViewChanges,
+    long FinalView,
     long SimulatedMicros,
     string Fingerprint,
     IReadOnlyList<string> ReplicaStates)
@@ -42,7 +44,7 @@ internal sealed class BftSimulation
     private readonly long[] _totals;
     private readonly PriorityQueue<(int Node, byte[] Packet), (long At, long Order)> _network = new();
     private readonly BftChecker _checker;
-    private readonly PairKeys? _faultyKeys; // the equivocating primary's own keys: it may seal whatever it likes with them
+    private readonly BftKeys? _faultyKeys; // the equivocating primary's own keys: it may seal whatever it likes with them
     private readonly List<byte[]> _heardByFaulty = new();
     private readonly Dictionary<long, byte[]> _otherDigest = new(); // the equivocating primary's second request, per seq
     private readonly List<(int Node, NodeEvent Event)> _handedOver = new();
@@ -61,13 +63,14 @@ internal sealed class BftSimulation
         int n = 3 * scenario.F + 1;
         _deployment.AddService(ServiceName, [.. Enumerable.Range(0, n).Select(i => (ulong)(1000 + i))]);
         int[] clientPrincipals = [.. Enumerable.Range(0, scenario.Clients).Select(c => _deployment.AddClient((ulong)(2000 + c)))];
-        _replicas = [.. Enumerable.Range(0, n).Select(i => new PbftReplica(_deployment, ServiceName, i, systemKey, scenario.Options, 0))];
-        _clients = [.. clientPrincipals.Select(p => new BftClient(_deployment, ServiceName, p, systemKey, scenario.Options))];
+        int[] replicaPrincipals = _deployment.Service(ServiceName).Replicas;
+        _replicas = [.. Enumerable.Range(0, n).Select(i => new PbftReplica(_deployment, ServiceName, i, BftKeys.Derive(systemKey, _deployment, replicaPrincipals[i]), scenario.Options, 0))];
+        _clients = [.. clientPrincipals.Select(p => new BftClient(_deployment, ServiceName, BftKeys.Derive(systemKey, _deployment, p), scenario.Options))];
         _totals = new long[n];
         _issued = new int[scenario.Clients];
         _checker = new BftChecker(n, scenario.Faulty.Keys);
         if (scenario.Faulty.Any(f => f.Value == ByzantineBehaviour.Equivocate))
-            _faultyKeys = new PairKeys(systemKey, _deployment.Service(ServiceName).Replicas[scenario.Faulty.First(f => f.Value == ByzantineBehaviour.Equivocate).Key]);
+            _faultyKeys = BftKeys.Derive(systemKey, _deployment, replicaPrincipals[scenario.Faulty.First(f => f.Value == ByzantineBehaviour.Equivocate).Key]);
     }
 
     public int Seed { get; }
@@ -96,18 +99,15 @@ internal sealed class BftSimulation
             {
                 for (int i = 0; i < NodeCount; i++)
                 {
-                    if (Alive(i) && Node(i).NextDeadline <= _now)
-                    {
-                        Node(i).Tick(_now);
-                        Step(i);
-                    }
+                    if (Alive(i) && Node(i).NextDeadline <= _now) Guarded(i, () => Node(i).Tick(_now));
                 }
             }
         }
         if (_scenario.ExpectProgress) _checker.CheckAllAnswered(_scenario.Clients * _scenario.RequestsPerClient);
         return new BftRunResult(Seed, _checker.Violations, _checker.Accepted, _issued.Sum(),
             [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
-            _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
+            _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies),
+            _replicas.Sum(r => r.ViewChangesStarted), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
             [.. _replicas.Select(r => r.Describe())]);
     }
 
@@ -118,7 +118,25 @@ internal sealed class BftSimulation
     private ByzantineBehaviour Behaviour(int node) =>
         node < _replicas.Length && _scenario.Faulty.TryGetValue(node, out ByzantineBehaviour b) ? b : ByzantineBehaviour.None;
 
-    private bool Alive(int node) => !(Behaviour(node) == ByzantineBehaviour.Crash && _now >= _scenario.CrashAt);
+    private bool Alive(int node) => !_broken.Contains(node) && !(Behaviour(node) == ByzantineBehaviour.Crash && _now >= _scenario.CrashAt);
+
+    private readonly HashSet<int> _broken = new(); // nodes that broke an invariant: stopped, as the runtime stops them
+
+    /// <summary>Runs one input of a node; a broken invariant is reported and the node stops.</summary>
+    private void Guarded(int node, Action input)
+    {
+        try
+        {
+            input();
+            Step(node);
+        }
+        catch (ProtocolInvariantException e)
+        {
+            _checker.InvariantBroken(node, e.Message);
+            _broken.Add(node);
+            NodeStep.Discard(Node(node), null);
+        }
+    }
 
     private long NextDeadline()
     {
@@ -145,8 +163,7 @@ internal sealed class BftSimulation
     {
         if (!Alive(node)) return;
         if (Behaviour(node) is ByzantineBehaviour.Replay or ByzantineBehaviour.Equivocate) _heardByFaulty.Add(packet);
-        Node(node).Receive(0, packet, _now);
-        Step(node);
+        Guarded(node, () => Node(node).Receive(0, packet, _now));
     }
 
     /// <summary>Runs the node's outputs through the step function, then what its events ask (answers, next requests), until it is quiet.</summary>
