@@ -45,6 +45,18 @@ internal sealed class BftDeployment
 
     public ulong EndpointOf(int principal) => _endpoints[principal];
 
+    /// <summary>True if <paramref name="principal"/> is a replica of some service.</summary>
+    public bool IsReplica(int principal) => ServiceOf(principal) != null;
+
+    /// <summary>The service <paramref name="principal"/> is a replica of, or null (a client).</summary>
+    public BftService? ServiceOf(int principal) => _services.Values.FirstOrDefault(s => s.IndexOf(principal) >= 0);
+
+    /// <summary>A service's identity in calls: negative, so it never collides with a client principal.</summary>
+    public int ServiceId(BftService service) => -1 - _services.Values.ToList().IndexOf(service);
+
+    /// <summary>The service with identity <paramref name="id"/>, or null.</summary>
+    public BftService? ServiceById(int id) => id < 0 && -1 - id < _services.Count ? _services.Values.ElementAt(-1 - id) : null;
+
     /// <summary>The principal at <paramref name="endpoint"/>, or -1.</summary>
     public int PrincipalAt(ulong endpoint) => _byEndpoint.TryGetValue(endpoint, out int p) ? p : -1;
 }

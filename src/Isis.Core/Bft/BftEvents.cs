@@ -9,6 +9,13 @@ namespace Isis.Core.Bft;
 /// </summary>
 internal sealed record BftRequestOrdered(string Service, long Seq, int Client, long Number, byte[] Operation) : NodeEvent;
 
+/// <summary>
+/// A call this service made (<see cref="PbftReplica.Call"/>) completed, at the same point of the order at
+/// every correct replica: with the result f+1 target replicas sent, or aborted (<paramref name="Result"/>
+/// null) because f+1 replicas of this service gave up waiting first.
+/// </summary>
+internal sealed record BftCallCompleted(string Service, long Seq, string Target, long Number, byte[]? Result) : NodeEvent;
+
 /// <summary>f+1 replicas of the service sent the same result for request <paramref name="Number"/>: at least one of them is correct.</summary>
 internal sealed record BftReplyAccepted(string Service, long Number, byte[] Result) : NodeEvent;
 

@@ -35,6 +35,18 @@ internal enum BftKind : byte
 
     /// <summary>The new primary starts its view: the 2f+1 signed view changes from which every replica computes the same new view.</summary>
     NewView = 10,
+
+    /// <summary>A replica of a calling service calls a target service (Perpetual): caller id, call number, operation; to every target replica.</summary>
+    Call = 11,
+
+    /// <summary>A target replica's reply to a call: caller, target, number, result; to every caller replica.</summary>
+    CallReply = 12,
+
+    /// <summary>A caller replica gave up waiting for a call: target, number; to the other replicas of its service.</summary>
+    CallAbort = 13,
+
+    /// <summary>A replica hands its primary a proposal it assembled (a reply certificate): the proposal.</summary>
+    Submit = 14,
 }
 
 /// <summary>

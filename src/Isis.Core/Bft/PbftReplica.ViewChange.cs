@@ -34,7 +34,7 @@ internal sealed partial class PbftReplica
     private long _lastActiveView;
     private long _lastProgressAt;
     private long _viewChangeStartedAt;
-    private readonly HashSet<(int Client, long Number)> _waitingRequests = new(); // known, not executed: what the timer watches
+    private readonly HashSet<(bool Completion, int Who, long Number)> _waitingRequests = new(); // known, not executed: what the timer watches
     private readonly Dictionary<long, (long View, byte[] Digest, byte[] Packet)> _prepared = new();
     private readonly Dictionary<long, List<(long View, byte[] Digest)>> _prePrepared = new();
     private readonly Dictionary<long, Dictionary<int, ViewChangeClaim>> _viewChanges = new();
@@ -67,10 +67,10 @@ internal sealed partial class PbftReplica
         : !IsPrimary && _waitingRequests.Count > 0 ? _lastProgressAt + _options.ViewChangeTimeout
         : long.MaxValue;
 
-    private void Waiting(int client, long number)
+    private void Waiting((bool, int, long) key)
     {
         if (_waitingRequests.Count == 0) _lastProgressAt = _outbox.StepTime; // the timer starts with the first request it watches
-        _waitingRequests.Add((client, number));
+        _waitingRequests.Add(key);
     }
 
     private void PrePrepared(long seq, Slot slot)
@@ -135,8 +135,7 @@ internal sealed partial class PbftReplica
             byte[] digest = Digest(ref r);
             byte[] packet = r.Bytes();
             // The request must be the one the digest names: the new primary takes it from here.
-            byte[] actual = packet.Length == 0 ? BftWire.NullDigest : BftWire.RequestDigest(BftWire.BodyOf(packet));
-            if (!actual.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
+            if (!Proposal.TryRead(packet, _deployment, _service, null, out ProposalMeaning m) || !m.Digest.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
             prepared.Add((seq, v, digest, packet));
         }
         var prePrepared = new List<(long, long, byte[])>();
@@ -292,18 +291,14 @@ internal sealed partial class PbftReplica
             if (seq <= StableCheckpoint) continue;
             if (seq <= LastExecuted && _executedRequests.TryGetValue(seq, out byte[]? executed))
             {
-                byte[] had = executed.Length == 0 ? BftWire.NullDigest : BftWire.RequestDigest(BftWire.BodyOf(executed));
-                Invariant.Check(had.AsSpan().SequenceEqual(digest), $"a new view keeps what a correct replica executed: view {View}, seq {seq}");
+                Invariant.Check(Proposal.TryRead(executed, _deployment, _service, null, out ProposalMeaning had) && had.Digest.AsSpan().SequenceEqual(digest), $"a new view keeps what a correct replica executed: view {View}, seq {seq}");
             }
             Slot slot = SlotAt(seq);
             slot.View = View;
             slot.Digest = digest;
-            slot.RequestPacket = packet;
+            slot.Proposal = packet;
             PrePrepared(seq, slot);
-            if (packet.Length > 0 && BftWire.TryReadRequest(BftWire.BodyOf(packet), out int client, out long number, out _))
-            {
-                _assigned.Add((client, number));
-            }
+            if (Proposal.TryRead(packet, _deployment, _service, null, out ProposalMeaning meaning) && meaning.Kind != ProposalKind.Null) _assigned.Add(meaning.Key);
             if (!IsPrimary)
             {
                 slot.Prepares[Index] = (View, digest);

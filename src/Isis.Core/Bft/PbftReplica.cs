@@ -40,8 +40,8 @@ internal sealed partial class PbftReplica : IProtocolNode
     private readonly int[] _others;
     private readonly Dictionary<long, Slot> _slots = new();
     private readonly Dictionary<int, ClientRecord> _clients = new();
-    private readonly HashSet<(int Client, long Number)> _assigned = new();
-    private readonly List<byte[]> _waiting = new(); // the primary's requests beyond its window
+    private readonly HashSet<(bool Completion, int Who, long Number)> _assigned = new();
+    private readonly List<byte[]> _waiting = new(); // the primary's proposals beyond its window
     private readonly Dictionary<long, Dictionary<int, byte[]>> _checkpointVotes = new();
     private readonly Dictionary<long, byte[]> _ownCheckpoints = new();
     private byte[] _history = new byte[BftWire.DigestSize];
@@ -128,7 +128,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     {
         public long View = -1;
         public byte[]? Digest;
-        public byte[]? RequestPacket;
+        public byte[]? Proposal;
         public readonly Dictionary<int, (long View, byte[] Digest)> Prepares = new();
         public readonly Dictionary<int, (long View, byte[] Digest)> Commits = new();
         public bool SentCommit;
@@ -149,7 +149,7 @@ internal sealed partial class PbftReplica : IProtocolNode
 
     public void Advance() => _outbox.Clear();
 
-    public long NextDeadline => Math.Min(_retryAt, ViewChangeDeadline);
+    public long NextDeadline => Math.Min(Math.Min(_retryAt, ViewChangeDeadline), CallDeadline);
 
     public void Receive(ulong source, ReadOnlySpan<byte> packet, long now)
     {
@@ -164,6 +164,10 @@ internal sealed partial class PbftReplica : IProtocolNode
             BftKind.Prepare or BftKind.Commit => from >= 0 && (!_viewActive || OnVote(kind, from, body)),
             BftKind.ViewChange => from >= 0 && OnViewChange(from, body),
             BftKind.NewView => from >= 0 && OnNewView(from, body),
+            BftKind.Call => OnCall(packet, sender, body),
+            BftKind.CallReply => OnCallReply(packet, sender, body),
+            BftKind.CallAbort => from >= 0 && OnAbortVote(packet, from, body),
+            BftKind.Submit => from >= 0 && OnSubmit(body),
             BftKind.Checkpoint => from >= 0 && OnCheckpoint(from, body),
             BftKind.Fetch => from >= 0 && OnFetch(from, body),
             BftKind.FetchReply => from >= 0 && OnFetchReply(body),
@@ -176,6 +180,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     {
         _outbox.StepTime = now;
         if (now >= ViewChangeDeadline) TimeOut(now);
+        CheckCallDeadlines(now);
         if (now < _retryAt) return;
         // Everything above the stable checkpoint may still be missing somewhere: send it again,
         // less and less often while nothing moves (a quiet service settles at the longest period).
@@ -194,7 +199,7 @@ internal sealed partial class PbftReplica : IProtocolNode
 
     private bool OnRequest(ReadOnlySpan<byte> packet, int sender, ReadOnlySpan<byte> body)
     {
-        if (!BftWire.TryReadRequest(body, out int client, out long number, out _) || client != sender || _service.IndexOf(client) >= 0) return false;
+        if (!BftWire.TryReadRequest(body, out int client, out long number, out _) || client != sender || client < 0 || _deployment.IsReplica(client)) return false;
         ClientRecord record = ClientAt(client);
         if (record.Executed(number))
         {
@@ -202,43 +207,57 @@ internal sealed partial class PbftReplica : IProtocolNode
             if (record.Replies.TryGetValue(number, out byte[]? result) && result != null) SendReply(client, number, result);
             return true;
         }
-        Waiting(client, number);
-        if (!IsPrimary || !_viewActive)
+        Waiting((false, client, number));
+        if (!IsPrimary)
         {
-            if (!IsPrimary) Send(_service.Replicas[PrimaryIndex], packet.ToArray()); // relayed as it is: the primary checks the client's tag itself
+            Send(_service.Replicas[PrimaryIndex], packet.ToArray()); // relayed as it is: the primary checks the client's tag itself
             return true;
         }
-        if (!_assigned.Add((client, number))) return true;
-        if (_lastAssigned >= StableCheckpoint + _options.Window)
-        {
-            _waiting.Add(packet.ToArray());
-            return true;
-        }
-        Assign(packet.ToArray(), body);
+        byte[] proposal = Proposal.OfRequest(packet);
+        Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning meaning), "a checked request reads as a proposal");
+        Propose(proposal, meaning);
         return true;
     }
 
-    private void Assign(byte[] requestPacket, ReadOnlySpan<byte> requestBody)
+    /// <summary>As primary: orders <paramref name="proposal"/> next, unless it is ordered or done already (or waits for the window to move).</summary>
+    private void Propose(byte[] proposal, ProposalMeaning meaning)
+    {
+        if (!IsPrimary || !_viewActive || AlreadyDone(meaning) || !_assigned.Add(meaning.Key)) return;
+        if (_lastAssigned >= StableCheckpoint + _options.Window)
+        {
+            _waiting.Add(proposal);
+            return;
+        }
+        Assign(proposal, meaning.Digest);
+    }
+
+    private bool AlreadyDone(ProposalMeaning m) => m.Kind switch
+    {
+        ProposalKind.Request or ProposalKind.Call => _clients.TryGetValue(m.From, out ClientRecord? c) && c.Executed(m.Number),
+        ProposalKind.CallReply or ProposalKind.CallAbort => _completedCalls.Contains((m.Target, m.Number)),
+        _ => true,
+    };
+
+    private void Assign(byte[] proposal, byte[] digest)
     {
         long seq = ++_lastAssigned;
         Slot slot = SlotAt(seq);
         slot.View = View;
-        slot.Digest = BftWire.RequestDigest(requestBody);
-        slot.RequestPacket = requestPacket;
+        slot.Digest = digest;
+        slot.Proposal = proposal;
         PrePrepared(seq, slot);
-        Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, requestPacket));
+        Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, proposal));
         Progressed(_outbox.StepTime);
         TryAdvance(seq, slot);
     }
 
     private bool OnPrePrepare(int from, ReadOnlySpan<byte> body)
     {
-        if (!BftWire.TryReadPrePrepare(body, out long view, out long seq, out ReadOnlySpan<byte> requestPacket)) return false;
+        if (!BftWire.TryReadPrePrepare(body, out long view, out long seq, out ReadOnlySpan<byte> proposal)) return false;
         if (view != View || from != PrimaryIndex || IsPrimary || !InWindow(seq)) return false;
-        // The request inside must carry its client's valid tag for this replica: a primary cannot invent requests.
-        if (!BftWire.TryOpen(_keys, requestPacket, out BftKind kind, out int client, out ReadOnlySpan<byte> requestBody) || kind != BftKind.Request
-            || !BftWire.TryReadRequest(requestBody, out int named, out _, out _) || named != client || _service.IndexOf(client) >= 0) return false;
-        byte[] digest = BftWire.RequestDigest(requestBody);
+        // What it orders must carry its authors' valid tags for this replica: a primary cannot invent requests, calls or replies.
+        if (!Proposal.TryRead(proposal, _deployment, _service, _keys, out ProposalMeaning meaning)) return false;
+        byte[] digest = meaning.Digest;
         Slot slot = SlotAt(seq);
         if (slot.View == view && slot.Digest != null)
         {
@@ -252,9 +271,9 @@ internal sealed partial class PbftReplica : IProtocolNode
         }
         slot.View = view;
         slot.Digest = digest;
-        slot.RequestPacket = requestPacket.ToArray();
+        slot.Proposal = proposal.ToArray();
         PrePrepared(seq, slot);
-        if (BftWire.TryReadRequest(requestBody, out int c, out long n, out _)) Waiting(c, n);
+        Waiting(meaning.Key);
         slot.Prepares[Index] = (view, digest);
         Multicast(BftKind.Prepare, BftWire.Vote(view, seq, digest));
         Progressed(_outbox.StepTime);
@@ -283,7 +302,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         if (!prepared) return;
         if (!slot.SentCommit)
         {
-            _prepared[seq] = (slot.View, slot.Digest, slot.RequestPacket!);
+            _prepared[seq] = (slot.View, slot.Digest, slot.Proposal!);
             slot.SentCommit = true;
             slot.Commits[Index] = (slot.View, slot.Digest);
             Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
@@ -308,31 +327,41 @@ internal sealed partial class PbftReplica : IProtocolNode
     {
         while (_slots.TryGetValue(LastExecuted + 1, out Slot? slot) && slot.Committed)
         {
-            Invariant.Check(slot.RequestPacket != null && slot.Digest != null, $"a committed slot holds its request: seq {LastExecuted + 1}");
-            Execute(slot.RequestPacket!, slot.Digest!);
+            Invariant.Check(slot.Proposal != null && slot.Digest != null, $"a committed slot holds its request: seq {LastExecuted + 1}");
+            Execute(slot.Proposal!, slot.Digest!);
         }
     }
 
-    /// <summary>Executes the next sequence number's request: hands it over, chains it into the history, checkpoints every K.</summary>
-    private void Execute(byte[] requestPacket, byte[] digest)
+    /// <summary>Executes the next sequence number's proposal: hands it over, chains it into the history, checkpoints every K.</summary>
+    private void Execute(byte[] proposal, byte[] digest)
     {
         long seq = LastExecuted + 1;
-        if (requestPacket.Length > 0) // empty: the null request a new view fills a gap with
+        Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning m), $"a committed proposal reads: seq {seq}");
+        switch (m.Kind)
         {
-            Invariant.Check(BftWire.TryReadRequest(BftWire.BodyOf(requestPacket), out int client, out long number, out ReadOnlySpan<byte> operation), $"a committed request parses: seq {seq}");
-            // A request the primary assigned twice (a faulty primary may) executes once: the later copy is a no-op.
-            ClientRecord record = ClientAt(client);
-            if (!record.Executed(number))
-            {
-                record.MarkExecuted(number);
-                _outbox.Add(new BftRequestOrdered(_service.Name, seq, client, number, operation.ToArray()));
-            }
-            _assigned.Remove((client, number));
-            _waitingRequests.Remove((client, number));
+            case ProposalKind.Request or ProposalKind.Call:
+                // A request the primary ordered twice (a faulty primary may) executes once: the later copy is a no-op.
+                ClientRecord record = ClientAt(m.From);
+                if (!record.Executed(m.Number))
+                {
+                    record.MarkExecuted(m.Number);
+                    _outbox.Add(new BftRequestOrdered(_service.Name, seq, m.From, m.Number, m.Payload));
+                }
+                break;
+            case ProposalKind.CallReply or ProposalKind.CallAbort:
+                // The first of the reply and the abort ordered decides the call, the same at every replica.
+                if (_completedCalls.Add((m.Target, m.Number)))
+                {
+                    _calls.Remove(m.Number);
+                    _outbox.Add(new BftCallCompleted(_service.Name, seq, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null));
+                }
+                break;
         }
+        _assigned.Remove(m.Key);
+        _waitingRequests.Remove(m.Key);
         _lastProgressAt = _outbox.StepTime;
         _history = ChainDigest(_history, seq, digest);
-        _executedRequests[seq] = requestPacket;
+        _executedRequests[seq] = proposal;
         LastExecuted = seq;
         if (seq % _options.CheckpointInterval == 0) TakeCheckpoint(seq);
     }
@@ -358,8 +387,18 @@ internal sealed partial class PbftReplica : IProtocolNode
         SendReply(client, number, result);
     }
 
-    private void SendReply(int client, long number, byte[] result) =>
-        _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(client), BftWire.Seal(_keys, BftKind.Reply, BftWire.Reply(View, number, result), [client])));
+    private void SendReply(int client, long number, byte[] result)
+    {
+        if (client >= 0)
+        {
+            _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(client), BftWire.Seal(_keys, BftKind.Reply, BftWire.Reply(View, number, result), [client])));
+            return;
+        }
+        // A call's reply goes to every replica of the calling service: each needs f+1 of them to vouch for it.
+        BftService caller = _deployment.ServiceById(client)!;
+        byte[] packet = BftWire.Seal(_keys, BftKind.CallReply, Proposal.ReplyBody(client, _deployment.ServiceId(_service), number, result), caller.Replicas);
+        foreach (int p in caller.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), packet));
+    }
 
     // ---------------------------------------------------------------- checkpoints
 
@@ -462,10 +501,8 @@ internal sealed partial class PbftReplica : IProtocolNode
         var digests = new List<byte[]>();
         for (long s = LastExecuted + 1; s <= target.Seq; s++)
         {
-            byte[] fetched = _fetched[s];
-            byte[] body = BftWire.BodyOf(fetched).ToArray();
-            if (fetched.Length > 0 && !BftWire.TryReadRequest(body, out _, out _, out _)) { _fetched.Clear(); return; }
-            digests.Add(fetched.Length == 0 ? BftWire.NullDigest : BftWire.RequestDigest(body));
+            if (!Proposal.TryRead(_fetched[s], _deployment, _service, null, out ProposalMeaning m)) { _fetched.Clear(); return; }
+            digests.Add(m.Digest);
             history = ChainDigest(history, s, digests[^1]);
         }
         if (!history.AsSpan().SequenceEqual(target.Digest))
@@ -511,9 +548,10 @@ internal sealed partial class PbftReplica : IProtocolNode
         // The window moved: the primary assigns what waited.
         while (IsPrimary && _viewActive && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
         {
-            byte[] packet = _waiting[0];
+            byte[] proposal = _waiting[0];
             _waiting.RemoveAt(0);
-            Assign(packet, BftWire.BodyOf(packet));
+            Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning m), "a waiting proposal reads");
+            if (!AlreadyDone(m)) Assign(proposal, m.Digest);
         }
     }
 
@@ -542,10 +580,11 @@ internal sealed partial class PbftReplica : IProtocolNode
     private void Retransmit()
     {
         if (!_viewActive && _ownViewChange != null) Multicast(BftKind.ViewChange, _ownViewChange);
+        RetransmitCalls();
         foreach (var (seq, slot) in _slots)
         {
             if (slot.Digest == null || !_viewActive) continue;
-            if (IsPrimary && slot.View == View && slot.RequestPacket is { Length: > 0 }) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.RequestPacket));
+            if (IsPrimary && slot.View == View && slot.Proposal is { Length: > 0 }) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.Proposal));
             else if (slot.Prepares.ContainsKey(Index)) Multicast(BftKind.Prepare, BftWire.Vote(slot.View, seq, slot.Digest));
             if (slot.SentCommit) Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
         }

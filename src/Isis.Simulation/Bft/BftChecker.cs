@@ -12,6 +12,9 @@ namespace Isis.Simulation.Bft;
 /// same request there.</item>
 /// <item>Validity: every request handed over was issued by its client, with that operation.</item>
 /// <item>Replies: a client accepts only the result the correct replicas computed for its request.</item>
+/// <item>Calls (a service calling another): every correct replica of the caller completes a call
+/// with the same outcome at the same point of its order, and, unless the target is compromised
+/// (more than f faulty), with the result the target's correct replicas computed.</item>
 /// <item>Progress (where the scenario expects it): every request issued is answered.</item>
 /// </list>
 /// </summary>
@@ -20,7 +23,8 @@ internal sealed class BftChecker
     private readonly HashSet<int> _faulty;
     private readonly long[] _lastSeq;
     private readonly HashSet<(int Client, long Number)>[] _executedAt;
-    private readonly Dictionary<long, (int Replica, int Client, long Number)> _atSeq = new();
+    private readonly Dictionary<long, (int Replica, string What)> _atSeq = new();
+    private readonly Dictionary<(string Target, long Number), (int Replica, byte[]? Result)> _callOutcomes = new();
     private readonly Dictionary<(int Client, long Number), byte[]> _issued = new();
     private readonly Dictionary<(int Client, long Number), (int Replica, byte[] Result)> _correctResult = new();
     private readonly HashSet<(int Client, long Number)> _accepted = new();
@@ -47,31 +51,67 @@ internal sealed class BftChecker
 
     public void Issued(int client, long number, byte[] operation) => _issued[(client, number)] = operation;
 
-    public void Executed(int replica, BftRequestOrdered e, byte[] result)
+    private void Ordered(int replica, long seq, string what)
+    {
+        if (seq <= _lastSeq[replica]) Violation($"order: replica {replica} handed over seq {seq} after seq {_lastSeq[replica]}");
+        _lastSeq[replica] = seq;
+        if (_atSeq.TryGetValue(seq, out var first))
+        {
+            if (first.What != what) Violation($"agreement: at seq {seq} replica {first.Replica} handed over {first.What}, replica {replica} {what}");
+        }
+        else
+        {
+            _atSeq[seq] = (replica, what);
+        }
+    }
+
+    /// <summary>A correct replica handed a request over (its result, where known already, goes to <see cref="Answered"/>).</summary>
+    public void Executed(int replica, BftRequestOrdered e, byte[]? result)
     {
         if (_faulty.Contains(replica)) return;
-        if (e.Seq <= _lastSeq[replica]) Violation($"order: replica {replica} handed over seq {e.Seq} after seq {_lastSeq[replica]}");
-        _lastSeq[replica] = e.Seq;
+        Ordered(replica, e.Seq, $"request {e.Client}/{e.Number}");
         if (!_executedAt[replica].Add((e.Client, e.Number))) Violation($"order: replica {replica} handed over request {e.Client}/{e.Number} twice");
         if (!_issued.TryGetValue((e.Client, e.Number), out byte[]? operation) || !operation.AsSpan().SequenceEqual(e.Operation))
             Violation($"validity: replica {replica} handed over request {e.Client}/{e.Number}, which its client never issued so");
-        if (_atSeq.TryGetValue(e.Seq, out var first))
-        {
-            if (first.Client != e.Client || first.Number != e.Number)
-                Violation($"agreement: at seq {e.Seq} replica {first.Replica} handed over {first.Client}/{first.Number}, replica {replica} {e.Client}/{e.Number}");
-        }
-        else
-        {
-            _atSeq[e.Seq] = (replica, e.Client, e.Number);
-        }
-        if (_correctResult.TryGetValue((e.Client, e.Number), out var known))
+        if (result != null) Answered(replica, e.Client, e.Number, result);
+    }
+
+    /// <summary>A correct replica's answer to a request: every correct replica must answer the same.</summary>
+    public void Answered(int replica, int client, long number, byte[] result)
+    {
+        if (_faulty.Contains(replica)) return;
+        if (_correctResult.TryGetValue((client, number), out var known))
         {
             if (!known.Result.AsSpan().SequenceEqual(result))
-                Violation($"agreement: request {e.Client}/{e.Number} gave replica {known.Replica} and replica {replica} different results (their histories differ)");
+                Violation($"agreement: request {client}/{number} gave replica {known.Replica} and replica {replica} different results (their histories differ)");
         }
         else
         {
-            _correctResult[(e.Client, e.Number)] = (replica, result);
+            _correctResult[(client, number)] = (replica, result);
+        }
+    }
+
+    /// <summary>A correct replica completed one of its service's calls.</summary>
+    public void CallCompleted(int replica, BftCallCompleted e)
+    {
+        if (_faulty.Contains(replica)) return;
+        string outcome = e.Result == null ? "aborted" : Convert.ToHexString(e.Result);
+        Ordered(replica, e.Seq, $"call {e.Target}/{e.Number} -> {outcome}");
+        if (!_callOutcomes.TryGetValue((e.Target, e.Number), out var first)) _callOutcomes[(e.Target, e.Number)] = (replica, e.Result);
+        else if (first.Result == null != (e.Result == null) || first.Result != null && !first.Result.AsSpan().SequenceEqual(e.Result))
+            Violation($"calls: call {e.Target}/{e.Number} completed differently at replica {first.Replica} and replica {replica}");
+    }
+
+    /// <summary>Against a correct target: every call answered (not aborted) got the result the target's correct replicas computed.</summary>
+    public void CheckCallResults(string target, BftChecker targetChecker, int callerId)
+    {
+        foreach (var ((name, number), (replica, result)) in _callOutcomes)
+        {
+            if (name != target || result == null) continue;
+            if (!targetChecker._correctResult.TryGetValue((callerId, number), out var computed))
+                Violation($"calls: replica {replica} got a result for call {number}, which no correct replica of {target} executed");
+            else if (!computed.Result.AsSpan().SequenceEqual(result))
+                Violation($"calls: replica {replica} got {Convert.ToHexString(result)} for call {number}; {target}'s correct replicas computed {Convert.ToHexString(computed.Result)}");
         }
     }
 

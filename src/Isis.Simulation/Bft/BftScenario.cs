@@ -28,6 +28,13 @@ internal enum ByzantineBehaviour
 
     /// <summary>Correct, but every packet it sends takes ten times longer.</summary>
     Slow,
+
+    /// <summary>
+    /// A target replica that, with others like it, answers a call differently to different caller
+    /// replicas (its replies to every other caller replica carry another result): with more than f
+    /// of them the target is compromised, and the caller must stay consistent anyway.
+    /// </summary>
+    Compromised,
 }
 
 /// <summary>One simulated run of a BFT service: its size, its clients and load, the network, and who is faulty how.</summary>
@@ -63,8 +70,23 @@ internal sealed record BftScenario
     /// <summary>How long the run may take, microseconds of simulated time.</summary>
     public long Duration { get; init; } = 20_000_000;
 
-    /// <summary>Whether every request must complete: false where the faults need what PBFT's view change brings.</summary>
+    /// <summary>Whether every request must complete.</summary>
     public bool ExpectProgress { get; init; } = true;
+
+    /// <summary>
+    /// 1: the clients call one service ("bank"). 2: the clients call "store", whose replicas call
+    /// "bank" for every request (Perpetual's replicated-to-replicated call) and answer with its result.
+    /// </summary>
+    public int Tiers { get; init; } = 1;
+
+    /// <summary>With two tiers: the target ("bank") tolerates TargetF faulty replicas.</summary>
+    public int TargetF { get; init; } = 1;
+
+    /// <summary>With two tiers: the target's faulty replicas, and how.</summary>
+    public IReadOnlyDictionary<int, ByzantineBehaviour> TargetFaulty { get; init; } = new Dictionary<int, ByzantineBehaviour>();
+
+    /// <summary>With two tiers: how long the store waits for a call before its replicas agree to abort it (microseconds; 0: never).</summary>
+    public long CallTimeout { get; init; }
 
     public BftOptions Options { get; init; } = new();
 }

@@ -35,16 +35,20 @@ internal sealed record BftRunResult(
 /// </summary>
 internal sealed class BftSimulation
 {
-    private const string ServiceName = "bank";
+    private const string Bank = "bank", Store = "store";
     private readonly BftScenario _scenario;
+    private readonly string[] _services; // the clients call the first; with two tiers it calls the second
+    private readonly int[] _serviceOf; // per replica node: its service's index
+    private readonly int[] _indexIn; // per replica node: its index in its service
+    private readonly BftChecker[] _checkers;
+    private readonly Dictionary<int, BftKeys> _ownKeysOfFaulty = new(); // a faulty replica may seal whatever it likes with its own keys
+    private readonly Dictionary<long, (int Client, long Number)>[] _callFor; // per replica node: a call of the store, and the request it serves
     private readonly DeterministicRandom _random;
     private readonly BftDeployment _deployment = new();
     private readonly PbftReplica[] _replicas;
     private readonly BftClient[] _clients;
-    private readonly long[] _totals;
+    private readonly long[] _totals; // each replica's application: a running total
     private readonly PriorityQueue<(int Node, byte[] Packet), (long At, long Order)> _network = new();
-    private readonly BftChecker _checker;
-    private readonly BftKeys? _faultyKeys; // the equivocating primary's own keys: it may seal whatever it likes with them
     private readonly List<byte[]> _heardByFaulty = new();
     private readonly Dictionary<long, byte[]> _otherDigest = new(); // the equivocating primary's second request, per seq
     private readonly List<(int Node, NodeEvent Event)> _handedOver = new();
@@ -60,17 +64,25 @@ internal sealed class BftSimulation
         _random = new DeterministicRandom((ulong)seed * 0x9E3779B97F4A7C15UL + 0xB47);
         byte[] systemKey = new byte[32];
         for (int i = 0; i < 32; i += 8) BinaryPrimitives.WriteUInt64LittleEndian(systemKey.AsSpan(i), _random.NextUInt64());
-        int n = 3 * scenario.F + 1;
-        _deployment.AddService(ServiceName, [.. Enumerable.Range(0, n).Select(i => (ulong)(1000 + i))]);
+        _services = scenario.Tiers == 2 ? [Store, Bank] : [Bank];
+        int[] sizes = scenario.Tiers == 2 ? [3 * scenario.F + 1, 3 * scenario.TargetF + 1] : [3 * scenario.F + 1];
+        for (int t = 0; t < _services.Length; t++) _deployment.AddService(_services[t], [.. Enumerable.Range(0, sizes[t]).Select(i => (ulong)(1000 + 100 * t + i))]);
         int[] clientPrincipals = [.. Enumerable.Range(0, scenario.Clients).Select(c => _deployment.AddClient((ulong)(2000 + c)))];
-        int[] replicaPrincipals = _deployment.Service(ServiceName).Replicas;
-        _replicas = [.. Enumerable.Range(0, n).Select(i => new PbftReplica(_deployment, ServiceName, i, BftKeys.Derive(systemKey, _deployment, replicaPrincipals[i]), scenario.Options, 0))];
-        _clients = [.. clientPrincipals.Select(p => new BftClient(_deployment, ServiceName, BftKeys.Derive(systemKey, _deployment, p), scenario.Options))];
-        _totals = new long[n];
+        _serviceOf = [.. Enumerable.Range(0, _services.Length).SelectMany(t => Enumerable.Repeat(t, sizes[t]))];
+        _indexIn = [.. Enumerable.Range(0, _services.Length).SelectMany(t => Enumerable.Range(0, sizes[t]))];
+        _replicas = new PbftReplica[_serviceOf.Length];
+        for (int node = 0; node < _replicas.Length; node++)
+        {
+            BftService service = _deployment.Service(_services[_serviceOf[node]]);
+            var keys = BftKeys.Derive(systemKey, _deployment, service.Replicas[_indexIn[node]]);
+            _replicas[node] = new PbftReplica(_deployment, service.Name, _indexIn[node], keys, scenario.Options, 0);
+            if (Behaviour(node) != ByzantineBehaviour.None) _ownKeysOfFaulty[node] = keys;
+        }
+        _clients = [.. clientPrincipals.Select(p => new BftClient(_deployment, _services[0], BftKeys.Derive(systemKey, _deployment, p), scenario.Options))];
+        _totals = new long[_replicas.Length];
+        _callFor = [.. _replicas.Select(_ => new Dictionary<long, (int, long)>())];
         _issued = new int[scenario.Clients];
-        _checker = new BftChecker(n, scenario.Faulty.Keys);
-        if (scenario.Faulty.Any(f => f.Value == ByzantineBehaviour.Equivocate))
-            _faultyKeys = BftKeys.Derive(systemKey, _deployment, replicaPrincipals[scenario.Faulty.First(f => f.Value == ByzantineBehaviour.Equivocate).Key]);
+        _checkers = [.. Enumerable.Range(0, _services.Length).Select(t => new BftChecker(sizes[t], (t == 0 ? scenario.Faulty : scenario.TargetFaulty).Keys))];
     }
 
     public int Seed { get; }
@@ -86,7 +98,7 @@ internal sealed class BftSimulation
         long quietUntil = long.MaxValue;
         while (_now < _scenario.Duration)
         {
-            if (_checker.Accepted == _scenario.Clients * _scenario.RequestsPerClient && quietUntil == long.MaxValue) quietUntil = _now + 200_000;
+            if (_checkers[0].Accepted == _scenario.Clients * _scenario.RequestsPerClient && quietUntil == long.MaxValue) quietUntil = _now + 200_000;
             long next = NextDeadline();
             if (next > Math.Min(_scenario.Duration, quietUntil)) break;
             _now = next;
@@ -103,8 +115,12 @@ internal sealed class BftSimulation
                 }
             }
         }
-        if (_scenario.ExpectProgress) _checker.CheckAllAnswered(_scenario.Clients * _scenario.RequestsPerClient);
-        return new BftRunResult(Seed, _checker.Violations, _checker.Accepted, _issued.Sum(),
+        BftChecker front = _checkers[0];
+        if (_scenario.ExpectProgress) front.CheckAllAnswered(_scenario.Clients * _scenario.RequestsPerClient);
+        bool targetCompromised = _scenario.TargetFaulty.Count > _scenario.TargetF;
+        if (_services.Length == 2 && !targetCompromised) front.CheckCallResults(Bank, _checkers[1], _deployment.ServiceId(_deployment.Service(Store)));
+        List<string> violations = [.. _checkers.SelectMany((c, t) => c.Violations.Select(v => $"{_services[t]}: {v}"))];
+        return new BftRunResult(Seed, violations, front.Accepted, _issued.Sum(),
             [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
             _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies),
             _replicas.Sum(r => r.ViewChangesStarted), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
@@ -116,7 +132,9 @@ internal sealed class BftSimulation
     private IProtocolNode Node(int i) => i < _replicas.Length ? _replicas[i] : _clients[i - _replicas.Length];
 
     private ByzantineBehaviour Behaviour(int node) =>
-        node < _replicas.Length && _scenario.Faulty.TryGetValue(node, out ByzantineBehaviour b) ? b : ByzantineBehaviour.None;
+        node < _serviceOf.Length && (_serviceOf[node] == 0 ? _scenario.Faulty : _scenario.TargetFaulty).TryGetValue(_indexIn[node], out ByzantineBehaviour b) ? b : ByzantineBehaviour.None;
+
+    private BftChecker CheckerOf(int node) => _checkers[_serviceOf[node]];
 
     private bool Alive(int node) => !_broken.Contains(node) && !(Behaviour(node) == ByzantineBehaviour.Crash && _now >= _scenario.CrashAt);
 
@@ -132,7 +150,7 @@ internal sealed class BftSimulation
         }
         catch (ProtocolInvariantException e)
         {
-            _checker.InvariantBroken(node, e.Message);
+            (node < _replicas.Length ? CheckerOf(node) : _checkers[0]).InvariantBroken(node, e.Message);
             _broken.Add(node);
             NodeStep.Discard(Node(node), null);
         }
@@ -156,7 +174,7 @@ internal sealed class BftSimulation
         var operation = new byte[8];
         BinaryPrimitives.WriteInt64LittleEndian(operation, amount);
         long number = _clients[client].Invoke(operation, _now);
-        _checker.Issued(_clients[client].Principal, number, operation);
+        _checkers[0].Issued(_clients[client].Principal, number, operation);
     }
 
     private void Deliver(int node, byte[] packet)
@@ -183,21 +201,42 @@ internal sealed class BftSimulation
         Log(node, e.ToString());
         switch (e)
         {
+            case BftRequestOrdered ordered when _services.Length == 2 && _serviceOf[node] == 0:
+                // The store serves each client request by calling the bank, and answers when the call completes.
+                CheckerOf(node).Executed(_indexIn[node], ordered, null);
+                long call = _replicas[node].Call(Bank, ordered.Operation, _scenario.CallTimeout, _now);
+                _callFor[node][call] = (ordered.Client, ordered.Number);
+                if (Behaviour(node) == ByzantineBehaviour.None) _checkers[1].Issued(_deployment.ServiceId(_deployment.Service(Store)), call, ordered.Operation);
+                break;
             case BftRequestOrdered ordered:
                 long amount = BinaryPrimitives.ReadInt64LittleEndian(ordered.Operation);
                 _totals[node] += amount;
-                long answer = Behaviour(node) == ByzantineBehaviour.WrongReplies ? _totals[node] + 1_000_003 : _totals[node];
-                var result = new byte[8];
-                BinaryPrimitives.WriteInt64LittleEndian(result, answer);
-                _checker.Executed(node, ordered, result);
+                byte[] result = Answer(node, _totals[node]);
+                CheckerOf(node).Executed(_indexIn[node], ordered, result);
                 _replicas[node].Reply(ordered.Client, ordered.Number, result, _now);
                 break;
+            case BftCallCompleted completed:
+                CheckerOf(node).CallCompleted(_indexIn[node], completed);
+                (int client, long number) = _callFor[node][completed.Number];
+                _callFor[node].Remove(completed.Number);
+                byte[] answer = completed.Result is { } bankSays ? Answer(node, BinaryPrimitives.ReadInt64LittleEndian(bankSays)) : Answer(node, -1);
+                CheckerOf(node).Answered(_indexIn[node], client, number, answer);
+                _replicas[node].Reply(client, number, answer, _now);
+                break;
             case BftReplyAccepted accepted:
-                int client = node - _replicas.Length;
-                _checker.ReplyAccepted(_clients[client].Principal, accepted.Number, accepted.Result);
-                Issue(client);
+                int c = node - _replicas.Length;
+                _checkers[0].ReplyAccepted(_clients[c].Principal, accepted.Number, accepted.Result);
+                Issue(c);
                 break;
         }
+    }
+
+    /// <summary>A replica's answer: the value, or a wrong one if it answers wrongly on purpose.</summary>
+    private byte[] Answer(int node, long value)
+    {
+        var result = new byte[8];
+        BinaryPrimitives.WriteInt64LittleEndian(result, Behaviour(node) == ByzantineBehaviour.WrongReplies ? value + 1_000_003 : value);
+        return result;
     }
 
     private void Log(int node, string what)
@@ -214,42 +253,52 @@ internal sealed class BftSimulation
     {
         ByzantineBehaviour behaviour = Behaviour(from);
         if (behaviour == ByzantineBehaviour.Silent || !Alive(from)) return;
-        int to = destination >= 2000 ? _replicas.Length + (int)(destination - 2000) : (int)(destination - 1000);
+        int to = destination >= 2000 ? _replicas.Length + (int)(destination - 2000)
+            : Array.FindIndex(_replicas, r => r.Endpoint == destination);
         switch (behaviour)
         {
             case ByzantineBehaviour.ForgeSender:
                 byte[] forged = (byte[])packet.Clone();
-                int victim = _deployment.Service(ServiceName).Replicas[(from + 1) % _replicas.Length];
+                int[] peers = _deployment.Service(_services[_serviceOf[from]]).Replicas;
+                int victim = peers[(_indexIn[from] + 1) % peers.Length];
                 BinaryPrimitives.WriteInt32LittleEndian(forged.AsSpan(2), victim);
                 Wire(from, to, forged);
                 break;
             case ByzantineBehaviour.Replay when _heardByFaulty.Count > 0 && _random.Next(4) == 0:
-                Wire(from, _random.Next(_replicas.Length), _heardByFaulty[_random.Next(_heardByFaulty.Count)]);
+                Wire(from, _random.Next(_replicas.Length), _heardByFaulty[_random.Next(_heardByFaulty.Count)]); // to any replica, of either tier
                 break;
-            case ByzantineBehaviour.Equivocate when packet.Length > 1 && packet[1] == (byte)BftKind.PrePrepare && to % 2 == 1:
-                packet = OtherPrePrepare(packet, to) ?? packet;
+            case ByzantineBehaviour.Equivocate when packet.Length > 1 && packet[1] == (byte)BftKind.PrePrepare && _indexIn[to] % 2 == 1:
+                packet = OtherPrePrepare(from, packet, to) ?? packet;
                 break;
-            case ByzantineBehaviour.Equivocate when packet.Length > 1 && packet[1] == (byte)BftKind.Commit && to % 2 == 1:
+            case ByzantineBehaviour.Equivocate when packet.Length > 1 && packet[1] == (byte)BftKind.Commit && _indexIn[to] % 2 == 1:
                 // It backs its second request with its commit too, to the half that got that one.
                 if (BftWire.TryReadVote(BftWire.BodyOf(packet), out long view, out long seq, out _) && _otherDigest.TryGetValue(seq, out byte[]? other))
-                    packet = BftWire.Seal(_faultyKeys!, BftKind.Commit, BftWire.Vote(view, seq, other), [_deployment.Service(ServiceName).Replicas[to]]);
+                    packet = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.Commit, BftWire.Vote(view, seq, other), [_replicas[to].Principal]);
+                break;
+            case ByzantineBehaviour.Compromised when packet.Length > 1 && packet[1] == (byte)BftKind.CallReply && to < _replicas.Length && _indexIn[to] % 2 == 1:
+                // To every other caller replica, another result: with f+1 like it, a second valid certificate.
+                byte[] body = BftWire.BodyOf(packet).ToArray();
+                body[^1] ^= 0x5A;
+                packet = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.CallReply, body, [_replicas[to].Principal]);
                 break;
         }
         Wire(from, to, packet);
     }
 
     /// <summary>The same (view, seq) as the equivocating primary's pre-prepare, with another request it heard of.</summary>
-    private byte[]? OtherPrePrepare(byte[] packet, int to)
+    private byte[]? OtherPrePrepare(int from, byte[] packet, int to)
     {
-        if (!BftWire.TryReadPrePrepare(BftWire.BodyOf(packet), out long view, out long seq, out ReadOnlySpan<byte> request)) return null;
-        byte[] digest = BftWire.RequestDigest(BftWire.BodyOf(request));
+        BftService service = _deployment.Service(_services[_serviceOf[from]]);
+        if (!BftWire.TryReadPrePrepare(BftWire.BodyOf(packet), out long view, out long seq, out ReadOnlySpan<byte> proposal)
+            || !Proposal.TryRead(proposal, _deployment, service, null, out ProposalMeaning meant)) return null;
         foreach (byte[] heard in _heardByFaulty)
         {
             if (heard[1] != (byte)BftKind.Request) continue;
-            byte[] other = BftWire.RequestDigest(BftWire.BodyOf(heard));
-            if (other.AsSpan().SequenceEqual(digest) || _otherDigest.TryGetValue(seq, out byte[]? chosen) && !chosen.AsSpan().SequenceEqual(other)) continue;
-            _otherDigest[seq] = other;
-            return BftWire.Seal(_faultyKeys!, BftKind.PrePrepare, BftWire.PrePrepare(view, seq, heard), [_deployment.Service(ServiceName).Replicas[to]]);
+            byte[] instead = Proposal.OfRequest(heard);
+            if (!Proposal.TryRead(instead, _deployment, service, null, out ProposalMeaning other)) continue;
+            if (other.Digest.AsSpan().SequenceEqual(meant.Digest) || _otherDigest.TryGetValue(seq, out byte[]? chosen) && !chosen.AsSpan().SequenceEqual(other.Digest)) continue;
+            _otherDigest[seq] = other.Digest;
+            return BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(view, seq, instead), [_replicas[to].Principal]);
         }
         return null;
     }

@@ -122,7 +122,7 @@ public sealed class BftSimulationTests
         };
         int caughtAt = Enumerable.Range(0, 200).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
         Assert.True(caughtAt >= 0, "200 seeds and no violation");
-        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.StartsWith("agreement", StringComparison.Ordinal));
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": agreement", StringComparison.Ordinal));
     }
 
     [Fact]
@@ -136,7 +136,7 @@ public sealed class BftSimulationTests
         };
         int caughtAt = Enumerable.Range(0, 300).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
         Assert.True(caughtAt >= 0, "300 seeds and no violation");
-        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.StartsWith("agreement", StringComparison.Ordinal) || v.StartsWith("invariant", StringComparison.Ordinal) || v.StartsWith("replies", StringComparison.Ordinal));
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": agreement", StringComparison.Ordinal) || v.Contains(": invariant", StringComparison.Ordinal) || v.Contains(": replies", StringComparison.Ordinal));
     }
 
     [Fact]
@@ -149,6 +149,6 @@ public sealed class BftSimulationTests
         };
         int caughtAt = Enumerable.Range(0, 200).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
         Assert.True(caughtAt >= 0, "200 seeds and no violation");
-        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.StartsWith("replies", StringComparison.Ordinal));
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": replies", StringComparison.Ordinal));
     }
 }

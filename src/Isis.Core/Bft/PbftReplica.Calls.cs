@@ -1,0 +1,177 @@
+using System.Buffers.Binary;
+using Isis.Core.Node;
+
+namespace Isis.Core.Bft;
+
+/// <summary>
+/// Replicated services calling replicated services: the Perpetual algorithm (Pallemulle and
+/// Goldman, WUCSE-2007-53, section 2.1), on PBFT.
+/// </summary>
+/// <remarks>
+/// <list type="number">
+/// <item>The application of every correct replica of the caller makes the same call at the same
+/// point of its (agreed) history (<see cref="Call"/>): each replica sends its copy, tagged for every
+/// target replica, to all of them.</item>
+/// <item>The target orders a call once f_c+1 identical copies from distinct caller replicas arrived
+/// (at least one from a correct replica): its primary proposes the certificate, and every target
+/// replica checks it for itself before it prepares it.</item>
+/// <item>Every target replica executes it and sends its reply, tagged for every caller replica, to
+/// all of them. (Perpetual funnels the replies through one responder to save messages; every
+/// replica answering directly costs n_t x n_c packets and needs no responder to be correct.)</item>
+/// <item>A caller replica with f_t+1 identical replies hands the certificate to its primary, which
+/// orders it; so every caller replica gets the result at the same point of its order
+/// (<see cref="BftCallCompleted"/>).</item>
+/// <item>A caller replica that waits past the call's timeout votes to abort it; f_c+1 votes are
+/// ordered like a reply, and whichever of the reply and the abort is ordered first decides the call
+/// at every caller replica. A compromised target (more than f_t faulty) can send different
+/// certificates to different caller replicas, but only one is ordered: the caller stays consistent.</item>
+/// </list>
+/// </remarks>
+internal sealed partial class PbftReplica
+{
+    private long _callsIssued;
+    private readonly Dictionary<long, PendingCall> _calls = new(); // this service's calls not yet completed
+    private readonly HashSet<(int Target, long Number)> _completedCalls = new();
+    private readonly Dictionary<(int Caller, long Number), Dictionary<int, byte[]>> _callCopies = new(); // as target
+    private readonly Dictionary<(int Target, long Number), Dictionary<int, byte[]>> _replyParts = new(); // as caller
+    private readonly Dictionary<(int Target, long Number), Dictionary<int, byte[]>> _abortVotes = new();
+
+    private sealed class PendingCall(BftService target, byte[] packet, long deadline)
+    {
+        public readonly BftService Target = target;
+        public readonly byte[] Packet = packet;
+        public readonly long Deadline = deadline;
+        public byte[]? Certificate; // the replies or abort votes handed to the primary, sent again until ordered
+        public bool VotedAbort;
+    }
+
+    /// <summary>
+    /// Calls service <paramref name="target"/> with <paramref name="operation"/>: its number, which the
+    /// <see cref="BftCallCompleted"/> names. Every correct replica must call in the same order at
+    /// the same point of its history (from the handling of an ordered event): the application is
+    /// deterministic. <paramref name="timeout"/> (microseconds; 0: never) bounds the wait, after which
+    /// the replicas agree to abort it.
+    /// </summary>
+    public long Call(string target, byte[] operation, long timeout, long now)
+    {
+        _outbox.StepTime = now;
+        BftService service = _deployment.Service(target);
+        if (service == _service) throw new ArgumentException($"service {target} calls itself: order the work in its own loop instead");
+        long number = ++_callsIssued;
+        byte[] packet = BftWire.Seal(_keys, BftKind.Call, Proposal.CallBody(_deployment.ServiceId(_service), number, operation), service.Replicas);
+        _calls[number] = new PendingCall(service, packet, timeout > 0 ? now + timeout : long.MaxValue);
+        foreach (int p in service.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), packet));
+        Progressed(now);
+        return number;
+    }
+
+    /// <summary>As target: one caller replica's copy of a call.</summary>
+    private bool OnCall(ReadOnlySpan<byte> packet, int sender, ReadOnlySpan<byte> body)
+    {
+        if (_deployment.ServiceOf(sender) is not { } caller || caller == _service
+            || !BftWire.TryReadRequest(body, out int callerId, out long number, out _) || callerId != _deployment.ServiceId(caller)) return false;
+        ClientRecord record = ClientAt(callerId);
+        if (record.Executed(number))
+        {
+            // Executed already: that replica lost our reply.
+            if (record.Replies.TryGetValue(number, out byte[]? result) && result != null) SendReply(callerId, number, result);
+            return true;
+        }
+        if (!_callCopies.TryGetValue((callerId, number), out var copies)) _callCopies[(callerId, number)] = copies = new();
+        copies[sender] = packet.ToArray();
+        ProposeCertificate(ProposalKind.Call, copies.Values, matchingNeeded: caller.F + 1);
+        return true;
+    }
+
+    /// <summary>As caller: one target replica's reply to a call of ours.</summary>
+    private bool OnCallReply(ReadOnlySpan<byte> packet, int sender, ReadOnlySpan<byte> body)
+    {
+        if (_deployment.ServiceOf(sender) is not { } target || target == _service || body.Length < 16
+            || BinaryPrimitives.ReadInt32LittleEndian(body) != _deployment.ServiceId(_service)) return false;
+        int targetId = _deployment.ServiceId(target);
+        long number = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
+        if (_completedCalls.Contains((targetId, number))) return true;
+        if (!_replyParts.TryGetValue((targetId, number), out var parts)) _replyParts[(targetId, number)] = parts = new();
+        parts[sender] = packet.ToArray();
+        ProposeCertificate(ProposalKind.CallReply, parts.Values, matchingNeeded: target.F + 1);
+        return true;
+    }
+
+    /// <summary>An abort vote of another replica of this service.</summary>
+    private bool OnAbortVote(ReadOnlySpan<byte> packet, int from, ReadOnlySpan<byte> body)
+    {
+        if (body.Length < 16) return false;
+        int targetId = BinaryPrimitives.ReadInt32LittleEndian(body[4..]);
+        long number = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
+        if (_completedCalls.Contains((targetId, number))) return true;
+        if (!_abortVotes.TryGetValue((targetId, number), out var votes)) _abortVotes[(targetId, number)] = votes = new();
+        votes[_service.Replicas[from]] = packet.ToArray();
+        ProposeCertificate(ProposalKind.CallAbort, votes.Values, matchingNeeded: _service.F + 1);
+        return true;
+    }
+
+    /// <summary>A backup's certificate for its primary to order.</summary>
+    private bool OnSubmit(ReadOnlySpan<byte> proposal)
+    {
+        if (!Proposal.TryRead(proposal, _deployment, _service, _keys, out ProposalMeaning meaning) || meaning.Kind is not (ProposalKind.CallReply or ProposalKind.CallAbort)) return false;
+        Propose(proposal.ToArray(), meaning);
+        return true;
+    }
+
+    /// <summary>
+    /// Once f+1 of the packets gathered for one call have identical bodies, they are a certificate:
+    /// the primary orders it; a backup watches it (its timer) and, for a reply or an abort of its own
+    /// service's call, hands it to the primary, which may not have it.
+    /// </summary>
+    private void ProposeCertificate(ProposalKind kind, IEnumerable<byte[]> packets, int matchingNeeded)
+    {
+        foreach (var group in packets.GroupBy(p => Convert.ToHexString(BftWire.BodyOf(p))))
+        {
+            if (group.Count() < matchingNeeded) continue;
+            byte[] proposal = Proposal.OfPackets(kind, [.. group.Take(matchingNeeded)]);
+            if (!Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning meaning) || AlreadyDone(meaning)) return;
+            Waiting(meaning.Key);
+            if (kind != ProposalKind.Call && _calls.TryGetValue(meaning.Number, out PendingCall? call) && _deployment.ServiceId(call.Target) == meaning.Target)
+                call.Certificate ??= proposal;
+            if (IsPrimary) Propose(proposal, meaning);
+            else if (kind != ProposalKind.Call) Send(_service.Replicas[PrimaryIndex], proposal, BftKind.Submit);
+            return;
+        }
+    }
+
+    /// <summary>Calls past their timeout: this replica votes to abort each, once.</summary>
+    private void CheckCallDeadlines(long now)
+    {
+        foreach (var (number, call) in _calls)
+        {
+            if (call.VotedAbort || now < call.Deadline) continue;
+            call.VotedAbort = true;
+            int targetId = _deployment.ServiceId(call.Target);
+            byte[] vote = BftWire.Seal(_keys, BftKind.CallAbort, Proposal.AbortBody(targetId, number), _others);
+            foreach (int p in _others) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), vote));
+            if (!_abortVotes.TryGetValue((targetId, number), out var votes)) _abortVotes[(targetId, number)] = votes = new();
+            votes[Principal] = vote;
+            ProposeCertificate(ProposalKind.CallAbort, votes.Values, matchingNeeded: _service.F + 1);
+        }
+    }
+
+    private long CallDeadline => _calls.Values.Where(c => !c.VotedAbort).Select(c => c.Deadline).DefaultIfEmpty(long.MaxValue).Min();
+
+    /// <summary>Sends again what a pending call still needs: its copies to the target, its certificate to the primary, its abort vote.</summary>
+    private void RetransmitCalls()
+    {
+        foreach (var (number, call) in _calls)
+        {
+            foreach (int p in call.Target.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), call.Packet));
+            if (call.Certificate != null && !IsPrimary) Send(_service.Replicas[PrimaryIndex], call.Certificate, BftKind.Submit);
+            if (call.VotedAbort && _abortVotes.TryGetValue((_deployment.ServiceId(call.Target), number), out var votes) && votes.TryGetValue(Principal, out byte[]? vote))
+            {
+                foreach (int p in _others) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), vote));
+            }
+        }
+        // GC: what completed no longer needs its parts.
+        foreach (var key in _replyParts.Keys.Where(_completedCalls.Contains).ToList()) _replyParts.Remove(key);
+        foreach (var key in _abortVotes.Keys.Where(_completedCalls.Contains).ToList()) _abortVotes.Remove(key);
+        foreach (var key in _callCopies.Keys.Where(k => ClientAt(k.Caller).Executed(k.Number)).ToList()) _callCopies.Remove(key);
+    }
+}
