@@ -5,16 +5,18 @@ namespace Isis.Core.Bft;
 /// <summary>
 /// A service's replicas agreed that this request is the <paramref name="Seq"/>-th: every correct
 /// replica hands over the same requests in the same order (the application executes it and answers
-/// with <see cref="PbftReplica.Reply"/>).
+/// with <see cref="PbftReplica.Reply"/>). <paramref name="Time"/> is the agreed clock at this request
+/// (microseconds, the primary's stamp, never going back) and <paramref name="Seed"/> a random seed
+/// every correct replica has alike: Perpetual's deterministic time and random values.
 /// </summary>
-internal sealed record BftRequestOrdered(string Service, long Seq, int Client, long Number, byte[] Operation) : NodeEvent;
+internal sealed record BftRequestOrdered(string Service, long Seq, int Client, long Number, byte[] Operation, long Time, ulong Seed) : NodeEvent;
 
 /// <summary>
 /// A call this service made (<see cref="PbftReplica.Call"/>) completed, at the same point of the order at
 /// every correct replica: with the result f+1 target replicas sent, or aborted (<paramref name="Result"/>
 /// null) because f+1 replicas of this service gave up waiting first.
 /// </summary>
-internal sealed record BftCallCompleted(string Service, long Seq, string Target, long Number, byte[]? Result) : NodeEvent;
+internal sealed record BftCallCompleted(string Service, long Seq, string Target, long Number, byte[]? Result, long Time, ulong Seed) : NodeEvent;
 
 /// <summary>f+1 replicas of the service sent the same result for request <paramref name="Number"/>: at least one of them is correct.</summary>
 internal sealed record BftReplyAccepted(string Service, long Number, byte[] Result) : NodeEvent;
@@ -36,6 +38,12 @@ internal sealed record BftOptions
     /// in microseconds; each view that does not start in time gets twice as long as the one before.
     /// </summary>
     public long ViewChangeTimeout { get; init; } = 200_000;
+
+    /// <summary>
+    /// How far a primary's stamp may be from a backup's clock for the backup to prepare it, in
+    /// microseconds: a primary with a wrong clock makes no progress and is replaced.
+    /// </summary>
+    public long MaxClockSkew { get; init; } = 2_000_000;
 
     /// <summary>Deliberate bugs, for the simulator to show that its checker catches each.</summary>
     public BftMutations Mutations { get; init; }

@@ -88,6 +88,11 @@ internal sealed partial class PbftReplica : IProtocolNode
     /// <summary>Pre-prepares refused because the primary already assigned that (view, seq) to another request.</summary>
     public long Equivocations { get; private set; }
 
+    /// <summary>Pre-prepares refused because the primary's time was too far from this replica's clock.</summary>
+    public long ClockRefusals { get; private set; }
+
+    private long _agreedTime; // the agreed clock at the last proposal executed
+
     private bool IsPrimary => PrimaryIndex == Index;
 
     private int PrimaryIndex => (int)(View % _service.N);
@@ -228,7 +233,7 @@ internal sealed partial class PbftReplica : IProtocolNode
             _waiting.Add(proposal);
             return;
         }
-        Assign(proposal, meaning.Digest);
+        Assign(proposal);
     }
 
     private bool AlreadyDone(ProposalMeaning m) => m.Kind switch
@@ -238,8 +243,13 @@ internal sealed partial class PbftReplica : IProtocolNode
         _ => true,
     };
 
-    private void Assign(byte[] proposal, byte[] digest)
+    /// <summary>Stamps <paramref name="unstamped"/> with this primary's clock and sends its pre-prepare.</summary>
+    private void Assign(byte[] unstamped)
     {
+        // The agreed clock never goes back, even if this primary's is behind its predecessor's.
+        byte[] proposal = Proposal.Stamp(unstamped, Math.Max(_outbox.StepTime, _agreedTime + 1));
+        Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning meaning), "a stamped proposal reads");
+        byte[] digest = meaning.Digest;
         long seq = ++_lastAssigned;
         Slot slot = SlotAt(seq);
         slot.View = View;
@@ -257,6 +267,12 @@ internal sealed partial class PbftReplica : IProtocolNode
         if (view != View || from != PrimaryIndex || IsPrimary || !InWindow(seq)) return false;
         // What it orders must carry its authors' valid tags for this replica: a primary cannot invent requests, calls or replies.
         if (!Proposal.TryRead(proposal, _deployment, _service, _keys, out ProposalMeaning meaning)) return false;
+        // The primary's clock becomes everyone's: a backup prepares only a time close to its own.
+        if (Math.Abs(meaning.Time - _outbox.StepTime) > _options.MaxClockSkew)
+        {
+            ClockRefusals++;
+            return true;
+        }
         byte[] digest = meaning.Digest;
         Slot slot = SlotAt(seq);
         if (slot.View == view && slot.Digest != null)
@@ -345,7 +361,7 @@ internal sealed partial class PbftReplica : IProtocolNode
                 if (!record.Executed(m.Number))
                 {
                     record.MarkExecuted(m.Number);
-                    _outbox.Add(new BftRequestOrdered(_service.Name, seq, m.From, m.Number, m.Payload));
+                    _outbox.Add(new BftRequestOrdered(_service.Name, seq, m.From, m.Number, m.Payload, AgreedTimeFor(m), AgreedSeed()));
                 }
                 break;
             case ProposalKind.CallReply or ProposalKind.CallAbort:
@@ -353,10 +369,12 @@ internal sealed partial class PbftReplica : IProtocolNode
                 if (_completedCalls.Add((m.Target, m.Number)))
                 {
                     _calls.Remove(m.Number);
-                    _outbox.Add(new BftCallCompleted(_service.Name, seq, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null));
+                    _outbox.Add(new BftCallCompleted(_service.Name, seq, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null,
+                        AgreedTimeFor(m), AgreedSeed()));
                 }
                 break;
         }
+        if (m.Kind != ProposalKind.Null) _agreedTime = Math.Max(_agreedTime + 1, m.Time);
         _assigned.Remove(m.Key);
         _waitingRequests.Remove(m.Key);
         _lastProgressAt = _outbox.StepTime;
@@ -365,6 +383,12 @@ internal sealed partial class PbftReplica : IProtocolNode
         LastExecuted = seq;
         if (seq % _options.CheckpointInterval == 0) TakeCheckpoint(seq);
     }
+
+    /// <summary>The agreed clock at a proposal: its stamp, or just after the last one if a faulty or lagging primary stamped an earlier time.</summary>
+    private long AgreedTimeFor(ProposalMeaning m) => Math.Max(_agreedTime + 1, m.Time);
+
+    /// <summary>A seed every correct replica computes alike and no client chooses: from the history executed so far.</summary>
+    private ulong AgreedSeed() => BinaryPrimitives.ReadUInt64LittleEndian(_history);
 
     private static byte[] ChainDigest(byte[] history, long seq, byte[] digest)
     {
@@ -551,7 +575,7 @@ internal sealed partial class PbftReplica : IProtocolNode
             byte[] proposal = _waiting[0];
             _waiting.RemoveAt(0);
             Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning m), "a waiting proposal reads");
-            if (!AlreadyDone(m)) Assign(proposal, m.Digest);
+            if (!AlreadyDone(m)) Assign(proposal);
         }
     }
 

@@ -27,29 +27,46 @@ internal enum ProposalKind : byte
 /// What an ordered proposal means: who it is from and its number (requests and calls execute once
 /// each), or the call it completes, and the bytes it hands over (an operation, or a result).
 /// </summary>
-internal readonly record struct ProposalMeaning(ProposalKind Kind, int From, long Number, int Target, byte[] Payload, byte[] Digest)
+internal readonly record struct ProposalMeaning(ProposalKind Kind, int From, long Number, int Target, byte[] Payload, byte[] Digest, long Time)
 {
     /// <summary>What identifies the proposal for deduplication: a request or call (from, number), or a completion (target, number).</summary>
     public (bool Completion, int Who, long Number) Key => (Kind is ProposalKind.CallReply or ProposalKind.CallAbort, Kind is ProposalKind.CallReply or ProposalKind.CallAbort ? Target : From, Number);
 }
 
 /// <summary>
-/// The encoding of proposals, and the one reader that checks them. A proposal is a kind byte and
-/// the packets that justify it: a client's request packet, or a certificate of f+1 packets from
+/// The encoding of proposals, and the one reader that checks them. A proposal is a kind byte, the
+/// time the primary stamped on it (<see cref="Stamp"/>: the replicas' agreed clock), and the
+/// packets that justify it: a client's request packet, or a certificate of f+1 packets from
 /// distinct replicas of one service with identical bodies. Each packet carries its sender's tag for
 /// every replica of the receiving service, so every replica checks the certificate for itself
-/// before it prepares it. The digest names the meaning (the common body), not the packets: two
-/// certificates of the same call are the same proposal.
+/// before it prepares it. The digest names the meaning (the common body) and the time, not the
+/// packets: two certificates of the same call, stamped alike, are the same proposal.
 /// </summary>
 internal static class Proposal
 {
-    public static byte[] OfRequest(ReadOnlySpan<byte> requestPacket) => [(byte)ProposalKind.Request, .. requestPacket];
+    private const int Header = 1 + 8; // kind, time
+
+    public static byte[] OfRequest(ReadOnlySpan<byte> requestPacket)
+    {
+        var proposal = new byte[Header + requestPacket.Length];
+        proposal[0] = (byte)ProposalKind.Request;
+        requestPacket.CopyTo(proposal.AsSpan(Header));
+        return proposal;
+    }
 
     public static byte[] OfPackets(ProposalKind kind, IReadOnlyCollection<byte[]> packets)
     {
-        var w = new PacketWriter().BeginRecord().U8((byte)kind).I32(packets.Count);
+        var w = new PacketWriter().BeginRecord().U8((byte)kind).I64(0).I32(packets.Count);
         foreach (byte[] p in packets) w.Bytes(p);
         return w.FinishRecord();
+    }
+
+    /// <summary>A copy of <paramref name="proposal"/> stamped with the primary's clock, <paramref name="time"/> (microseconds).</summary>
+    public static byte[] Stamp(ReadOnlySpan<byte> proposal, long time)
+    {
+        byte[] stamped = proposal.ToArray();
+        BinaryPrimitives.WriteInt64LittleEndian(stamped.AsSpan(1), time);
+        return stamped;
     }
 
     /// <summary>A call's body (from a replica of service <paramref name="caller"/>): the caller's id, the call's number, the operation.</summary>
@@ -82,6 +99,14 @@ internal static class Proposal
         return number > 0;
     }
 
+    private static byte[] Timed(byte[] digest, long time)
+    {
+        Span<byte> input = stackalloc byte[BftWire.DigestSize + 8];
+        digest.CopyTo(input);
+        BinaryPrimitives.WriteInt64LittleEndian(input[BftWire.DigestSize..], time);
+        return SHA256.HashData(input);
+    }
+
     private static byte[] DomainDigest(byte domain, ReadOnlySpan<byte> body)
     {
         byte[] input = [domain, .. body];
@@ -99,13 +124,16 @@ internal static class Proposal
         meaning = default;
         if (proposal.IsEmpty)
         {
-            meaning = new ProposalMeaning(ProposalKind.Null, 0, 0, 0, [], BftWire.NullDigest);
+            meaning = new ProposalMeaning(ProposalKind.Null, 0, 0, 0, [], BftWire.NullDigest, 0);
             return true;
         }
+        if (proposal.Length < Header) return false;
         var kind = (ProposalKind)proposal[0];
+        long time = BinaryPrimitives.ReadInt64LittleEndian(proposal[1..]);
+        if (time < 0) return false;
         if (kind == ProposalKind.Request)
         {
-            ReadOnlySpan<byte> packet = proposal[1..];
+            ReadOnlySpan<byte> packet = proposal[Header..];
             ReadOnlySpan<byte> body;
             int sender;
             if (keys != null)
@@ -118,11 +146,11 @@ internal static class Proposal
                 body = BftWire.BodyOf(packet);
             }
             if (!BftWire.TryReadRequest(body, out int client, out long number, out ReadOnlySpan<byte> operation) || client != sender || client < 0 || deployment.IsReplica(client)) return false;
-            meaning = new ProposalMeaning(kind, client, number, 0, operation.ToArray(), BftWire.RequestDigest(body));
+            meaning = new ProposalMeaning(kind, client, number, 0, operation.ToArray(), Timed(BftWire.RequestDigest(body), time), time);
             return true;
         }
         if (kind is not (ProposalKind.Call or ProposalKind.CallReply or ProposalKind.CallAbort)) return false;
-        var r = new WireReader(proposal[1..]);
+        var r = new WireReader(proposal[Header..]);
         var packets = new List<byte[]>();
         for (int i = 0, n = r.Count(4); i < n && r.Ok; i++) packets.Add(r.Bytes());
         if (!r.Complete || packets.Count == 0) return false;
@@ -150,15 +178,15 @@ internal static class Proposal
         {
             case ProposalKind.Call:
                 if (!BftWire.TryReadRequest(common, out int caller, out long callNumber, out ReadOnlySpan<byte> operation) || caller != deployment.ServiceId(from)) return false;
-                meaning = new ProposalMeaning(kind, caller, callNumber, 0, operation.ToArray(), BftWire.RequestDigest(common));
+                meaning = new ProposalMeaning(kind, caller, callNumber, 0, operation.ToArray(), Timed(BftWire.RequestDigest(common), time), time);
                 return true;
             case ProposalKind.CallReply:
                 if (!TryReadReply(common, out int to, out int target, out long number, out ReadOnlySpan<byte> result) || to != selfId || target != deployment.ServiceId(from)) return false;
-                meaning = new ProposalMeaning(kind, to, number, target, result.ToArray(), DomainDigest(3, common));
+                meaning = new ProposalMeaning(kind, to, number, target, result.ToArray(), Timed(DomainDigest(3, common), time), time);
                 return true;
             default:
                 if (!TryReadReply(common, out _, out int abortedAt, out long aborted, out _) || from != self) return false;
-                meaning = new ProposalMeaning(kind, selfId, aborted, abortedAt, [], DomainDigest(4, common));
+                meaning = new ProposalMeaning(kind, selfId, aborted, abortedAt, [], Timed(DomainDigest(4, common), time), time);
                 return true;
         }
     }

@@ -11,6 +11,8 @@ namespace Isis.Simulation.Bft;
 /// <item>Agreement: correct replicas that hand over a request at one sequence number hand over the
 /// same request there.</item>
 /// <item>Validity: every request handed over was issued by its client, with that operation.</item>
+/// <item>Agreed clock and seed: correct replicas hand each request over with the same time and seed,
+/// and the time only grows.</item>
 /// <item>Replies: a client accepts only the result the correct replicas computed for its request.</item>
 /// <item>Calls (a service calling another): every correct replica of the caller completes a call
 /// with the same outcome at the same point of its order, and, unless the target is compromised
@@ -22,6 +24,7 @@ internal sealed class BftChecker
 {
     private readonly HashSet<int> _faulty;
     private readonly long[] _lastSeq;
+    private readonly long[] _lastTime;
     private readonly HashSet<(int Client, long Number)>[] _executedAt;
     private readonly Dictionary<long, (int Replica, string What)> _atSeq = new();
     private readonly Dictionary<(string Target, long Number), (int Replica, byte[]? Result)> _callOutcomes = new();
@@ -34,6 +37,7 @@ internal sealed class BftChecker
     {
         _faulty = [.. faulty];
         _lastSeq = new long[replicas];
+        _lastTime = new long[replicas];
         _executedAt = [.. Enumerable.Range(0, replicas).Select(_ => new HashSet<(int, long)>())];
     }
 
@@ -51,10 +55,13 @@ internal sealed class BftChecker
 
     public void Issued(int client, long number, byte[] operation) => _issued[(client, number)] = operation;
 
-    private void Ordered(int replica, long seq, string what)
+    private void Ordered(int replica, long seq, long time, ulong seed, string what)
     {
         if (seq <= _lastSeq[replica]) Violation($"order: replica {replica} handed over seq {seq} after seq {_lastSeq[replica]}");
+        if (time <= _lastTime[replica]) Violation($"clock: replica {replica}'s agreed time went from {_lastTime[replica]} to {time} at seq {seq}");
         _lastSeq[replica] = seq;
+        _lastTime[replica] = time;
+        what += $" at {time}, seed {seed:X16}";
         if (_atSeq.TryGetValue(seq, out var first))
         {
             if (first.What != what) Violation($"agreement: at seq {seq} replica {first.Replica} handed over {first.What}, replica {replica} {what}");
@@ -69,7 +76,7 @@ internal sealed class BftChecker
     public void Executed(int replica, BftRequestOrdered e, byte[]? result)
     {
         if (_faulty.Contains(replica)) return;
-        Ordered(replica, e.Seq, $"request {e.Client}/{e.Number}");
+        Ordered(replica, e.Seq, e.Time, e.Seed, $"request {e.Client}/{e.Number}");
         if (!_executedAt[replica].Add((e.Client, e.Number))) Violation($"order: replica {replica} handed over request {e.Client}/{e.Number} twice");
         if (!_issued.TryGetValue((e.Client, e.Number), out byte[]? operation) || !operation.AsSpan().SequenceEqual(e.Operation))
             Violation($"validity: replica {replica} handed over request {e.Client}/{e.Number}, which its client never issued so");
@@ -96,7 +103,7 @@ internal sealed class BftChecker
     {
         if (_faulty.Contains(replica)) return;
         string outcome = e.Result == null ? "aborted" : Convert.ToHexString(e.Result);
-        Ordered(replica, e.Seq, $"call {e.Target}/{e.Number} -> {outcome}");
+        Ordered(replica, e.Seq, e.Time, e.Seed, $"call {e.Target}/{e.Number} -> {outcome}");
         if (!_callOutcomes.TryGetValue((e.Target, e.Number), out var first)) _callOutcomes[(e.Target, e.Number)] = (replica, e.Result);
         else if (first.Result == null != (e.Result == null) || first.Result != null && !first.Result.AsSpan().SequenceEqual(e.Result))
             Violation($"calls: call {e.Target}/{e.Number} completed differently at replica {first.Replica} and replica {replica}");

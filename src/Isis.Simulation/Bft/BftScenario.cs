@@ -29,6 +29,9 @@ internal enum ByzantineBehaviour
     /// <summary>Correct, but every packet it sends takes ten times longer.</summary>
     Slow,
 
+    /// <summary>As primary, stamps its proposals an hour ahead: the agreed clock must not follow it.</summary>
+    WrongClock,
+
     /// <summary>
     /// A target replica that, with others like it, answers a call differently to different caller
     /// replicas (its replies to every other caller replica carry another result): with more than f

@@ -17,6 +17,7 @@ internal sealed record BftRunResult(
     long Equivocations,
     long DivergentReplies,
     long ViewChanges,
+    long ClockRefusals,
     long FinalView,
     long SimulatedMicros,
     string Fingerprint,
@@ -123,7 +124,7 @@ internal sealed class BftSimulation
         return new BftRunResult(Seed, violations, front.Accepted, _issued.Sum(),
             [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
             _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies),
-            _replicas.Sum(r => r.ViewChangesStarted), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
+            _replicas.Sum(r => r.ViewChangesStarted), _replicas.Sum(r => r.ClockRefusals), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
             [.. _replicas.Select(r => r.Describe())]);
     }
 
@@ -275,6 +276,11 @@ internal sealed class BftSimulation
                 if (BftWire.TryReadVote(BftWire.BodyOf(packet), out long view, out long seq, out _) && _otherDigest.TryGetValue(seq, out byte[]? other))
                     packet = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.Commit, BftWire.Vote(view, seq, other), [_replicas[to].Principal]);
                 break;
+            case ByzantineBehaviour.WrongClock when packet.Length > 1 && packet[1] == (byte)BftKind.PrePrepare
+                && BftWire.TryReadPrePrepare(BftWire.BodyOf(packet), out long v, out long s, out ReadOnlySpan<byte> stamped) && stamped.Length > 9:
+                long hourAhead = BinaryPrimitives.ReadInt64LittleEndian(stamped[1..]) + 3_600_000_000;
+                packet = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(v, s, Proposal.Stamp(stamped, hourAhead)), [_replicas[to].Principal]);
+                break;
             case ByzantineBehaviour.Compromised when packet.Length > 1 && packet[1] == (byte)BftKind.CallReply && to < _replicas.Length && _indexIn[to] % 2 == 1:
                 // To every other caller replica, another result: with f+1 like it, a second valid certificate.
                 byte[] body = BftWire.BodyOf(packet).ToArray();
@@ -294,7 +300,7 @@ internal sealed class BftSimulation
         foreach (byte[] heard in _heardByFaulty)
         {
             if (heard[1] != (byte)BftKind.Request) continue;
-            byte[] instead = Proposal.OfRequest(heard);
+            byte[] instead = Proposal.Stamp(Proposal.OfRequest(heard), meant.Time);
             if (!Proposal.TryRead(instead, _deployment, service, null, out ProposalMeaning other)) continue;
             if (other.Digest.AsSpan().SequenceEqual(meant.Digest) || _otherDigest.TryGetValue(seq, out byte[]? chosen) && !chosen.AsSpan().SequenceEqual(other.Digest)) continue;
             _otherDigest[seq] = other.Digest;

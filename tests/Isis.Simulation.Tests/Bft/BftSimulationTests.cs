@@ -75,6 +75,15 @@ public sealed class BftSimulationTests
     }
 
     [Fact]
+    public void A_primary_with_a_wrong_clock_is_refused_and_replaced_and_the_agreed_clock_never_follows_it()
+    {
+        var scenario = new BftScenario { Faulty = One(0, ByzantineBehaviour.WrongClock) };
+        AllPass(scenario, seeds: 10); // the checker holds every correct replica to one clock that only grows
+        BftRunResult r = Run(scenario, 3);
+        Assert.True(r.ClockRefusals > 0 && r.FinalView > 0, $"refusals {r.ClockRefusals}, view {r.FinalView}");
+    }
+
+    [Fact]
     public void A_faulty_primary_after_a_view_change_is_replaced_again()
     {
         // Seven replicas (f = 2): view 0's primary and view 1's are both silent, so view 2's leads.
