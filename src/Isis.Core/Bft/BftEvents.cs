@@ -66,4 +66,7 @@ internal enum BftMutations
 
     /// <summary>A new view ignores the prepared requests its view changes claim (rule A) and fills every sequence number with the null request: what committed is replaced.</summary>
     NewViewDropsPrepared = 4,
+
+    /// <summary>A new view takes a prepared claim without the f+1 pre-prepares that vouch for it (rule A2): one lying replica's claim of a later view then replaces what committed.</summary>
+    NewViewWithoutPrePrepareQuorum = 8,
 }

@@ -40,7 +40,7 @@ internal sealed partial class PbftReplica
     private readonly Dictionary<long, Dictionary<int, ViewChangeClaim>> _viewChanges = new();
     private byte[]? _newView; // the NEW-VIEW this replica sent as primary, for those that missed it
     private byte[]? _ownViewChange; // sent again while the view does not start
-    private readonly PacketWriter _writer = new();
+    private readonly PacketWriter _writer = new(); // the NEW-VIEW's
 
     /// <summary>View changes this replica started (timeouts and joins).</summary>
     public long ViewChangesStarted { get; private set; }
@@ -101,24 +101,29 @@ internal sealed partial class PbftReplica
         OnViewChangeClaim(ParseViewChange(signed)!);
     }
 
-    private byte[] ViewChangeBody(long view)
+    private byte[] ViewChangeBody(long view) => EncodeViewChange(_keys, Index, view, StableCheckpoint, _stableDigest,
+        [.. _ownCheckpoints.Where(c => c.Key >= StableCheckpoint).OrderBy(c => c.Key).Select(c => (c.Key, c.Value))],
+        [.. _prepared.Where(p => p.Key > StableCheckpoint).OrderBy(p => p.Key).Select(p => (p.Key, p.Value.View, p.Value.Digest, p.Value.Packet))],
+        [.. _prePrepared.Where(p => p.Key > StableCheckpoint).OrderBy(p => p.Key).SelectMany(p => p.Value.Select(e => (p.Key, e.View, e.Digest)))]);
+
+    /// <summary>A replica's signed view change: its claims, then its signature over them.</summary>
+    internal static byte[] EncodeViewChange(BftKeys keys, int replica, long view, long stable, byte[] stableDigest,
+        List<(long Seq, byte[] Digest)> checkpoints, List<(long Seq, long View, byte[] Digest, byte[] Packet)> prepared, List<(long Seq, long View, byte[] Digest)> prePrepared)
     {
-        PacketWriter w = _writer.BeginRecord().I32(Index).I64(view).I64(StableCheckpoint).Tail(_stableDigest);
-        var checkpoints = _ownCheckpoints.Where(c => c.Key >= StableCheckpoint).OrderBy(c => c.Key).ToList();
-        w.I32(checkpoints.Count);
+        PacketWriter w = new PacketWriter().BeginRecord().I32(replica).I64(view).I64(stable).Tail(stableDigest).I32(checkpoints.Count);
         foreach (var (seq, digest) in checkpoints) w.I64(seq).Tail(digest);
-        var prepared = _prepared.Where(p => p.Key > StableCheckpoint).OrderBy(p => p.Key).ToList();
         w.I32(prepared.Count);
-        foreach (var (seq, (v, digest, packet)) in prepared) w.I64(seq).I64(v).Tail(digest).Bytes(packet);
-        var prePrepared = _prePrepared.Where(p => p.Key > StableCheckpoint).OrderBy(p => p.Key).SelectMany(p => p.Value.Select(e => (p.Key, e.View, e.Digest))).ToList();
+        foreach (var (seq, v, digest, packet) in prepared) w.I64(seq).I64(v).Tail(digest).Bytes(packet);
         w.I32(prePrepared.Count);
         foreach (var (seq, v, digest) in prePrepared) w.I64(seq).I64(v).Tail(digest);
         byte[] unsigned = w.FinishRecord();
-        return [.. unsigned, .. _keys.Sign(unsigned)];
+        return [.. unsigned, .. keys.Sign(unsigned)];
     }
 
-    /// <summary>A view change's claims, if it parses and its signature is its replica's; null otherwise.</summary>
-    private ViewChangeClaim? ParseViewChange(ReadOnlySpan<byte> signed)
+    private ViewChangeClaim? ParseViewChange(ReadOnlySpan<byte> signed) => DecodeViewChange(signed, _keys, _deployment, _service, _options.CheckpointInterval);
+
+    /// <summary>A view change's claims, if it parses, its claims are well formed and its signature is its replica's; null otherwise.</summary>
+    internal static ViewChangeClaim? DecodeViewChange(ReadOnlySpan<byte> signed, BftKeys keys, BftDeployment deployment, BftService service, int checkpointInterval)
     {
         if (signed.Length < BftKeys.SignatureSize) return null;
         ReadOnlySpan<byte> unsigned = signed[..^BftKeys.SignatureSize];
@@ -135,7 +140,7 @@ internal sealed partial class PbftReplica
             byte[] digest = Digest(ref r);
             byte[] packet = r.Bytes();
             // The request must be the one the digest names: the new primary takes it from here.
-            if (!Proposal.TryRead(packet, _deployment, _service, null, out ProposalMeaning m) || !m.Digest.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
+            if (!Proposal.TryRead(packet, deployment, service, null, out ProposalMeaning m) || !m.Digest.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
             prepared.Add((seq, v, digest, packet));
         }
         var prePrepared = new List<(long, long, byte[])>();
@@ -145,8 +150,8 @@ internal sealed partial class PbftReplica
             if (entry.View >= view || entry.Seq <= stable) r.Fail();
             prePrepared.Add(entry);
         }
-        if (!r.Complete || replica < 0 || replica >= _service.N || stable < 0 || stable % _options.CheckpointInterval != 0) return null;
-        if (!_keys.VerifySignature(_service.Replicas[replica], unsigned, signed[^BftKeys.SignatureSize..])) return null;
+        if (!r.Complete || replica < 0 || replica >= service.N || stable < 0 || stable % checkpointInterval != 0) return null;
+        if (!keys.VerifySignature(service.Replicas[replica], unsigned, signed[^BftKeys.SignatureSize..])) return null;
         return new ViewChangeClaim(replica, view, stable, stableDigest, checkpoints, prepared, prePrepared, signed.ToArray());
     }
 
@@ -247,7 +252,8 @@ internal sealed partial class PbftReplica
                 // A1: 2f+1 claims do not contradict it; A2: f+1 pre-prepared it in view v or later.
                 int consistent = claims.Count(c => c.Stable < n && c.Prepared.Where(p => p.Seq == n).All(p => p.View < v || p.View == v && p.Digest.AsSpan().SequenceEqual(d)));
                 int prePrepared = claims.Count(c => c.PrePrepared.Any(p => p.Seq == n && p.View >= v && p.Digest.AsSpan().SequenceEqual(d)));
-                if (consistent >= quorum && prePrepared >= f + 1)
+                bool skipA2 = (_options.Mutations & BftMutations.NewViewWithoutPrePrepareQuorum) != 0;
+                if (consistent >= quorum && (prePrepared >= f + 1 || skipA2))
                 {
                     chosen = (d, packet);
                     break;

@@ -33,6 +33,13 @@ internal enum ByzantineBehaviour
     WrongClock,
 
     /// <summary>
+    /// Silent as a primary (it never starts a view), and its view changes lie: for every sequence
+    /// number it knows of, it claims to have prepared another request in the latest earlier view.
+    /// The new view must keep what committed anyway.
+    /// </summary>
+    LyingViewChange,
+
+    /// <summary>
     /// A target replica that, with others like it, answers a call differently to different caller
     /// replicas (its replies to every other caller replica carry another result): with more than f
     /// of them the target is compromised, and the caller must stay consistent anyway.

@@ -181,7 +181,7 @@ internal sealed class BftSimulation
     private void Deliver(int node, byte[] packet)
     {
         if (!Alive(node)) return;
-        if (Behaviour(node) is ByzantineBehaviour.Replay or ByzantineBehaviour.Equivocate) _heardByFaulty.Add(packet);
+        if (Behaviour(node) is ByzantineBehaviour.Replay or ByzantineBehaviour.Equivocate or ByzantineBehaviour.LyingViewChange) _heardByFaulty.Add(packet);
         Guarded(node, () => Node(node).Receive(0, packet, _now));
     }
 
@@ -281,6 +281,11 @@ internal sealed class BftSimulation
                 long hourAhead = BinaryPrimitives.ReadInt64LittleEndian(stamped[1..]) + 3_600_000_000;
                 packet = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(v, s, Proposal.Stamp(stamped, hourAhead)), [_replicas[to].Principal]);
                 break;
+            case ByzantineBehaviour.LyingViewChange when packet.Length > 1 && packet[1] is (byte)BftKind.PrePrepare or (byte)BftKind.NewView:
+                return; // never leads a view
+            case ByzantineBehaviour.LyingViewChange when packet.Length > 1 && packet[1] == (byte)BftKind.ViewChange:
+                packet = LyingViewChange(from, packet, to) ?? packet;
+                break;
             case ByzantineBehaviour.Compromised when packet.Length > 1 && packet[1] == (byte)BftKind.CallReply && to < _replicas.Length && _indexIn[to] % 2 == 1:
                 // To every other caller replica, another result: with f+1 like it, a second valid certificate.
                 byte[] body = BftWire.BodyOf(packet).ToArray();
@@ -307,6 +312,30 @@ internal sealed class BftSimulation
             return BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(view, seq, instead), [_replicas[to].Principal]);
         }
         return null;
+    }
+
+    /// <summary>The faulty replica's view change, re-signed with its own key after its lies: for each sequence number it knows, another request, "prepared" in the latest earlier view.</summary>
+    private byte[]? LyingViewChange(int from, byte[] packet, int to)
+    {
+        BftService service = _deployment.Service(_services[_serviceOf[from]]);
+        BftKeys keys = _ownKeysOfFaulty[from];
+        if (PbftReplica.DecodeViewChange(BftWire.BodyOf(packet), keys, _deployment, service, _scenario.Options.CheckpointInterval) is not { } claim || claim.View < 2) return null;
+        var prepared = new List<(long, long, byte[], byte[])>();
+        var prePrepared = new List<(long, long, byte[])>(claim.PrePrepared);
+        foreach (long seq in claim.Prepared.Select(p => p.Seq).Concat(claim.PrePrepared.Select(p => p.Seq)).Distinct())
+        {
+            var honest = claim.Prepared.Where(p => p.Seq == seq).Select(p => p.Digest).Concat(claim.PrePrepared.Where(p => p.Seq == seq).Select(p => p.Digest)).ToList();
+            foreach (byte[] heard in _heardByFaulty.Where(h => h.Length > 1 && h[1] == (byte)BftKind.Request))
+            {
+                byte[] lie = Proposal.Stamp(Proposal.OfRequest(heard), _now);
+                if (!Proposal.TryRead(lie, _deployment, service, null, out ProposalMeaning m) || honest.Any(d => d.AsSpan().SequenceEqual(m.Digest))) continue;
+                prepared.Add((seq, claim.View - 1, m.Digest, lie));
+                prePrepared.Add((seq, claim.View - 1, m.Digest));
+                break;
+            }
+        }
+        byte[] signed = PbftReplica.EncodeViewChange(keys, claim.Replica, claim.View, claim.Stable, claim.StableDigest, claim.Checkpoints, prepared, prePrepared);
+        return BftWire.Seal(keys, BftKind.ViewChange, signed, [_replicas[to].Principal]);
     }
 
     private void Wire(int from, int to, byte[] packet)

@@ -148,6 +148,32 @@ public sealed class BftSimulationTests
         Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": agreement", StringComparison.Ordinal) || v.Contains(": invariant", StringComparison.Ordinal) || v.Contains(": replies", StringComparison.Ordinal));
     }
 
+    /// <summary>Seven replicas: view 0's primary crashes, view 1's never starts its view and lies in its view changes.</summary>
+    private static BftScenario Liar(BftMutations mutations = BftMutations.None) => new()
+    {
+        F = 2,
+        Faulty = new Dictionary<int, ByzantineBehaviour> { [0] = ByzantineBehaviour.Crash, [1] = ByzantineBehaviour.LyingViewChange },
+        CrashAt = 15_000,
+        RequestsPerClient = 20,
+        Options = new BftOptions { Mutations = mutations },
+    };
+
+    [Fact]
+    public void A_replica_that_lies_in_its_view_changes_cannot_replace_what_committed()
+    {
+        AllPass(Liar(), seeds: 10);
+        BftRunResult r = Run(Liar(), 1);
+        Assert.True(r.FinalView >= 2, $"view {r.FinalView}: the liar's view was not passed");
+    }
+
+    [Fact]
+    public void Mutation_a_new_view_without_the_pre_prepare_quorum_follows_a_liar_and_the_checker_says_so()
+    {
+        BftScenario scenario = Liar(BftMutations.NewViewWithoutPrePrepareQuorum);
+        int caughtAt = Enumerable.Range(0, 100).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
+        Assert.True(caughtAt >= 0, "100 seeds and no violation");
+    }
+
     [Fact]
     public void Mutation_reply_on_f_matches_accepts_a_lone_faulty_replicas_answer_and_the_checker_says_so()
     {
