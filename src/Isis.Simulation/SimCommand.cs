@@ -3,7 +3,7 @@ using Isis.Core.Node;
 
 namespace Isis.Simulation;
 
-/// <summary>The simulator's command line (tools/Isis.Sim runs it): run, replay, fingerprints, catch-up and scale.</summary>
+/// <summary>The simulator's command line (tools/Isis.Sim runs it): run, replay, fingerprints, catch-up, scale and bft.</summary>
 internal static class SimCommand
 {
     public static int Run(string[] args)
@@ -39,6 +39,9 @@ internal static class SimCommand
             Console.WriteLine("  member's disk is lost or stays away, and the operator forces the recovery); auto-recover (at a whole-group crash a member");
             Console.WriteLine("  of the last view other than its first loses its disk for good, the service stays up: the group recovers on its own)");
             Console.WriteLine("mutations: " + string.Join(", ", Enum.GetNames<ProtocolMutations>().Where(n => n != nameof(ProtocolMutations.None))));
+            Console.WriteLine(Bft.BftCommand.Usage);
+            Console.WriteLine("  behaviours: " + string.Join(", ", Enum.GetNames<Bft.ByzantineBehaviour>().Where(n => n != "None")));
+            Console.WriteLine("  BFT mutations: " + string.Join(", ", Enum.GetNames<Isis.Core.Bft.BftMutations>().Where(n => n != "None")));
             return args.Length == 0 ? 2 : 0;
         }
         string? Option(string name)
@@ -46,6 +49,7 @@ internal static class SimCommand
             int i = Array.IndexOf(args, name);
             return i >= 0 && i + 1 < args.Length ? args[i + 1] : null;
         }
+        if (args[0] == "bft") return Bft.BftCommand.Run(args, Option, Console.Out);
         string? family = Option("--scenario");
         ProtocolMutations mutation = Option("--mutation") is { } m
             ? Enum.TryParse(m, ignoreCase: true, out ProtocolMutations parsed) && !m.Any(char.IsDigit) ? parsed
