@@ -1,0 +1,117 @@
+using System.Collections.Concurrent;
+using System.Net;
+using Isis.Core.Common;
+using Isis.Core.Node;
+using Isis.Transport;
+using Isis.Transport.Framing;
+
+namespace Isis.Bft;
+
+/// <summary>
+/// Runs one BFT node (a <see cref="Core.Bft.PbftReplica"/> or a <see cref="Core.Bft.BftClient"/>) over a
+/// real UDP socket: a thread of its own reads packets, ticks the node at its deadlines and steps it
+/// through <see cref="NodeStep"/>, the same driver contract the simulator uses. The application's
+/// commands (a reply, a call, a request) are posted to that thread (<see cref="Post"/>); the
+/// node's events reach <c>onEvent</c> on it, in order, and may post commands in turn.
+/// </summary>
+/// <remarks>
+/// Time is the wall clock in microseconds since the Unix epoch: the primary's stamp becomes the
+/// service's agreed clock, so it must be comparable across hosts (a monotonic clock is not). A
+/// broken invariant stops the node (<see cref="StoppedBecause"/>): its outputs are discarded.
+/// </remarks>
+internal sealed class BftNodeHost : IDisposable
+{
+    private readonly IProtocolNode _node;
+    private readonly IPacketTransport _transport;
+    private readonly Action<NodeEvent, long> _onEvent;
+    private readonly ConcurrentQueue<Action<long>> _commands = new();
+    private readonly Thread _thread;
+    private volatile bool _stopping;
+
+    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name)
+    {
+        _node = node;
+        _onEvent = onEvent;
+        _transport = TransportFactory.ForOwner(IsisTransport.Udp, bindTo, new UdpTransportOptions());
+        _thread = new Thread(Loop) { IsBackground = true, Name = "isis-bft " + name };
+        _thread.Start();
+    }
+
+    /// <summary>Why the node stopped on its own (a broken invariant), or null.</summary>
+    public string? StoppedBecause { get; private set; }
+
+    /// <summary>The wall clock, microseconds since the Unix epoch.</summary>
+    public static long Now() => (DateTime.UtcNow.Ticks - DateTime.UnixEpoch.Ticks) / 10;
+
+    /// <summary>Runs <paramref name="command"/> on the node's thread (given the time), before the node's next step.</summary>
+    public void Post(Action<long> command)
+    {
+        _commands.Enqueue(command);
+        _transport.Wake();
+    }
+
+    private void Loop()
+    {
+        var packets = new Packets(this);
+        while (!_stopping)
+        {
+            long now = Now();
+            bool readable = _transport.WaitReadable(Math.Clamp(_node.NextDeadline - now, 0, 100_000));
+            if (_stopping) break;
+            try
+            {
+                now = Now();
+                _transport.ReceivePending(packets, 256, readable);
+                while (_commands.TryDequeue(out Action<long>? command)) command(now);
+                if (_node.NextDeadline <= now) _node.Tick(now);
+                Step();
+            }
+            catch (ProtocolInvariantException e)
+            {
+                NodeStep.Discard(_node, null);
+                StoppedBecause = e.Message;
+                return;
+            }
+            _transport.EvictExpiredFragments();
+        }
+    }
+
+    /// <summary>Steps until the node is quiet: the events' handlers may post commands, which run at once and step again.</summary>
+    private void Step()
+    {
+        var ports = new Ports(this);
+        while (true)
+        {
+            NodeStep.Run(_node, null, ports);
+            if (_commands.IsEmpty) return;
+            long now = Now();
+            while (_commands.TryDequeue(out Action<long>? command)) command(now);
+        }
+    }
+
+    public void Dispose()
+    {
+        _stopping = true;
+        _transport.Wake();
+        _thread.Join(TimeSpan.FromSeconds(5));
+        _transport.Dispose();
+    }
+
+    private sealed class Packets(BftNodeHost host) : IPacketVisitor
+    {
+        public void OnPacket(ulong source, ReadOnlySpan<byte> packet) => host._node.Receive(source, packet, Now());
+
+        public void OnReassembledPacket(ulong source, byte[] packet) => host._node.Receive(source, packet, Now());
+    }
+
+    private readonly struct Ports(BftNodeHost host) : INodePorts
+    {
+        public bool MakeDurable(StepSource source, in Ready ready) => true; // the BFT nodes keep nothing on disk yet
+
+        public void Send(StepSource source, in OutboundPacket packet) => host._transport.Enqueue(packet.Destination, packet.Bytes.Span);
+
+        public void FlushSends() => host._transport.Flush();
+
+        public void Deliver(StepSource source, NodeEvent e, long time) => host._onEvent(e, time);
+    }
+}
