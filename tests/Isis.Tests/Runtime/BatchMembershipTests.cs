@@ -52,6 +52,8 @@ public sealed class BatchMembershipTests
         TestRuntimes.WaitUntil(() => stay.GetView()!.Members.Length == 2, "two members left");
         int changes = stay.GetView()!.ViewId - before;
         Assert.True(changes <= 2, $"four leaves issued together took {changes} view changes");
+        // The group's view is public as it installs; its view handlers run on the delivery thread a moment later.
+        TestRuntimes.WaitUntil(() => seen.Sum(v => v.Leavers.Length) >= 4, "the view handler sees the leavers");
         Assert.Equal(4, seen.Sum(v => v.Leavers.Length));
     }
 
