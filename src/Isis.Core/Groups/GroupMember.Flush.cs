@@ -1,4 +1,3 @@
-using Isis.Core.Common;
 using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Core.Wire;
@@ -214,7 +213,7 @@ internal sealed partial class GroupMember
             // that triggers another must not run past the cut of the other's sender).
             for (int rank = 0; rank < _streams.Length; rank++)
             {
-                Invariant.Check(_streams[rank].Delivered == cut[rank], $"a flush commit delivers exactly up to the cut: rank {rank}, delivered {_streams[rank].Delivered}, cut {cut[rank]}");
+                Common.Invariant.Check(_streams[rank].Delivered == cut[rank], $"a flush commit delivers exactly up to the cut: rank {rank}, delivered {_streams[rank].Delivered}, cut {cut[rank]}");
             }
             _committedAttempt = attempt;
             _waitingAtCut = waiting; // who still waits for a checkpoint, and from whom: the next view's state transfer starts from it

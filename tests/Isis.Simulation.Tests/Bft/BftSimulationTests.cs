@@ -1,5 +1,6 @@
 using Isis.Core.Bft;
 using Isis.Simulation.Bft;
+using static Isis.Simulation.Tests.Bft.BftRuns;
 
 namespace Isis.Simulation.Tests.Bft;
 
@@ -9,17 +10,6 @@ namespace Isis.Simulation.Tests.Bft;
 /// </summary>
 public sealed class BftSimulationTests
 {
-    private static BftRunResult Run(BftScenario scenario, int seed) => new BftSimulation(scenario, seed).Run();
-
-    private static void AllPass(BftScenario scenario, int seeds)
-    {
-        for (int seed = 0; seed < seeds; seed++)
-        {
-            BftRunResult r = Run(scenario, seed);
-            Assert.True(r.Ok, $"seed {seed}: {string.Join("; ", r.Violations)}\n{string.Join("\n", r.ReplicaStates)}");
-            if (scenario.ExpectProgress) Assert.Equal(r.Issued, r.Accepted);
-        }
-    }
 
     private static Dictionary<int, ByzantineBehaviour> One(int replica, ByzantineBehaviour b) => new() { [replica] = b };
 

@@ -1,4 +1,5 @@
 using Isis.Simulation.Bft;
+using static Isis.Simulation.Tests.Bft.BftRuns;
 
 namespace Isis.Simulation.Tests.Bft;
 
@@ -10,17 +11,6 @@ namespace Isis.Simulation.Tests.Bft;
 /// </summary>
 public sealed class PerpetualCallTests
 {
-    private static BftRunResult Run(BftScenario scenario, int seed) => new BftSimulation(scenario, seed).Run();
-
-    private static void AllPass(BftScenario scenario, int seeds)
-    {
-        for (int seed = 0; seed < seeds; seed++)
-        {
-            BftRunResult r = Run(scenario, seed);
-            Assert.True(r.Ok, $"seed {seed}: {string.Join("; ", r.Violations)}\n{string.Join("\n", r.ReplicaStates)}");
-            if (scenario.ExpectProgress) Assert.Equal(r.Issued, r.Accepted);
-        }
-    }
 
     private static Dictionary<int, ByzantineBehaviour> Faults(string spec) =>
         spec.Length == 0 ? new() : spec.Split(',').Select(f => f.Split(':')).ToDictionary(f => int.Parse(f[0]), f => Enum.Parse<ByzantineBehaviour>(f[1]));
