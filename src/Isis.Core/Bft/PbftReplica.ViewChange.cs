@@ -40,7 +40,7 @@ internal sealed partial class PbftReplica
     private readonly Dictionary<long, Dictionary<int, ViewChangeClaim>> _viewChanges = new();
     private byte[]? _newView; // the NEW-VIEW this replica sent as primary, for those that missed it
     private byte[]? _ownViewChange; // sent again while the view does not start
-    private readonly PacketWriter _writer = new(); // the NEW-VIEW's
+    private readonly PacketWriter _writer = new(); // the NEW-VIEW's, and the fetch replies
 
     /// <summary>View changes this replica started (timeouts and joins).</summary>
     public long ViewChangesStarted { get; private set; }

@@ -2,6 +2,7 @@ using System.Buffers.Binary;
 using System.Security.Cryptography;
 using Isis.Core.Common;
 using Isis.Core.Node;
+using Isis.Core.Wire;
 
 namespace Isis.Core.Bft;
 
@@ -482,34 +483,29 @@ internal sealed partial class PbftReplica : IProtocolNode
         if (body.Length != 16) return false;
         long first = BinaryPrimitives.ReadInt64LittleEndian(body), last = BinaryPrimitives.ReadInt64LittleEndian(body[8..]);
         if (first < 1 || last < first) return false;
-        var reply = new List<byte>();
+        PacketWriter reply = _writer.BeginRecord();
         int count = 0;
-        Span<byte> number = stackalloc byte[12];
-        foreach (var (seq, packet) in _executedRequests)
+        foreach (var (seq, proposal) in _executedRequests)
         {
             if (seq < first || seq > last) continue;
-            BinaryPrimitives.WriteInt64LittleEndian(number, seq);
-            BinaryPrimitives.WriteInt32LittleEndian(number[8..], packet.Length);
-            reply.AddRange(number.ToArray());
-            reply.AddRange(packet);
+            reply.I64(seq).Bytes(proposal);
             count++;
         }
-        if (count > 0) Send(_service.Replicas[from], [.. reply], BftKind.FetchReply);
+        if (count > 0) Send(_service.Replicas[from], reply.FinishRecord(), BftKind.FetchReply);
         return true;
     }
 
     private bool OnFetchReply(ReadOnlySpan<byte> body)
     {
         if (_certified is not { } target) return true;
-        while (body.Length >= 12)
+        var r = new WireReader(body);
+        while (r.Ok && r.Remaining > 0)
         {
-            long seq = BinaryPrimitives.ReadInt64LittleEndian(body);
-            int length = BinaryPrimitives.ReadInt32LittleEndian(body[8..]);
-            if (length < 0 || length > body.Length - 12) return false;
-            if (seq > LastExecuted && seq <= target.Seq) _fetched[seq] = body.Slice(12, length).ToArray();
-            body = body[(12 + length)..];
+            long seq = r.I64();
+            byte[] proposal = r.Bytes();
+            if (r.Ok && seq > LastExecuted && seq <= target.Seq) _fetched[seq] = proposal;
         }
-        if (!body.IsEmpty) return false;
+        if (!r.Complete) return false;
         CatchUp(target);
         return true;
     }

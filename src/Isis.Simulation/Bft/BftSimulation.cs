@@ -80,6 +80,9 @@ internal sealed class BftSimulation
             if (Behaviour(node) != ByzantineBehaviour.None) _ownKeysOfFaulty[node] = keys;
         }
         _clients = [.. clientPrincipals.Select(p => new BftClient(_deployment, _services[0], BftKeys.Derive(systemKey, _deployment, p), scenario.Options))];
+        // Transmit maps an endpoint to its node through the deployment: node i is principal i.
+        if (_replicas.Select(r => r.Principal).Concat(_clients.Select(c => c.Principal)).Where((p, i) => p != i).Any())
+            throw new InvalidOperationException("the simulation's nodes must be numbered as the deployment's principals");
         _totals = new long[_replicas.Length];
         _callFor = [.. _replicas.Select(_ => new Dictionary<long, (int, long)>())];
         _issued = new int[scenario.Clients];
@@ -254,8 +257,7 @@ internal sealed class BftSimulation
     {
         ByzantineBehaviour behaviour = Behaviour(from);
         if (behaviour == ByzantineBehaviour.Silent || !Alive(from)) return;
-        int to = destination >= 2000 ? _replicas.Length + (int)(destination - 2000)
-            : Array.FindIndex(_replicas, r => r.Endpoint == destination);
+        int to = _deployment.PrincipalAt(destination); // nodes are numbered as the deployment numbers its principals
         switch (behaviour)
         {
             case ByzantineBehaviour.ForgeSender:
