@@ -70,3 +70,11 @@ internal enum BftMutations
     /// <summary>A new view takes a prepared claim without the f+1 pre-prepares that vouch for it (rule A2): one lying replica's claim of a later view then replaces what committed.</summary>
     NewViewWithoutPrePrepareQuorum = 8,
 }
+
+/// <summary>
+/// Replica <paramref name="PeerReplica"/> of service <paramref name="Peer"/> sent, for call
+/// <paramref name="Number"/>, something other than what f+1 of its service agreed on: as the target's
+/// reply (<paramref name="AsReply"/>), or as its copy of a call this service executed. Either that
+/// replica is faulty or its application is not deterministic; the call went on with the agreed value.
+/// </summary>
+internal sealed record BftDivergence(string Service, string Peer, int PeerReplica, long Number, bool AsReply) : NodeEvent;

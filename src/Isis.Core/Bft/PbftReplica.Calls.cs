@@ -139,6 +139,28 @@ internal sealed partial class PbftReplica
         }
     }
 
+    /// <summary>
+    /// At the execution of a call or of its reply: the packets gathered from the other service whose
+    /// payload differs from the one ordered. Each is reported (<see cref="BftDivergence"/>) and counted.
+    /// </summary>
+    private void ReportDivergence(Dictionary<int, byte[]>? packets, in ProposalMeaning ordered, bool asReply)
+    {
+        if (packets == null) return;
+        foreach (var (sender, packet) in packets)
+        {
+            ReadOnlySpan<byte> body = BftWire.BodyOf(packet);
+            ReadOnlySpan<byte> payload = asReply ? (body.Length >= 16 ? body[16..] : body)
+                : BftWire.TryReadRequest(body, out _, out _, out ReadOnlySpan<byte> operation) ? operation : body;
+            if (payload.SequenceEqual(ordered.Payload)) continue;
+            BftService peer = _deployment.ServiceOf(sender)!;
+            DivergentMessages++;
+            _outbox.Add(new BftDivergence(_service.Name, peer.Name, peer.IndexOf(sender), ordered.Number, asReply));
+        }
+    }
+
+    /// <summary>Calls or replies from another service's replicas that differed from what f+1 of them agreed on (<see cref="BftDivergence"/>).</summary>
+    public long DivergentMessages { get; private set; }
+
     /// <summary>Calls past their timeout: this replica votes to abort each, once.</summary>
     private void CheckCallDeadlines(long now)
     {

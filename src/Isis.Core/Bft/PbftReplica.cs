@@ -361,6 +361,7 @@ internal sealed partial class PbftReplica : IProtocolNode
                 ClientRecord record = ClientAt(m.From);
                 if (!record.Executed(m.Number))
                 {
+                    if (m.Kind == ProposalKind.Call) ReportDivergence(_callCopies.GetValueOrDefault((m.From, m.Number)), m, asReply: false);
                     record.MarkExecuted(m.Number);
                     _outbox.Add(new BftRequestOrdered(_service.Name, seq, m.From, m.Number, m.Payload, AgreedTimeFor(m), AgreedSeed()));
                 }
@@ -369,6 +370,7 @@ internal sealed partial class PbftReplica : IProtocolNode
                 // The first of the reply and the abort ordered decides the call, the same at every replica.
                 if (_completedCalls.Add((m.Target, m.Number)))
                 {
+                    if (m.Kind == ProposalKind.CallReply) ReportDivergence(_replyParts.GetValueOrDefault((m.Target, m.Number)), m, asReply: true);
                     _calls.Remove(m.Number);
                     _outbox.Add(new BftCallCompleted(_service.Name, seq, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null,
                         AgreedTimeFor(m), AgreedSeed()));

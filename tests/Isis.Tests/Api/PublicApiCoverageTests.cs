@@ -18,7 +18,7 @@ namespace Isis.Tests.Api;
 /// </remarks>
 public sealed partial class PublicApiCoverageTests(ITestOutputHelper output)
 {
-    private static readonly string[] Libraries = ["src/Isis", "src/Isis.Collections", "src/Isis.Hosting", "src/Isis.Simulation"];
+    private static readonly string[] Libraries = ["src/Isis", "src/Isis.Collections", "src/Isis.Hosting", "src/Isis.Perpetual", "src/Isis.Simulation"];
 
     private static readonly HashSet<string> Generated = new(StringComparer.Ordinal)
     {

@@ -1,9 +1,9 @@
 using System.Buffers.Binary;
 using System.Collections.Concurrent;
 using System.Net;
-using Isis.Bft;
 using Isis.Core.Bft;
 using Isis.Core.Node;
+using Isis.Perpetual.Runtime;
 using Isis.Tests.Runtime;
 using Isis.Transport;
 
@@ -42,14 +42,14 @@ public sealed class BftOverUdpTests
                     total += BinaryPrimitives.ReadInt64LittleEndian(ordered.Operation);
                     byte[] result = BitConverter.GetBytes(total);
                     host!.Post(now => replica.Reply(ordered.Client, ordered.Number, result, now));
-                }, $"counter {i}");
+                }, $"counter {i}").Start();
                 Replicas.Add(host);
             }
             Client = new BftClient(Deployment, "counter", BftKeys.Derive(master, Deployment, clientPrincipal), options);
             ClientHost = new BftNodeHost(Client, client, (e, _) =>
             {
                 if (e is BftReplyAccepted accepted) Answers.Add((accepted.Number, BinaryPrimitives.ReadInt64LittleEndian(accepted.Result)));
-            }, "client");
+            }, "client").Start();
         }
 
         /// <summary>Adds <paramref name="amount"/> and waits for the service's answer: the new total.</summary>

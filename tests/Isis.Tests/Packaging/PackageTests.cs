@@ -16,7 +16,7 @@ namespace Isis.Tests.Packaging;
 [Collection(MultiProcessCollection.Name)]
 public sealed class PackageTests
 {
-    private static readonly string[] Packages = ["Isis.Core", "Isis", "Isis.Hosting", "Isis.Collections", "Isis.Simulation"];
+    private static readonly string[] Packages = ["Isis.Core", "Isis", "Isis.Hosting", "Isis.Collections", "Isis.Perpetual", "Isis.Simulation"];
 
     [Fact]
     public void The_packages_carry_their_metadata_and_an_app_restores_builds_and_runs_against_them_from_a_folder_feed()
@@ -38,8 +38,10 @@ public sealed class PackageTests
             string app = Path.Combine(work, "app");
             WriteApp(app, feed, version);
             int port = TestRuntimes.FreeUdpPort();
-            string output = Dotnet(app, "run", "-c", "Release", "--", port.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            string[] perpetualPorts = [.. Enumerable.Range(0, 2).Select(_ => TestRuntimes.FreeUdpPort().ToString(System.Globalization.CultureInfo.InvariantCulture))];
+            string output = Dotnet(app, "run", "-c", "Release", "--", port.ToString(System.Globalization.CultureInfo.InvariantCulture), perpetualPorts[0], perpetualPorts[1]);
             Assert.Contains("hosted member received apples x12 from the Isis2-style member", output);
+            Assert.Contains("perpetual: 21 doubled is 42", output);
             Assert.Contains("simulation: seed 3 lossy", output);
             Assert.Contains(": ok;", output);
         }
@@ -96,6 +98,7 @@ public sealed class PackageTests
             "Isis" => [$"Isis.Core {version}", "MessagePack 2.5.307"],
             "Isis.Hosting" => [$"Isis {version}"],
             "Isis.Collections" => [$"Isis {version}"],
+            "Isis.Perpetual" => [$"Isis {version}"],
             "Isis.Simulation" => [$"Isis.Core {version}"],
             _ => [],
         };
@@ -132,6 +135,7 @@ public sealed class PackageTests
               </PropertyGroup>
               <ItemGroup>
                 <PackageReference Include="Isis.Hosting" Version="{version}" />
+                <PackageReference Include="Isis.Perpetual" Version="{version}" />
                 <PackageReference Include="Isis.Simulation" Version="{version}" />
                 <PackageReference Include="Microsoft.Extensions.Hosting" Version="10.0.14" />
               </ItemGroup>
@@ -164,6 +168,21 @@ public sealed class PackageTests
             group.Leave();
             runtime.Shutdown();
             await host.StopAsync();
+
+            // A Byzantine fault-tolerant service of one replica and its client (Isis.Perpetual).
+            var deployment = new Isis.Perpetual.PerpetualDeployment(new byte[32])
+                .AddService("doubler", new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, int.Parse(args[1], System.Globalization.CultureInfo.InvariantCulture)))
+                .AddClient("front", new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, int.Parse(args[2], System.Globalization.CultureInfo.InvariantCulture)));
+            using (var replica = Isis.Perpetual.PerpetualReplica.Start(deployment, "doubler", 0, async r =>
+            {
+                while (true)
+                {
+                    var request = await r.ReceiveRequestAsync();
+                    r.SendReply(request.Read<int>() * 2, request);
+                }
+            }))
+            using (var client = new Isis.Perpetual.PerpetualClient(deployment, "front", "doubler"))
+                Console.WriteLine($"perpetual: 21 doubled is {await client.InvokeAsync<int, int>(21).WaitAsync(TimeSpan.FromSeconds(60))}");
 
             // The simulator (Isis.Simulation).
             SimulationOutcome outcome = ProtocolSimulation.Run(3, "lossy");

@@ -5,7 +5,7 @@ using Isis.Core.Node;
 using Isis.Transport;
 using Isis.Transport.Framing;
 
-namespace Isis.Bft;
+namespace Isis.Perpetual.Runtime;
 
 /// <summary>
 /// Runs one BFT node (a <see cref="Core.Bft.PbftReplica"/> or a <see cref="Core.Bft.BftClient"/>) over a
@@ -26,19 +26,31 @@ internal sealed class BftNodeHost : IDisposable
     private readonly Action<NodeEvent, long> _onEvent;
     private readonly ConcurrentQueue<Action<long>> _commands = new();
     private readonly Thread _thread;
+    private readonly Action<string>? _onStopped;
     private volatile bool _stopping;
 
-    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name)
+    /// <summary>Binds the node's socket; <see cref="Start"/> starts its thread (commands posted before wait for it).</summary>
+    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null)
     {
         _node = node;
         _onEvent = onEvent;
+        _onStopped = onStopped;
         _transport = TransportFactory.ForOwner(IsisTransport.Udp, bindTo, new UdpTransportOptions());
         _thread = new Thread(Loop) { IsBackground = true, Name = "isis-bft " + name };
+    }
+
+    /// <summary>Starts the node's thread: it reads packets, ticks the node and runs the commands posted.</summary>
+    public BftNodeHost Start()
+    {
         _thread.Start();
+        return this;
     }
 
     /// <summary>Why the node stopped on its own (a broken invariant), or null.</summary>
     public string? StoppedBecause { get; private set; }
+
+    /// <summary>Datagrams the transport dropped before the node saw them: not framed as ours, or fragments that contradict each other.</summary>
+    public long TransportDrops => _transport.Counters.Framing.TotalDrops;
 
     /// <summary>The wall clock, microseconds since the Unix epoch.</summary>
     public static long Now() => (DateTime.UtcNow.Ticks - DateTime.UnixEpoch.Ticks) / 10;
@@ -70,6 +82,7 @@ internal sealed class BftNodeHost : IDisposable
             {
                 NodeStep.Discard(_node, null);
                 StoppedBecause = e.Message;
+                _onStopped?.Invoke(e.Message);
                 return;
             }
             _transport.EvictExpiredFragments();
@@ -93,7 +106,7 @@ internal sealed class BftNodeHost : IDisposable
     {
         _stopping = true;
         _transport.Wake();
-        _thread.Join(TimeSpan.FromSeconds(5));
+        if (_thread.IsAlive) _thread.Join(TimeSpan.FromSeconds(5));
         _transport.Dispose();
     }
 
