@@ -27,12 +27,23 @@ internal sealed class BftNodeHost : IDisposable
     private readonly ConcurrentQueue<Action<long>> _commands = new();
     private readonly Thread _thread;
     private readonly Action<string>? _onStopped;
+    private readonly Func<OutboundPacket, OutboundPacket>? _outbound;
     private volatile bool _stopping;
 
     /// <summary>Binds the node's socket; <see cref="Start"/> starts its thread (commands posted before wait for it).</summary>
-    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null)
+    /// <param name="node">The replica or client.</param>
+    /// <param name="bindTo">Its endpoint in the deployment.</param>
+    /// <param name="onEvent">Its events, on the node's thread, in order, with the step's time.</param>
+    /// <param name="name">The thread's name.</param>
+    /// <param name="onStopped">Told why, if a broken invariant stops the node.</param>
+    /// <param name="outbound">
+    /// Rewrites each packet before it leaves (null: none). Only the multi-process tests' Byzantine
+    /// build sets it, to lie on the wire as a faulty replica would; nothing in the package does.
+    /// </param>
+    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null, Func<OutboundPacket, OutboundPacket>? outbound = null)
     {
         _node = node;
+        _outbound = outbound;
         _onEvent = onEvent;
         _onStopped = onStopped;
         _transport = TransportFactory.ForOwner(IsisTransport.Udp, bindTo, new UdpTransportOptions());
@@ -121,7 +132,11 @@ internal sealed class BftNodeHost : IDisposable
     {
         public bool MakeDurable(StepSource source, in Ready ready) => true; // the BFT nodes keep nothing on disk yet
 
-        public void Send(StepSource source, in OutboundPacket packet) => host._transport.Enqueue(packet.Destination, packet.Bytes.Span);
+        public void Send(StepSource source, in OutboundPacket packet)
+        {
+            OutboundPacket sent = host._outbound?.Invoke(packet) ?? packet;
+            host._transport.Enqueue(sent.Destination, sent.Bytes.Span);
+        }
 
         public void FlushSends() => host._transport.Flush();
 

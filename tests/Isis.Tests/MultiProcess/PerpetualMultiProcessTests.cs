@@ -1,0 +1,151 @@
+using System.Diagnostics;
+using System.Net;
+using System.Reflection;
+using System.Security.Cryptography;
+using Isis.Perpetual;
+using Isis.Tests.Runtime;
+using Xunit.Abstractions;
+
+namespace Isis.Tests.MultiProcess;
+
+/// <summary>
+/// A two-tier Perpetual deployment of real processes on loopback: four "caller" replicas (a store)
+/// that serve each client request by calling four "target" replicas (a bank), each replica a
+/// process of tests/Isis.PerpetualHost. Replicas are killed with SIGKILL, and one target replica is
+/// a Byzantine build (wrong replies, equivocating pre-prepares as primary); every call still
+/// completes with the right result. At most f = 1 replica of each service is faulty at a time.
+/// </summary>
+public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+
+    private static string HostDll =>
+        typeof(PerpetualMultiProcessTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisPerpetualHostDll").Value!;
+
+    private sealed class Deployment : IDisposable
+    {
+        private readonly ITestOutputHelper _output;
+        public readonly Process[] Callers = new Process[4];
+        public readonly Process[] Targets = new Process[4];
+        public readonly PerpetualClient Client;
+        private readonly List<string> _stderr = new();
+
+        public Deployment(ITestOutputHelper output, int byzantineTarget = -1)
+        {
+            _output = output;
+            byte[] key = RandomNumberGenerator.GetBytes(32);
+            int[] callers = [.. Enumerable.Range(0, 4).Select(_ => TestRuntimes.FreeUdpPort())];
+            int[] targets = [.. Enumerable.Range(0, 4).Select(_ => TestRuntimes.FreeUdpPort())];
+            int client = TestRuntimes.FreeUdpPort();
+            string[] common = [Convert.ToBase64String(key), string.Join(',', callers), string.Join(',', targets), client.ToString(System.Globalization.CultureInfo.InvariantCulture)];
+            for (int i = 0; i < 4; i++)
+            {
+                Targets[i] = Launch("target", i, common, byzantine: i == byzantineTarget);
+                Callers[i] = Launch("caller", i, common, byzantine: false);
+            }
+            foreach (Process p in Targets.Concat(Callers))
+                Assert.Equal("ready", p.StandardOutput.ReadLineAsync().WaitAsync(Patience).GetAwaiter().GetResult());
+            var deployment = new PerpetualDeployment(key)
+                .AddService("caller", [.. callers.Select(p => new IPEndPoint(IPAddress.Loopback, p))])
+                .AddService("target", [.. targets.Select(p => new IPEndPoint(IPAddress.Loopback, p))])
+                .AddClient("test", new IPEndPoint(IPAddress.Loopback, client));
+            Client = new PerpetualClient(deployment, "test", "caller", new PerpetualOptions { ViewChangeTimeout = TimeSpan.FromMilliseconds(300) });
+        }
+
+        private Process Launch(string role, int index, string[] common, bool byzantine)
+        {
+            var psi = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, RedirectStandardInput = true, UseShellExecute = false };
+            psi.ArgumentList.Add(HostDll);
+            psi.ArgumentList.Add(role);
+            psi.ArgumentList.Add(index.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            foreach (string a in common) psi.ArgumentList.Add(a);
+            if (byzantine) psi.ArgumentList.Add("byzantine");
+            Process p = Process.Start(psi)!;
+            string name = $"{role}[{index}]{(byzantine ? " byzantine" : "")}";
+            p.ErrorDataReceived += (_, e) =>
+            {
+                if (e.Data == null) return;
+                lock (_stderr) _stderr.Add($"{name}: {e.Data}");
+            };
+            p.BeginErrorReadLine();
+            return p;
+        }
+
+        /// <summary>Sends <paramref name="amount"/> through the caller to the target: [requests the caller served, the target's total].</summary>
+        public long[] Pay(long amount) => Client.InvokeAsync<long, long[]>(amount).WaitAsync(Patience).GetAwaiter().GetResult();
+
+        /// <summary>Closes a correct replica's stdin and reads what it says as it stops: its view, executed count, divergent messages and dropped packets.</summary>
+        public Dictionary<string, long> Stats(Process p)
+        {
+            p.StandardInput.Close();
+            string? line;
+            while ((line = p.StandardOutput.ReadLineAsync().WaitAsync(Patience).GetAwaiter().GetResult()) != null && !line.StartsWith("stats ", StringComparison.Ordinal))
+            {
+            }
+            Assert.NotNull(line);
+            _output.WriteLine(line);
+            return line["stats ".Length..].Split(' ').Select(kv => kv.Split('=')).ToDictionary(kv => kv[0], kv => long.Parse(kv[1], System.Globalization.CultureInfo.InvariantCulture));
+        }
+
+        public static void Kill(Process p)
+        {
+            p.Kill(); // SIGKILL
+            Assert.True(p.WaitForExit(10_000));
+        }
+
+        public void Dispose()
+        {
+            Client.Dispose();
+            foreach (Process p in Targets.Concat(Callers))
+            {
+                if (!p.HasExited) p.Kill();
+                p.WaitForExit(10_000);
+                p.Dispose();
+            }
+            lock (_stderr)
+            {
+                foreach (string line in _stderr) _output.WriteLine(line);
+            }
+        }
+    }
+
+    [Fact]
+    public async Task Every_call_completes_with_the_right_result_when_one_replica_of_each_tier_is_killed()
+    {
+        using var d = new Deployment(output);
+        long total = 0;
+        for (int i = 1; i <= 30; i++)
+        {
+            if (i == 11) Deployment.Kill(d.Targets[0]); // the target's primary: a view change in the bank
+            if (i == 21) Deployment.Kill(d.Callers[0]); // the caller's primary: a view change in the store
+            total += i;
+            Assert.Equal([i, total], d.Pay(i));
+        }
+        // Asynchronous: many requests outstanding at once, each served by its own call.
+        long[][] answers = await Task.WhenAll(Enumerable.Range(31, 20).Select(i => d.Client.InvokeAsync<long, long[]>(i))).WaitAsync(Patience);
+        total += Enumerable.Range(31, 20).Sum();
+        Assert.Equal(Enumerable.Range(31, 20).Select(i => (long)i), answers.Select(a => a[0]).Order());
+        Assert.Equal(total, answers.Max(a => a[1]));
+        Assert.Equal(0, d.Client.DivergentReplies);
+        Assert.All(d.Callers.Skip(1), c => Assert.Equal(0, d.Stats(c)["divergent"]));
+    }
+
+    [Fact]
+    public void A_byzantine_target_replica_that_lies_and_equivocates_as_primary_changes_no_result()
+    {
+        using var d = new Deployment(output, byzantineTarget: 0); // the target's first primary
+        long total = 0;
+        for (int i = 1; i <= 30; i++)
+        {
+            if (i == 16) Deployment.Kill(d.Callers[2]); // and a caller replica dies on top
+            total += i;
+            Assert.Equal([i, total], d.Pay(i));
+        }
+        Assert.Equal(0, d.Client.DivergentReplies); // the caller's replicas all answered alike
+
+        // The lies were seen and left no mark: the target's correct replicas replaced their equivocating
+        // primary, and the caller's saw the wrong replies and reported them.
+        Assert.All(d.Targets.Skip(1), t => Assert.True(d.Stats(t)["view"] >= 1, "the target's correct replicas moved past the byzantine primary's view"));
+        Assert.True(d.Callers.Where((_, i) => i != 2).Sum(c => d.Stats(c)["divergent"]) > 0, "the callers saw the byzantine replica's wrong replies");
+    }
+}
