@@ -30,6 +30,7 @@ public sealed class PerpetualClient : IDisposable
     private readonly string _service;
     private readonly ConcurrentDictionary<long, TaskCompletionSource<byte[]>> _pending = new();
     private long _divergentSeen;
+    private volatile bool _disposed;
 
     /// <summary>Starts client <paramref name="client"/> of <paramref name="deployment"/>, calling <paramref name="service"/>; it listens at its endpoint in the deployment.</summary>
     /// <exception cref="ArgumentException">No such client or service in the deployment, or bad options.</exception>
@@ -63,11 +64,17 @@ public sealed class PerpetualClient : IDisposable
     /// sent, is the service's to order). Retry with a request the service recognizes as the same if
     /// it must not execute twice.
     /// </remarks>
-    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> was cancelled, or the client was disposed.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> was cancelled, or the client was disposed while it waited.</exception>
+    /// <exception cref="ObjectDisposedException">The client was disposed before.</exception>
     /// <exception cref="MessagePackSerializationException">The result is not a <typeparamref name="TReply"/>.</exception>
-    public async Task<TReply> InvokeAsync<TRequest, TReply>(TRequest request, CancellationToken cancellationToken = default)
+    public Task<TReply> InvokeAsync<TRequest, TReply>(TRequest request, CancellationToken cancellationToken = default)
     {
-        byte[] payload = MessagePackSerializer.Serialize(request, PayloadSerializer.Options, cancellationToken);
+        ObjectDisposedException.ThrowIf(_disposed, this); // at the call, not in the task
+        return Invoke<TReply>(MessagePackSerializer.Serialize(request, PayloadSerializer.Options, cancellationToken), cancellationToken);
+    }
+
+    private async Task<TReply> Invoke<TReply>(byte[] payload, CancellationToken cancellationToken)
+    {
         var answer = new TaskCompletionSource<byte[]>(TaskCreationOptions.RunContinuationsAsynchronously);
         long number = 0;
         _host.Post(now =>
@@ -92,6 +99,7 @@ public sealed class PerpetualClient : IDisposable
     /// <summary>Stops the client; requests still waiting end with <see cref="OperationCanceledException"/>.</summary>
     public void Dispose()
     {
+        _disposed = true;
         _host.Dispose();
         foreach (var waiter in _pending.Values) waiter.TrySetCanceled();
     }

@@ -69,7 +69,7 @@ public sealed class PerpetualReplica : IDisposable
         _log = options.LoggerFactory?.CreateLogger("Isis.Perpetual") ?? new StandardErrorLogger(null);
         BftOptions protocolOptions = options.ToProtocol();
         _protocol = new PbftReplica(_built.Deployment, service, index, _built.KeysOf(bft.Replicas[index]), protocolOptions, BftNodeHost.Now());
-        _loop = new DeterministicLoop(_name, () => PerpetualLog.ForeignResumption(_log, _name), e => PerpetualLog.LoopEnded(_log, e, _name, "an async void method or a continuation threw"));
+        _loop = new DeterministicLoop(_name, count => PerpetualLog.ForeignResumption(_log, _name, count), e => PerpetualLog.LoopEnded(_log, e, _name, "an async void method or a continuation threw"));
         IPEndPoint bindTo = deployment.ReplicasOf(service)[index];
         try
         {
@@ -121,6 +121,9 @@ public sealed class PerpetualReplica : IDisposable
 
     /// <summary>Packets dropped: not framed as ours, malformed, badly authenticated, from a principal with no business sending them, or replayed outside the window.</summary>
     public long DroppedPackets => _protocol.Dropped + _host.TransportDrops;
+
+    /// <summary>The protocol's dropped packets by message kind, for the benchmark's diagnostics ("kind:count ...").</summary>
+    internal string DroppedByKind => string.Join(' ', _protocol.DroppedByKind.Select((n, kind) => (n, kind)).Where(x => x.n > 0).Select(x => $"{(BftKind)x.kind}:{x.n}"));
 
     /// <summary>The times the loop resumed from an await outside the agreed order (each also logged): the application is not deterministic.</summary>
     public long ForeignResumptions => _loop.ForeignResumptions;

@@ -9,6 +9,7 @@ using Isis.Bench;
 //   dotnet run -c Release --project tools/Isis.Bench -- --failover --rounds 5   (the default membership service losing its hosts)
 //   dotnet run -c Release --project tools/Isis.Bench -- --handoff   (what one thread hand-off costs here, beside the C ping-pong)
 //   dotnet run -c Release --project tools/Isis.Bench -- --side-by-side --out bench/side-by-side.html   (ours, JGroups, C floor interleaved)
+//   dotnet run -c Release --project tools/Isis.Bench -- --perpetual --out perpetual.json   (the Perpetual-WS paper's figures 7-9, PBFT round against SafeSend)
 // The parent hosts the membership service and starts the members of each group size by re-launching itself:
 //   dotnet Isis.Bench.dll member --index I --service-port P --result FILE ...
 // and, in scale mode, N members that report on stdout and take commands on stdin:
@@ -19,6 +20,7 @@ try
     if (args.Length > 0 && args[0] == "scale-member") return ScaleMember.Run(BenchOptions.Parse(args.AsSpan(1)));
     if (args.Length > 0 && args[0] == "failover-member") return FailoverMember.Run(args[1..]);
     if (args.Length > 0 && args[0] == "handoff-echo") return HandoffExperiment.Echo();
+    if (args.Length > 0 && args[0] == "perpetual-replica") return PerpetualExperiment.RunReplica(args[1..]);
     if (args.Contains("-h") || args.Contains("--help"))
     {
         Console.WriteLine(BenchOptions.Usage);
@@ -28,11 +30,14 @@ try
         Console.WriteLine(HandoffExperiment.Usage);
         Console.WriteLine();
         Console.WriteLine(SideBySide.Usage);
+        Console.WriteLine();
+        Console.WriteLine(PerpetualExperiment.Usage);
         return 0;
     }
     if (args.Contains("--failover")) return FailoverCoordinator.Run(args);
     if (args.Contains("--handoff")) return HandoffExperiment.Run(args);
     if (args.Contains("--side-by-side")) return SideBySide.Run(args);
+    if (args.Contains("--perpetual")) return PerpetualExperiment.Run(args);
     BenchOptions options = BenchOptions.Parse(args);
     return options.Scale ? ScaleCoordinator.Run(options) : Coordinator.Run(options);
 }

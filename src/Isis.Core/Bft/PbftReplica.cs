@@ -179,14 +179,23 @@ internal sealed partial class PbftReplica : IProtocolNode
             BftKind.FetchReply => from >= 0 && OnFetchReply(body),
             _ => false,
         };
-        if (!ok) Dropped++;
+        if (!ok)
+        {
+            Dropped++;
+            DroppedByKind[(int)kind & 15]++;
+        }
+        while (_replayEarly) ReplayEarly();
     }
+
+    /// <summary><see cref="Dropped"/> by message kind (<see cref="BftKind"/>'s value), where the envelope opened: which rule refuses them.</summary>
+    public long[] DroppedByKind { get; } = new long[16];
 
     public void Tick(long now)
     {
         _outbox.StepTime = now;
         if (now >= ViewChangeDeadline) TimeOut(now);
         CheckCallDeadlines(now);
+        while (_replayEarly) ReplayEarly();
         if (now < _retryAt) return;
         // Everything above the stable checkpoint may still be missing somewhere: send it again,
         // less and less often while nothing moves (a quiet service settles at the longest period).
@@ -265,7 +274,8 @@ internal sealed partial class PbftReplica : IProtocolNode
     private bool OnPrePrepare(int from, ReadOnlySpan<byte> body)
     {
         if (!BftWire.TryReadPrePrepare(body, out long view, out long seq, out ReadOnlySpan<byte> proposal)) return false;
-        if (view != View || from != PrimaryIndex || IsPrimary || !InWindow(seq)) return false;
+        if (view != View || from != PrimaryIndex || IsPrimary) return false;
+        if (!InWindow(seq)) return Early(BftKind.PrePrepare, from, view, seq, body);
         // What it orders must carry its authors' valid tags for this replica: a primary cannot invent requests, calls or replies.
         if (!Proposal.TryRead(proposal, _deployment, _service, _keys, out ProposalMeaning meaning)) return false;
         // The primary's clock becomes everyone's: a backup prepares only a time close to its own.
@@ -301,14 +311,52 @@ internal sealed partial class PbftReplica : IProtocolNode
     private bool OnVote(BftKind kind, int from, ReadOnlySpan<byte> body)
     {
         if (!BftWire.TryReadVote(body, out long view, out long seq, out ReadOnlySpan<byte> digest)) return false;
-        if (view != View || !InWindow(seq)) return false;
+        if (view != View) return false;
         if (kind == BftKind.Prepare && from == PrimaryIndex) return false; // the primary's pre-prepare is its prepare
+        if (!InWindow(seq)) return Early(kind, from, view, seq, body);
         Slot slot = SlotAt(seq);
         var votes = kind == BftKind.Prepare ? slot.Prepares : slot.Commits;
         if (votes.TryGetValue(from, out var had) && had.View == view && had.Digest.AsSpan().SequenceEqual(digest)) return true; // a repeat
         votes[from] = (view, digest.ToArray());
         TryAdvance(seq, slot);
         return true;
+    }
+
+    /// <summary>
+    /// A pre-prepare or vote of this view outside the window. Below it: stale, a retransmission of
+    /// what this replica checkpointed (ignored). Within a window above it: the others moved their
+    /// window before this replica (which executes later), and the message is kept until this
+    /// replica's window moves (<see cref="MakeStable"/>) rather than dropped and waited for again.
+    /// Further above, or beyond the bound on what is kept: dropped.
+    /// </summary>
+    private bool Early(BftKind kind, int from, long view, long seq, ReadOnlySpan<byte> body)
+    {
+        if (seq <= StableCheckpoint) return true;
+        if (seq > StableCheckpoint + 2 * _options.Window || _early.Count >= 3 * _options.Window * _service.N) return false;
+        _early.Add((kind, from, view, seq, body.ToArray()));
+        return true;
+    }
+
+    private List<(BftKind Kind, int From, long View, long Seq, byte[] Body)> _early = new();
+    private bool _replayEarly;
+
+    /// <summary>After the window moved, at the end of the input that moved it: what arrived early and is now within it, as if it arrived now.</summary>
+    private void ReplayEarly()
+    {
+        _replayEarly = false;
+        if (_early.Count == 0) return;
+        var early = _early;
+        _early = new();
+        foreach (var (kind, from, view, seq, body) in early)
+        {
+            if (view != View || seq <= StableCheckpoint) continue;
+            bool ok = kind == BftKind.PrePrepare ? _viewActive && OnPrePrepare(from, body) : !_viewActive || OnVote(kind, from, body);
+            if (!ok)
+            {
+                Dropped++;
+                DroppedByKind[(int)kind]++;
+            }
+        }
     }
 
     private void TryAdvance(long seq, Slot slot)
@@ -567,6 +615,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         foreach (long s in _checkpointVotes.Keys.Where(s => s <= seq).ToList()) _checkpointVotes.Remove(s);
         foreach (long s in _ownCheckpoints.Keys.Where(s => s < seq).ToList()) _ownCheckpoints.Remove(s);
         Progressed(_outbox.StepTime);
+        _replayEarly = true; // once this input is handled: here it would execute in the middle of a catch-up or an execution
         // The window moved: the primary assigns what waited.
         while (IsPrimary && _viewActive && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
         {

@@ -23,11 +23,11 @@ internal sealed class DeterministicLoop : SynchronizationContext, IDisposable
     private readonly Queue<(SendOrPostCallback Callback, object? State)> _ready = new();
     private readonly Lock _gate = new();
     private readonly Thread _thread;
-    private readonly Action _onForeignResumption;
+    private readonly Action<long> _onForeignResumption;
     private readonly Action<Exception> _onFault;
     private bool _stopped;
 
-    public DeterministicLoop(string name, Action onForeignResumption, Action<Exception> onFault)
+    public DeterministicLoop(string name, Action<long> onForeignResumption, Action<Exception> onFault)
     {
         _onForeignResumption = onForeignResumption;
         _onFault = onFault;
@@ -39,7 +39,9 @@ internal sealed class DeterministicLoop : SynchronizationContext, IDisposable
     public bool OnLoopThread => Thread.CurrentThread == _thread;
 
     /// <summary>Continuations that came from outside the loop's thread: awaits of something not agreed.</summary>
-    public long ForeignResumptions { get; private set; }
+    public long ForeignResumptions => Interlocked.Read(ref _foreignResumptions);
+
+    private long _foreignResumptions;
 
     /// <summary>Queues <paramref name="apply"/> as the next input: it runs on the loop's thread, then everything it made ready.</summary>
     public void Input(Action apply)
@@ -58,8 +60,8 @@ internal sealed class DeterministicLoop : SynchronizationContext, IDisposable
     {
         lock (_gate) _ready.Enqueue((d, state));
         if (OnLoopThread) return;
-        ForeignResumptions++;
-        _onForeignResumption();
+        long count = Interlocked.Increment(ref _foreignResumptions);
+        if ((count & (count - 1)) == 0) _onForeignResumption(count); // the 1st, 2nd, 4th, 8th...: a loop that does it all the time does not flood the log
         Input(static () => { }); // wakes the loop's thread to run it
     }
 

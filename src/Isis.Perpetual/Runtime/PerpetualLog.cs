@@ -8,8 +8,8 @@ internal static partial class PerpetualLog
     [LoggerMessage(EventId = 100, Level = LogLevel.Warning, Message = "Perpetual {Replica}: replica {PeerReplica} of {Peer} sent {What} for call {Number} that differs from what f+1 of its replicas agreed on: it is faulty or its application is not deterministic")]
     public static partial void Divergence(ILogger logger, string replica, int peerReplica, string peer, string what, long number);
 
-    [LoggerMessage(EventId = 101, Level = LogLevel.Error, Message = "Perpetual {Replica}: the loop resumed from outside the agreed order (it awaited a timer, I/O or a task of another thread); this replica may now diverge from the others. Await only the replica's own operations")]
-    public static partial void ForeignResumption(ILogger logger, string replica);
+    [LoggerMessage(EventId = 101, Level = LogLevel.Error, Message = "Perpetual {Replica}: the loop resumed from outside the agreed order ({Count} times so far: it awaited a timer, I/O or a task of another thread); this replica may now diverge from the others. Await only the replica's own operations")]
+    public static partial void ForeignResumption(ILogger logger, string replica, long count);
 
     [LoggerMessage(EventId = 102, Level = LogLevel.Error, Message = "Perpetual {Replica}: the application loop ended ({Outcome}); this replica still takes part in agreement but executes nothing more")]
     public static partial void LoopEnded(ILogger logger, Exception? exception, string replica, string outcome);

@@ -250,11 +250,15 @@ public sealed class PerpetualReplicaTests
         Assert.Equal(0, deployment.FaultsTolerated("s"));
         Assert.Equal([e], deployment.ReplicasOf("s"));
         Assert.Contains("not declared", Assert.Throws<ArgumentException>(() => deployment.ReplicasOf("t")).Message);
+        deployment.AddClient("c", PerpetualTestDeployment.Loopback());
         Assert.Contains("not declared", Assert.Throws<ArgumentException>(() => new PerpetualClient(deployment, "nobody", "s")).Message);
         Assert.Throws<ArgumentOutOfRangeException>(() => PerpetualReplica.Start(deployment, "s", 1, _ => Task.CompletedTask));
         Assert.Contains("must be positive", Assert.Throws<ArgumentException>(() => PerpetualReplica.Start(deployment, "s", 0, _ => Task.CompletedTask,
             new PerpetualOptions { RetryInterval = TimeSpan.Zero, MaxClockSkew = TimeSpan.FromSeconds(1), MaxOutstandingCalls = 4 })).Message);
         using (PerpetualReplica.Start(deployment, "s", 0, _ => Task.CompletedTask)) { }
+        var disposed = new PerpetualClient(deployment, "c", "s");
+        disposed.Dispose();
+        Assert.Throws<ObjectDisposedException>(() => { _ = disposed.InvokeAsync<int, int>(1); }); // at the call, not in the task
         Assert.Contains("started already", Assert.Throws<InvalidOperationException>(() => deployment.AddService("t", PerpetualTestDeployment.Loopback())).Message);
     }
 
