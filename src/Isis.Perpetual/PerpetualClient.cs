@@ -31,11 +31,19 @@ public sealed class PerpetualClient : IDisposable
     private readonly ConcurrentDictionary<long, TaskCompletionSource<byte[]>> _pending = new();
     private long _divergentSeen;
     private volatile bool _disposed;
+    private readonly Action<NodeEvent>? _recorder;
 
     /// <summary>Starts client <paramref name="client"/> of <paramref name="deployment"/>, calling <paramref name="service"/>; it listens at its endpoint in the deployment.</summary>
     /// <exception cref="ArgumentException">No such client or service in the deployment, or bad options.</exception>
     public PerpetualClient(PerpetualDeployment deployment, string client, string service, PerpetualOptions? options = null)
+        : this(deployment, client, service, options, recorder: null)
     {
+    }
+
+    /// <summary>A client whose requests sent and results accepted also go to <paramref name="recorder"/> (on the protocol's thread), for the checker (the multi-process tests).</summary>
+    internal PerpetualClient(PerpetualDeployment deployment, string client, string service, PerpetualOptions? options, Action<NodeEvent>? recorder)
+    {
+        _recorder = recorder;
         ArgumentNullException.ThrowIfNull(deployment);
         options ??= new PerpetualOptions();
         PerpetualDeployment.Built built = deployment.Build();
@@ -80,6 +88,7 @@ public sealed class PerpetualClient : IDisposable
         _host.Post(now =>
         {
             number = _protocol.Invoke(payload, now);
+            _recorder?.Invoke(new PerpetualIssued(_protocol.Principal, number, payload));
             _pending[number] = answer;
         });
         using (cancellationToken.Register(() => answer.TrySetCanceled(cancellationToken)))
@@ -107,6 +116,7 @@ public sealed class PerpetualClient : IDisposable
     private void OnEvent(NodeEvent e, long time)
     {
         if (e is not BftReplyAccepted accepted) return;
+        _recorder?.Invoke(accepted);
         if (_pending.TryRemove(accepted.Number, out TaskCompletionSource<byte[]>? waiter)) waiter.TrySetResult(accepted.Result);
         long divergent = _protocol.DivergentReplies;
         if (divergent > _divergentSeen)

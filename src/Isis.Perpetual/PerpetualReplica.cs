@@ -40,6 +40,7 @@ public sealed class PerpetualReplica : IDisposable
     private readonly ILogger _log;
     private readonly string _name;
     private readonly int _maxOutstanding;
+    private readonly Action<NodeEvent>? _recorder;
     private readonly TaskCompletionSource _completion = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     // The loop's state: touched on the loop's thread only.
@@ -57,8 +58,9 @@ public sealed class PerpetualReplica : IDisposable
     private long _lastTimestamp;
     private bool _stopping;
 
-    private PerpetualReplica(PerpetualDeployment deployment, string service, int index, PerpetualOptions options)
+    private PerpetualReplica(PerpetualDeployment deployment, string service, int index, PerpetualOptions options, Action<NodeEvent>? recorder)
     {
+        _recorder = recorder;
         _built = deployment.Build();
         BftService bft = _built.Service(service);
         if (index < 0 || index >= bft.N) throw new ArgumentOutOfRangeException(nameof(index), index, $"service {service} has replicas 0 to {bft.N - 1}");
@@ -91,11 +93,19 @@ public sealed class PerpetualReplica : IDisposable
     /// </summary>
     /// <exception cref="ArgumentException">No such service in the deployment, or bad options.</exception>
     /// <exception cref="ArgumentOutOfRangeException">No such replica index.</exception>
-    public static PerpetualReplica Start(PerpetualDeployment deployment, string service, int index, Func<PerpetualReplica, Task> loop, PerpetualOptions? options = null)
+    public static PerpetualReplica Start(PerpetualDeployment deployment, string service, int index, Func<PerpetualReplica, Task> loop, PerpetualOptions? options = null) =>
+        Start(deployment, service, index, loop, options, recorder: null);
+
+    /// <summary>
+    /// <see cref="Start(PerpetualDeployment, string, int, Func{PerpetualReplica, Task}, PerpetualOptions?)"/>, and
+    /// every request ordered, call completed, call made and reply sent goes to <paramref name="recorder"/>
+    /// (on the protocol's or the loop's thread), for the checker (the multi-process tests).
+    /// </summary>
+    internal static PerpetualReplica Start(PerpetualDeployment deployment, string service, int index, Func<PerpetualReplica, Task> loop, PerpetualOptions? options, Action<NodeEvent>? recorder)
     {
         ArgumentNullException.ThrowIfNull(deployment);
         ArgumentNullException.ThrowIfNull(loop);
-        var replica = new PerpetualReplica(deployment, service, index, options ?? new PerpetualOptions());
+        var replica = new PerpetualReplica(deployment, service, index, options ?? new PerpetualOptions(), recorder);
         replica._loop.Input(() => replica.RunLoop(loop)); // the loop's first input, before any agreed event can arrive
         replica._host.Start();
         return replica;
@@ -202,6 +212,7 @@ public sealed class PerpetualReplica : IDisposable
         var call = new PerpetualCall(target, number);
         _outstanding.Add(number, call);
         long micros = PerpetualOptions.Micros(timeout);
+        _recorder?.Invoke(new PerpetualCalled(target, number, payload));
         _host.Post(now =>
         {
             long issued = _protocol.Call(target, payload, micros, now);
@@ -279,6 +290,7 @@ public sealed class PerpetualReplica : IDisposable
         if (request.Answered) throw new InvalidOperationException($"{request} was answered already: answer each request once");
         request.Answered = true;
         byte[] payload = MessagePackSerializer.Serialize(reply, PayloadSerializer.Options);
+        _recorder?.Invoke(new PerpetualAnswered(request.Caller, request.Number, payload));
         _host.Post(now =>
         {
             try
@@ -335,6 +347,7 @@ public sealed class PerpetualReplica : IDisposable
     /// <summary>The protocol's events, on its thread: each agreed one becomes the loop's next input.</summary>
     private void OnEvent(NodeEvent e, long time)
     {
+        if (e is BftRequestOrdered or BftCallCompleted) _recorder?.Invoke(e);
         switch (e)
         {
             case BftRequestOrdered ordered:

@@ -10,7 +10,7 @@ using MessagePack;
 // One replica of a two-tier deployment: "caller" (the store) serves each client request by calling
 // "target" (the bank), which adds the amount to a total and answers it; the caller answers
 // [its own count of requests, the target's total]. Arguments:
-//   <caller|target> <index> <key, base64> <caller ports, comma-separated> <target ports> <client port> [byzantine]
+//   <caller|target> <index> <key, base64> <caller ports, comma-separated> <target ports> <client port> [byzantine] [--record FILE]
 // A byzantine target answers every request with a wrong total and, as primary, sends half of the
 // backups a pre-prepare other than the other half's (equivocation). It prints "ready" once listening,
 // and a correct replica prints "stats view=V executed=E divergent=D dropped=P" when its stdin closes.
@@ -23,7 +23,9 @@ var deployment = new PerpetualDeployment(key)
     .AddService("caller", Ports(args[3]))
     .AddService("target", Ports(args[4]))
     .AddClient("test", Ports(args[5])[0]);
-bool byzantine = args.Length > 6 && args[6] == "byzantine";
+bool byzantine = args.Contains("byzantine");
+int recordAt = Array.IndexOf(args, "--record");
+using StreamWriter? record = recordAt > 0 ? new StreamWriter(args[recordAt + 1]) { AutoFlush = true } : null; // line by line: the process may be SIGKILLed
 var options = new PerpetualOptions { ViewChangeTimeout = TimeSpan.FromMilliseconds(300) };
 
 IDisposable running = byzantine ? ByzantineTarget.Start(deployment, index, options) : PerpetualReplica.Start(deployment, role, index, role switch
@@ -31,7 +33,7 @@ IDisposable running = byzantine ? ByzantineTarget.Start(deployment, index, optio
     "caller" => Caller,
     "target" => Target,
     _ => throw new ArgumentException($"role {role}: caller or target"),
-}, options);
+}, options, record == null ? null : e => Record(record, e));
 Console.WriteLine("ready");
 Console.Out.Flush();
 Console.In.ReadToEnd(); // until the test closes stdin or kills the process
@@ -40,6 +42,21 @@ if (running is PerpetualReplica replica)
 Console.Out.Flush();
 running.Dispose();
 return 0;
+
+// What the replica did, one line per event, for the simulator's checker (tests/Isis.Tests/MultiProcess/PerpetualRecords.cs).
+static void Record(StreamWriter record, NodeEvent e)
+{
+    string line = e switch
+    {
+        BftRequestOrdered o => $"ordered {o.Seq} {o.Client} {o.Number} {Convert.ToHexString(o.Operation)} {o.Time} {o.Seed}",
+        BftCallCompleted c => $"completed {c.Seq} {c.Target} {c.Number} {(c.Result == null ? "-" : Convert.ToHexString(c.Result))} {c.Time} {c.Seed}",
+        PerpetualAnswered a => $"answered {a.Client} {a.Number} {Convert.ToHexString(a.Result)}",
+        PerpetualCalled c => $"called {c.Target} {c.Number} {Convert.ToHexString(c.Operation)}",
+        _ => "",
+    };
+    if (line.Length == 0) return;
+    lock (record) record.WriteLine(line);
+}
 
 static async Task Target(PerpetualReplica r)
 {

@@ -1,8 +1,11 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Net;
 using System.Reflection;
 using System.Security.Cryptography;
+using Isis.Core.Node;
 using Isis.Perpetual;
+using Isis.Perpetual.Runtime;
 using Isis.Tests.Runtime;
 using Xunit.Abstractions;
 
@@ -14,6 +17,7 @@ namespace Isis.Tests.MultiProcess;
 /// process of tests/Isis.PerpetualHost. Replicas are killed with SIGKILL, and one target replica is
 /// a Byzantine build (wrong replies, equivocating pre-prepares as primary); every call still
 /// completes with the right result. At most f = 1 replica of each service is faulty at a time.
+/// Every replica records what it did, and the simulator's checker reads the records afterwards.
 /// </summary>
 public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
 {
@@ -29,6 +33,10 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
         public readonly Process[] Targets = new Process[4];
         public readonly PerpetualClient Client;
         private readonly List<string> _stderr = new();
+        private readonly string _records = Directory.CreateTempSubdirectory("isis-perpetual-").FullName;
+        private readonly ConcurrentQueue<NodeEvent> _clientEvents = new();
+        private readonly PerpetualDeployment _deployment;
+        private readonly int _byzantineTarget;
 
         public Deployment(ITestOutputHelper output, int byzantineTarget = -1)
         {
@@ -45,11 +53,12 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
             }
             foreach (Process p in Targets.Concat(Callers))
                 Assert.Equal("ready", p.StandardOutput.ReadLineAsync().WaitAsync(Patience).GetAwaiter().GetResult());
-            var deployment = new PerpetualDeployment(key)
+            _byzantineTarget = byzantineTarget;
+            _deployment = new PerpetualDeployment(key)
                 .AddService("caller", [.. callers.Select(p => new IPEndPoint(IPAddress.Loopback, p))])
                 .AddService("target", [.. targets.Select(p => new IPEndPoint(IPAddress.Loopback, p))])
                 .AddClient("test", new IPEndPoint(IPAddress.Loopback, client));
-            Client = new PerpetualClient(deployment, "test", "caller", new PerpetualOptions { ViewChangeTimeout = TimeSpan.FromMilliseconds(300) });
+            Client = new PerpetualClient(_deployment, "test", "caller", new PerpetualOptions { ViewChangeTimeout = TimeSpan.FromMilliseconds(300) }, _clientEvents.Enqueue);
         }
 
         private Process Launch(string role, int index, string[] common, bool byzantine)
@@ -60,6 +69,8 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
             psi.ArgumentList.Add(index.ToString(System.Globalization.CultureInfo.InvariantCulture));
             foreach (string a in common) psi.ArgumentList.Add(a);
             if (byzantine) psi.ArgumentList.Add("byzantine");
+            psi.ArgumentList.Add("--record");
+            psi.ArgumentList.Add(RecordOf(role, index));
             Process p = Process.Start(psi)!;
             string name = $"{role}[{index}]{(byzantine ? " byzantine" : "")}";
             p.ErrorDataReceived += (_, e) =>
@@ -69,6 +80,17 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
             };
             p.BeginErrorReadLine();
             return p;
+        }
+
+        private string RecordOf(string role, int index) => Path.Combine(_records, $"{role}-{index}.log");
+
+        /// <summary>The simulator's checker over what every replica and the client recorded: no violation.</summary>
+        public void AssertCheckerFindsNothing()
+        {
+            IReadOnlyList<string> violations = PerpetualRecords.Check(_deployment, [.. Enumerable.Range(0, 4).Select(i => RecordOf("caller", i))],
+                [.. Enumerable.Range(0, 4).Select(i => RecordOf("target", i))], [.. _clientEvents], _byzantineTarget);
+            Assert.True(violations.Count == 0, "the checker found: " + string.Join("; ", violations));
+            Assert.True(File.ReadAllLines(RecordOf("caller", 1)).Count(l => l.StartsWith("ordered", StringComparison.Ordinal)) >= 30, "the records hold the run");
         }
 
         /// <summary>Sends <paramref name="amount"/> through the caller to the target: [requests the caller served, the target's total].</summary>
@@ -106,6 +128,7 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
             {
                 foreach (string line in _stderr) _output.WriteLine(line);
             }
+            Directory.Delete(_records, recursive: true);
         }
     }
 
@@ -128,6 +151,39 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
         Assert.Equal(total, answers.Max(a => a[1]));
         Assert.Equal(0, d.Client.DivergentReplies);
         Assert.All(d.Callers.Skip(1), c => Assert.Equal(0, d.Stats(c)["divergent"]));
+        d.AssertCheckerFindsNothing();
+    }
+
+    [Fact]
+    public void The_checker_over_the_records_finds_replicas_that_disagree_and_a_result_nobody_computed()
+    {
+        string dir = Directory.CreateTempSubdirectory("isis-perpetual-check-").FullName;
+        try
+        {
+            var deployment = new PerpetualDeployment(new byte[32])
+                .AddService("caller", [.. Enumerable.Range(0, 4).Select(i => new IPEndPoint(IPAddress.Loopback, 7000 + i))])
+                .AddService("target", [.. Enumerable.Range(0, 4).Select(i => new IPEndPoint(IPAddress.Loopback, 7100 + i))])
+                .AddClient("test", new IPEndPoint(IPAddress.Loopback, 7200));
+            string[] callers = [.. Enumerable.Range(0, 4).Select(i => Path.Combine(dir, $"caller-{i}.log"))];
+            string[] targets = [.. Enumerable.Range(0, 4).Select(i => Path.Combine(dir, $"target-{i}.log"))];
+            int client = deployment.Build().ClientPrincipal("test");
+            for (int i = 0; i < 4; i++)
+            {
+                // Replica 3 orders seq 1 at another agreed time (agreement broken); replica 2 an operation the
+                // client never sent (validity broken). Nothing is written for the target.
+                File.WriteAllText(callers[i], $"ordered 1 {client} 1 {(i == 2 ? "02" : "01")} {(i == 3 ? 200 : 100)} 7\nanswered {client} 1 0A\n");
+                File.WriteAllText(targets[i], "");
+            }
+            NodeEvent[] clientEvents = [new PerpetualIssued(client, 1, [1]), new Isis.Core.Bft.BftReplyAccepted("caller", 1, [0x0B])];
+            IReadOnlyList<string> violations = PerpetualRecords.Check(deployment, callers, targets, clientEvents, byzantineTarget: -1);
+            Assert.Contains(violations, v => v.Contains("agreement: at seq 1"));
+            Assert.Contains(violations, v => v.Contains("validity"));
+            Assert.Contains(violations, v => v.Contains("replies: client"));
+        }
+        finally
+        {
+            Directory.Delete(dir, recursive: true);
+        }
     }
 
     [Fact]
@@ -147,5 +203,6 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
         // primary, and the caller's saw the wrong replies and reported them.
         Assert.All(d.Targets.Skip(1), t => Assert.True(d.Stats(t)["view"] >= 1, "the target's correct replicas moved past the byzantine primary's view"));
         Assert.True(d.Callers.Where((_, i) => i != 2).Sum(c => d.Stats(c)["divergent"]) > 0, "the callers saw the byzantine replica's wrong replies");
+        d.AssertCheckerFindsNothing();
     }
 }
