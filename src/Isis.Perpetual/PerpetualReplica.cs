@@ -317,7 +317,7 @@ public sealed class PerpetualReplica : IDisposable
             foreach (var w in _sendWaiters) w.TrySetCanceled();
         });
         _completion.TrySetCanceled();
-        _loop.Dispose();
+        if (!_loop.OnLoopThread) _loop.Dispose(); // disposed from its own loop, the thread is still reading its inputs: it ends on its own
     }
 
     /// <summary>The first input: runs the application's loop until its first wait, and watches how it ends.</summary>

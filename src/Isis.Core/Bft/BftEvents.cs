@@ -69,6 +69,13 @@ internal enum BftMutations
 
     /// <summary>A new view takes a prepared claim without the f+1 pre-prepares that vouch for it (rule A2): one lying replica's claim of a later view then replaces what committed.</summary>
     NewViewWithoutPrePrepareQuorum = 8,
+
+    /// <summary>
+    /// A backup replays the messages that arrived above its window where the window moves, inside the
+    /// execution or catch-up that moved it, instead of once that input is handled: the catch-up then
+    /// finds its history moved past the certified checkpoint it was checking (an invariant breaks).
+    /// </summary>
+    ReplayEarlyInPlace = 16,
 }
 
 /// <summary>

@@ -332,7 +332,9 @@ internal sealed partial class PbftReplica : IProtocolNode
     private bool Early(BftKind kind, int from, long view, long seq, ReadOnlySpan<byte> body)
     {
         if (seq <= StableCheckpoint) return true;
-        if (seq > StableCheckpoint + 2 * _options.Window || _early.Count >= 3 * _options.Window * _service.N) return false;
+        // At most what one correct replica sends in a window (a pre-prepare or two votes per seq), per sender:
+        // a faulty replica cannot crowd out the others' early messages.
+        if (seq > StableCheckpoint + 2 * _options.Window || _early.Count(e => e.From == from) >= 3 * _options.Window) return false;
         _early.Add((kind, from, view, seq, body.ToArray()));
         return true;
     }
@@ -616,6 +618,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         foreach (long s in _ownCheckpoints.Keys.Where(s => s < seq).ToList()) _ownCheckpoints.Remove(s);
         Progressed(_outbox.StepTime);
         _replayEarly = true; // once this input is handled: here it would execute in the middle of a catch-up or an execution
+        if ((_options.Mutations & BftMutations.ReplayEarlyInPlace) != 0) ReplayEarly();
         // The window moved: the primary assigns what waited.
         while (IsPrimary && _viewActive && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
         {

@@ -138,6 +138,15 @@ public sealed class BftSimulationTests
         Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": agreement", StringComparison.Ordinal) || v.Contains(": invariant", StringComparison.Ordinal) || v.Contains(": replies", StringComparison.Ordinal));
     }
 
+    [Fact]
+    public void Mutation_a_backup_that_replays_early_messages_inside_the_catch_up_that_moved_its_window_is_caught()
+    {
+        var scenario = new BftScenario { Options = new BftOptions { Mutations = BftMutations.ReplayEarlyInPlace } };
+        int caughtAt = Enumerable.Range(0, 100).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
+        Assert.True(caughtAt >= 0, "100 seeds and no violation");
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains("caught up holds the certified history", StringComparison.Ordinal));
+    }
+
     /// <summary>Seven replicas: view 0's primary crashes, view 1's never starts its view and lies in its view changes.</summary>
     private static BftScenario Liar(BftMutations mutations = BftMutations.None) => new()
     {
