@@ -50,7 +50,7 @@ internal static class PerpetualExperiment
         public int Calls { get; set; }
         /// <summary>Calls completed per second at the caller, each measured round.</summary>
         public double[] CallsPerSecond { get; set; } = [];
-        public double Median => Median(CallsPerSecond);
+        public double Median => CallsPerSecond.Length == 0 ? 0 : HarnessShell.Median(CallsPerSecond);
     }
 
     internal sealed class PerpetualReport : RunReport
@@ -322,12 +322,5 @@ internal static class PerpetualExperiment
         }
         if (report.PbftRound != null && report.SafeSendRound != null)
             Console.WriteLine($"PBFT request round (4 replicas) / SafeSend(phi=3) round (4 members): {report.PbftRound.P50 / report.SafeSendRound.P50:F2}x; unreplicated request round {report.UnreplicatedRound?.P50:F0} us");
-    }
-
-    private static double Median(double[] values)
-    {
-        if (values.Length == 0) return 0;
-        double[] sorted = [.. values.Order()];
-        return sorted.Length % 2 == 1 ? sorted[sorted.Length / 2] : (sorted[sorted.Length / 2 - 1] + sorted[sorted.Length / 2]) / 2;
     }
 }

@@ -290,3 +290,35 @@ public sealed class BenchHarnessSmokeTests
 
 [CollectionDefinition(nameof(BenchHarnessCollection), DisableParallelization = true)]
 public sealed class BenchHarnessCollection;
+
+/// <summary>
+/// CI smoke test of the Perpetual micro-benchmarks (Isis.Bench --perpetual): figure 9 with 1+1 and 4+4
+/// replica processes, synchronous and asynchronous, writes a row per configuration with a rate for each
+/// round, and the PBFT-against-SafeSend rounds. Asserts counts only, never a timing.
+/// </summary>
+[Collection(nameof(BenchHarnessCollection))]
+public sealed class PerpetualBenchSmokeTests
+{
+    [Fact]
+    public async Task QuickRun_ExitsZero_AndWritesARowPerConfiguration()
+    {
+        string dll = typeof(PerpetualBenchSmokeTests).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>().Single(a => a.Key == "IsisBenchDll").Value!;
+        string output = Path.Combine(Directory.CreateTempSubdirectory("isis-perpetual-bench-").FullName, "perpetual.json");
+        try
+        {
+            var (exitCode, log) = await DotnetTool.RunToExit([dll, "--perpetual", "--quick", "--figure", "9", "--out", output], TimeSpan.FromSeconds(180));
+            Assert.True(exitCode == 0, $"Isis.Bench --perpetual --quick exited with {exitCode}:\n{log}");
+            using JsonDocument result = JsonDocument.Parse(File.ReadAllText(output));
+            JsonElement[] rows = [.. result.RootElement.GetProperty("rows").EnumerateArray()];
+            Assert.Equal([1, 1, 4, 4], rows.Select(r => r.GetProperty("replicas").GetInt32()));
+            Assert.Equal([1, 32, 1, 32], rows.Select(r => r.GetProperty("window").GetInt32()));
+            Assert.All(rows, r => Assert.True(r.GetProperty("callsPerSecond").EnumerateArray().Single().GetDouble() > 0));
+            Assert.Contains("asynchronous against synchronous, 4+4", log);
+            Assert.True(result.RootElement.GetProperty("quick").GetBoolean());
+        }
+        finally
+        {
+            Directory.Delete(Path.GetDirectoryName(output)!, recursive: true);
+        }
+    }
+}
