@@ -124,7 +124,7 @@ public sealed class PerpetualReplica : IDisposable
     public long View => _protocol.View;
 
     /// <summary>How many agreed requests and call outcomes this replica executed.</summary>
-    public long Executed => _protocol.LastExecuted;
+    public long Executed => _protocol.InputsExecuted;
 
     /// <summary>Calls and replies from other services' replicas that differed from what f+1 of them agreed on (each also logged): a faulty replica or a nondeterministic application.</summary>
     public long DivergentMessages => _protocol.DivergentMessages;

@@ -48,8 +48,8 @@ static void Record(StreamWriter record, NodeEvent e)
 {
     string line = e switch
     {
-        BftRequestOrdered o => $"ordered {o.Seq} {o.Client} {o.Number} {Convert.ToHexString(o.Operation)} {o.Time} {o.Seed}",
-        BftCallCompleted c => $"completed {c.Seq} {c.Target} {c.Number} {(c.Result == null ? "-" : Convert.ToHexString(c.Result))} {c.Time} {c.Seed}",
+        BftRequestOrdered o => $"ordered {o.Position} {o.Client} {o.Number} {Convert.ToHexString(o.Operation)} {o.Time} {o.Seed}",
+        BftCallCompleted c => $"completed {c.Position} {c.Target} {c.Number} {(c.Result == null ? "-" : Convert.ToHexString(c.Result))} {c.Time} {c.Seed}",
         PerpetualAnswered a => $"answered {a.Client} {a.Number} {Convert.ToHexString(a.Result)}",
         PerpetualCalled c => $"called {c.Target} {c.Number} {Convert.ToHexString(c.Operation)}",
         _ => "",

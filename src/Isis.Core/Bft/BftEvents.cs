@@ -3,20 +3,21 @@ using Isis.Core.Node;
 namespace Isis.Core.Bft;
 
 /// <summary>
-/// A service's replicas agreed that this request is the <paramref name="Seq"/>-th: every correct
+/// A service's replicas agreed that this request is the <paramref name="Position"/>-th input it hands
+/// over (a position in the order, not a PBFT sequence number, which orders a batch): every correct
 /// replica hands over the same requests in the same order (the application executes it and answers
 /// with <see cref="PbftReplica.Reply"/>). <paramref name="Time"/> is the agreed clock at this request
 /// (microseconds, the primary's stamp, never going back) and <paramref name="Seed"/> a random seed
 /// every correct replica has alike: Perpetual's deterministic time and random values.
 /// </summary>
-internal sealed record BftRequestOrdered(string Service, long Seq, int Client, long Number, byte[] Operation, long Time, ulong Seed) : NodeEvent;
+internal sealed record BftRequestOrdered(string Service, long Position, int Client, long Number, byte[] Operation, long Time, ulong Seed) : NodeEvent;
 
 /// <summary>
 /// A call this service made (<see cref="PbftReplica.Call"/>) completed, at the same point of the order at
-/// every correct replica: with the result f+1 target replicas sent, or aborted (<paramref name="Result"/>
+/// every correct replica (<paramref name="Position"/>, counted with the requests): with the result f+1 target replicas sent, or aborted (<paramref name="Result"/>
 /// null) because f+1 replicas of this service gave up waiting first.
 /// </summary>
-internal sealed record BftCallCompleted(string Service, long Seq, string Target, long Number, byte[]? Result, long Time, ulong Seed) : NodeEvent;
+internal sealed record BftCallCompleted(string Service, long Position, string Target, long Number, byte[]? Result, long Time, ulong Seed) : NodeEvent;
 
 /// <summary>f+1 replicas of the service sent the same result for request <paramref name="Number"/>: at least one of them is correct.</summary>
 internal sealed record BftReplyAccepted(string Service, long Number, byte[] Result) : NodeEvent;
@@ -24,8 +25,21 @@ internal sealed record BftReplyAccepted(string Service, long Number, byte[] Resu
 /// <summary>Tuning and deliberate bugs of the BFT protocols.</summary>
 internal sealed record BftOptions
 {
-    /// <summary>A checkpoint every this many executed requests (PBFT's K).</summary>
+    /// <summary>A checkpoint every this many executed sequence numbers (PBFT's K).</summary>
     public int CheckpointInterval { get; init; } = 16;
+
+    /// <summary>
+    /// How many batches the primary keeps in agreement at once. What arrives meanwhile waits and goes
+    /// out as the next batch when one executes: under load, one agreement round orders many inputs
+    /// (PBFT's batching); a lone request goes out at once.
+    /// </summary>
+    public int BatchesInFlight { get; init; } = 2;
+
+    /// <summary>The most inputs the primary puts in one batch (at most <see cref="Proposal.MaxBatchItems"/>).</summary>
+    public int MaxBatch { get; init; } = 64;
+
+    /// <summary>The most bytes of inputs the primary puts in one batch (a batch holds at least one input, whatever its size).</summary>
+    public int MaxBatchBytes { get; init; } = 32 * 1024;
 
     /// <summary>How many sequence numbers above the stable checkpoint the primary may assign (PBFT's log size L; at least 2K).</summary>
     public int Window => 2 * CheckpointInterval;
@@ -76,6 +90,12 @@ internal enum BftMutations
     /// finds its history moved past the certified checkpoint it was checking (an invariant breaks).
     /// </summary>
     ReplayEarlyInPlace = 16,
+
+    /// <summary>
+    /// A backup checks the tags of a batch's first input only: a faulty primary then slips an input
+    /// no client or caller sent into a batch, and correct replicas execute it (validity breaks).
+    /// </summary>
+    BatchChecksFirstOnly = 32,
 }
 
 /// <summary>

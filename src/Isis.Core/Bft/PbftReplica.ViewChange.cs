@@ -140,7 +140,7 @@ internal sealed partial class PbftReplica
             byte[] digest = Digest(ref r);
             byte[] packet = r.Bytes();
             // The request must be the one the digest names: the new primary takes it from here.
-            if (!Proposal.TryRead(packet, deployment, service, null, out ProposalMeaning m) || !m.Digest.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
+            if (!Proposal.TryReadBatch(packet, deployment, service, null, out BatchMeaning m) || !m.Digest.AsSpan().SequenceEqual(digest) || v >= view || seq <= stable) r.Fail(); // claims of earlier views, above its checkpoint
             prepared.Add((seq, v, digest, packet));
         }
         var prePrepared = new List<(long, long, byte[])>();
@@ -278,7 +278,7 @@ internal sealed partial class PbftReplica
         _lastProgressAt = _outbox.StepTime;
         foreach (long old in _viewChanges.Keys.Where(v => v <= View).ToList()) _viewChanges.Remove(old);
         _slots.Clear();
-        _waiting.Clear();
+        _pending.Clear();
         _assigned.Clear();
         if (decision.Stable > LastExecuted)
         {
@@ -297,14 +297,17 @@ internal sealed partial class PbftReplica
             if (seq <= StableCheckpoint) continue;
             if (seq <= LastExecuted && _executedRequests.TryGetValue(seq, out byte[]? executed))
             {
-                Invariant.Check(Proposal.TryRead(executed, _deployment, _service, null, out ProposalMeaning had) && had.Digest.AsSpan().SequenceEqual(digest), $"a new view keeps what a correct replica executed: view {View}, seq {seq}");
+                Invariant.Check(Proposal.TryReadBatch(executed, _deployment, _service, null, out BatchMeaning had) && had.Digest.AsSpan().SequenceEqual(digest), $"a new view keeps what a correct replica executed: view {View}, seq {seq}");
             }
             Slot slot = SlotAt(seq);
             slot.View = View;
             slot.Digest = digest;
             slot.Proposal = packet;
             PrePrepared(seq, slot);
-            if (Proposal.TryRead(packet, _deployment, _service, null, out ProposalMeaning meaning) && meaning.Kind != ProposalKind.Null) _assigned.Add(meaning.Key);
+            if (Proposal.TryReadBatch(packet, _deployment, _service, null, out BatchMeaning meaning))
+            {
+                foreach (ProposalMeaning input in meaning.Items) _assigned.Add(input.Key);
+            }
             if (!IsPrimary)
             {
                 slot.Prepares[Index] = (View, digest);

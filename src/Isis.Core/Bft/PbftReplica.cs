@@ -12,9 +12,12 @@ namespace Isis.Core.Bft;
 /// <remarks>
 /// <list type="number">
 /// <item>A client's request reaches the primary of the current view (a backup relays it there).
-/// The primary assigns it the next sequence number within its window and sends a pre-prepare.</item>
-/// <item>A backup accepts the first pre-prepare for a (view, seq) whose embedded request carries
-/// the client's valid tag for it, and sends a prepare. A conflicting pre-prepare for the same
+/// The primary gathers what arrives into a batch and, while fewer than
+/// <see cref="BftOptions.BatchesInFlight"/> batches are in agreement, assigns the batch the next
+/// sequence number within its window and sends a pre-prepare. A lone request goes out at once;
+/// under load one agreement round orders many inputs (PBFT's batching).</item>
+/// <item>A backup accepts the first pre-prepare for a (view, seq) whose every input carries its
+/// author's valid tag for it, and sends a prepare. A conflicting pre-prepare for the same
 /// (view, seq) is refused and counted: the primary equivocates.</item>
 /// <item>Prepared: the pre-prepare and 2f matching prepares from distinct backups. Two different
 /// requests cannot both prepare at one (view, seq): their 2f+1 supporters would share a correct
@@ -42,7 +45,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     private readonly Dictionary<long, Slot> _slots = new();
     private readonly Dictionary<int, ClientRecord> _clients = new();
     private readonly HashSet<(bool Completion, int Who, long Number)> _assigned = new();
-    private readonly List<byte[]> _waiting = new(); // the primary's proposals beyond its window
+    private readonly List<byte[]> _pending = new(); // the primary's inputs for the next batch
     private readonly Dictionary<long, Dictionary<int, byte[]>> _checkpointVotes = new();
     private readonly Dictionary<long, byte[]> _ownCheckpoints = new();
     private byte[] _history = new byte[BftWire.DigestSize];
@@ -51,6 +54,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     private (long Seq, byte[] Digest)? _certified; // a stable checkpoint of the others' beyond what this replica executed
     private readonly Dictionary<long, byte[]> _fetched = new();
     private long _lastAssigned;
+    private long _position; // inputs handed over so far: the events' position in the order
     private long _retryAt;
     private int _idleRetries;
 
@@ -77,8 +81,11 @@ internal sealed partial class PbftReplica : IProtocolNode
     /// <summary>The current view; its primary is replica view mod n.</summary>
     public long View { get; private set; }
 
-    /// <summary>The last sequence number executed.</summary>
+    /// <summary>The last sequence number executed (each orders a batch of inputs).</summary>
     public long LastExecuted { get; private set; }
+
+    /// <summary>The inputs (requests, calls, call completions) handed over so far: the last event's position in the order.</summary>
+    public long InputsExecuted => _position;
 
     /// <summary>The last stable checkpoint (PBFT's low watermark h).</summary>
     public long StableCheckpoint { get; private set; }
@@ -143,7 +150,7 @@ internal sealed partial class PbftReplica : IProtocolNode
 
     /// <summary>A one-line summary, for a failed run's report.</summary>
     public string Describe() =>
-        $"replica {Index}: view {View}{(_viewActive ? "" : " (changing)")}, executed {LastExecuted}, stable {StableCheckpoint}, assigned {_lastAssigned}, waiting {_waiting.Count}, " +
+        $"replica {Index}: view {View}{(_viewActive ? "" : " (changing)")}, executed {LastExecuted}, stable {StableCheckpoint}, assigned {_lastAssigned}, pending {_pending.Count}, " +
         $"slots [{string.Join(" ", _slots.OrderBy(s => s.Key).Select(s => $"{s.Key}:{(s.Value.Committed ? "C" : s.Value.SentCommit ? "P" : s.Value.Digest != null ? "p" : "-")}{s.Value.Prepares.Count}/{s.Value.Commits.Count}"))}], " +
         $"checkpoints [{string.Join(" ", _checkpointVotes.OrderBy(c => c.Key).Select(c => $"{c.Key}:{c.Value.Count}{(_ownCheckpoints.ContainsKey(c.Key) ? "*" : "")}"))}]";
 
@@ -234,16 +241,38 @@ internal sealed partial class PbftReplica : IProtocolNode
         return true;
     }
 
-    /// <summary>As primary: orders <paramref name="proposal"/> next, unless it is ordered or done already (or waits for the window to move).</summary>
+    /// <summary>As primary: orders input <paramref name="proposal"/> in the next batch, unless it is ordered or done already.</summary>
     private void Propose(byte[] proposal, ProposalMeaning meaning)
     {
         if (!IsPrimary || !_viewActive || AlreadyDone(meaning) || !_assigned.Add(meaning.Key)) return;
-        if (_lastAssigned >= StableCheckpoint + _options.Window)
+        _pending.Add(proposal);
+        AssignPending();
+    }
+
+    /// <summary>
+    /// As primary: sends what is pending as batches, while fewer than <see cref="BftOptions.BatchesInFlight"/>
+    /// are in agreement and the window has room. Called when an input arrives, a batch executes, the
+    /// window moves.
+    /// </summary>
+    private void AssignPending()
+    {
+        while (IsPrimary && _viewActive && _pending.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window
+               && _lastAssigned - LastExecuted < _options.BatchesInFlight)
         {
-            _waiting.Add(proposal);
-            return;
+            var batch = new List<byte[]>();
+            int bytes = 0, taken = 0;
+            for (; taken < _pending.Count && batch.Count < Math.Min(_options.MaxBatch, Proposal.MaxBatchItems); taken++)
+            {
+                byte[] input = _pending[taken];
+                if (batch.Count > 0 && bytes + input.Length > _options.MaxBatchBytes) break;
+                Invariant.Check(Proposal.TryRead(input, _deployment, _service, null, out ProposalMeaning m), "a pending input reads");
+                if (AlreadyDone(m)) continue; // executed meanwhile (a batch of a view change ordered it)
+                batch.Add(input);
+                bytes += input.Length;
+            }
+            _pending.RemoveRange(0, taken);
+            if (batch.Count > 0) Assign(Proposal.Batch(batch));
         }
-        Assign(proposal);
     }
 
     private bool AlreadyDone(ProposalMeaning m) => m.Kind switch
@@ -253,12 +282,12 @@ internal sealed partial class PbftReplica : IProtocolNode
         _ => true,
     };
 
-    /// <summary>Stamps <paramref name="unstamped"/> with this primary's clock and sends its pre-prepare.</summary>
+    /// <summary>Stamps batch <paramref name="unstamped"/> with this primary's clock and sends its pre-prepare.</summary>
     private void Assign(byte[] unstamped)
     {
         // The agreed clock never goes back, even if this primary's is behind its predecessor's.
         byte[] proposal = Proposal.Stamp(unstamped, Math.Max(_outbox.StepTime, _agreedTime + 1));
-        Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning meaning), "a stamped proposal reads");
+        Invariant.Check(Proposal.TryReadBatch(proposal, _deployment, _service, null, out BatchMeaning meaning), "a stamped batch reads");
         byte[] digest = meaning.Digest;
         long seq = ++_lastAssigned;
         Slot slot = SlotAt(seq);
@@ -276,8 +305,8 @@ internal sealed partial class PbftReplica : IProtocolNode
         if (!BftWire.TryReadPrePrepare(body, out long view, out long seq, out ReadOnlySpan<byte> proposal)) return false;
         if (view != View || from != PrimaryIndex || IsPrimary) return false;
         if (!InWindow(seq)) return Early(BftKind.PrePrepare, from, view, seq, body);
-        // What it orders must carry its authors' valid tags for this replica: a primary cannot invent requests, calls or replies.
-        if (!Proposal.TryRead(proposal, _deployment, _service, _keys, out ProposalMeaning meaning)) return false;
+        // Every input must carry its authors' valid tags for this replica: a primary cannot invent requests, calls or replies.
+        if (!Proposal.TryReadBatch(proposal, _deployment, _service, _keys, out BatchMeaning meaning, _options.Mutations)) return false;
         // The primary's clock becomes everyone's: a backup prepares only a time close to its own.
         if (Math.Abs(meaning.Time - _outbox.StepTime) > _options.MaxClockSkew)
         {
@@ -300,7 +329,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         slot.Digest = digest;
         slot.Proposal = proposal.ToArray();
         PrePrepared(seq, slot);
-        Waiting(meaning.Key);
+        foreach (ProposalMeaning input in meaning.Items) Waiting(input.Key);
         slot.Prepares[Index] = (view, digest);
         Multicast(BftKind.Prepare, BftWire.Vote(view, seq, digest));
         Progressed(_outbox.StepTime);
@@ -397,13 +426,26 @@ internal sealed partial class PbftReplica : IProtocolNode
             Invariant.Check(slot.Proposal != null && slot.Digest != null, $"a committed slot holds its request: seq {LastExecuted + 1}");
             Execute(slot.Proposal!, slot.Digest!);
         }
+        AssignPending(); // a batch left agreement: the next may go
     }
 
-    /// <summary>Executes the next sequence number's proposal: hands it over, chains it into the history, checkpoints every K.</summary>
+    /// <summary>Executes the next sequence number's batch: hands its inputs over in order, chains it into the history, checkpoints every K.</summary>
     private void Execute(byte[] proposal, byte[] digest)
     {
         long seq = LastExecuted + 1;
-        Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning m), $"a committed proposal reads: seq {seq}");
+        Invariant.Check(Proposal.TryReadBatch(proposal, _deployment, _service, null, out BatchMeaning batch), $"a committed batch reads: seq {seq}");
+        foreach (ProposalMeaning input in batch.Items) ExecuteInput(input, batch.Time);
+        _lastProgressAt = _outbox.StepTime;
+        _history = ChainDigest(_history, seq, digest);
+        _executedRequests[seq] = proposal;
+        LastExecuted = seq;
+        if (seq % _options.CheckpointInterval == 0) TakeCheckpoint(seq);
+    }
+
+    /// <summary>Hands one input of a batch over (unless it executed already), at the agreed clock just after the last input's.</summary>
+    private void ExecuteInput(in ProposalMeaning m, long stamp)
+    {
+        long time = Math.Max(_agreedTime + 1, stamp);
         switch (m.Kind)
         {
             case ProposalKind.Request or ProposalKind.Call:
@@ -413,7 +455,8 @@ internal sealed partial class PbftReplica : IProtocolNode
                 {
                     if (m.Kind == ProposalKind.Call) ReportDivergence(_callCopies.GetValueOrDefault((m.From, m.Number)), m, asReply: false);
                     record.MarkExecuted(m.Number);
-                    _outbox.Add(new BftRequestOrdered(_service.Name, seq, m.From, m.Number, m.Payload, AgreedTimeFor(m), AgreedSeed()));
+                    _position++;
+                    _outbox.Add(new BftRequestOrdered(_service.Name, _position, m.From, m.Number, m.Payload, time, AgreedSeed()));
                 }
                 break;
             case ProposalKind.CallReply or ProposalKind.CallAbort:
@@ -422,26 +465,23 @@ internal sealed partial class PbftReplica : IProtocolNode
                 {
                     if (m.Kind == ProposalKind.CallReply) ReportDivergence(_replyParts.GetValueOrDefault((m.Target, m.Number)), m, asReply: true);
                     _calls.Remove(m.Number);
-                    _outbox.Add(new BftCallCompleted(_service.Name, seq, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null,
-                        AgreedTimeFor(m), AgreedSeed()));
+                    _position++;
+                    _outbox.Add(new BftCallCompleted(_service.Name, _position, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null,
+                        time, AgreedSeed()));
                 }
                 break;
         }
-        if (m.Kind != ProposalKind.Null) _agreedTime = Math.Max(_agreedTime + 1, m.Time);
+        // The agreed clock: the batch's stamp, or just after the last input if a faulty or lagging primary stamped an earlier time.
+        _agreedTime = time;
         _assigned.Remove(m.Key);
         _waitingRequests.Remove(m.Key);
-        _lastProgressAt = _outbox.StepTime;
-        _history = ChainDigest(_history, seq, digest);
-        _executedRequests[seq] = proposal;
-        LastExecuted = seq;
-        if (seq % _options.CheckpointInterval == 0) TakeCheckpoint(seq);
     }
 
-    /// <summary>The agreed clock at a proposal: its stamp, or just after the last one if a faulty or lagging primary stamped an earlier time.</summary>
-    private long AgreedTimeFor(ProposalMeaning m) => Math.Max(_agreedTime + 1, m.Time);
-
-    /// <summary>A seed every correct replica computes alike and no client chooses: from the history executed so far.</summary>
-    private ulong AgreedSeed() => BinaryPrimitives.ReadUInt64LittleEndian(_history);
+    /// <summary>
+    /// A seed every correct replica computes alike and no client chooses: from the history executed
+    /// so far, and distinct for each input handed over (the inputs of one batch share the history).
+    /// </summary>
+    private ulong AgreedSeed() => BinaryPrimitives.ReadUInt64LittleEndian(_history) ^ ((ulong)_position * 0x9E3779B97F4A7C15UL);
 
     private static byte[] ChainDigest(byte[] history, long seq, byte[] digest)
     {
@@ -573,7 +613,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         var digests = new List<byte[]>();
         for (long s = LastExecuted + 1; s <= target.Seq; s++)
         {
-            if (!Proposal.TryRead(_fetched[s], _deployment, _service, null, out ProposalMeaning m)) { _fetched.Clear(); return; }
+            if (!Proposal.TryReadBatch(_fetched[s], _deployment, _service, null, out BatchMeaning m)) { _fetched.Clear(); return; }
             digests.Add(m.Digest);
             history = ChainDigest(history, s, digests[^1]);
         }
@@ -619,14 +659,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         Progressed(_outbox.StepTime);
         _replayEarly = true; // once this input is handled: here it would execute in the middle of a catch-up or an execution
         if ((_options.Mutations & BftMutations.ReplayEarlyInPlace) != 0) ReplayEarly();
-        // The window moved: the primary assigns what waited.
-        while (IsPrimary && _viewActive && _waiting.Count > 0 && _lastAssigned < StableCheckpoint + _options.Window)
-        {
-            byte[] proposal = _waiting[0];
-            _waiting.RemoveAt(0);
-            Invariant.Check(Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning m), "a waiting proposal reads");
-            if (!AlreadyDone(m)) Assign(proposal);
-        }
+        AssignPending(); // the window moved: the primary sends what waited
     }
 
     // ---------------------------------------------------------------- sending

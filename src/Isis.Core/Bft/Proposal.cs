@@ -4,7 +4,7 @@ using Isis.Core.Wire;
 
 namespace Isis.Core.Bft;
 
-/// <summary>What a service's replicas agree to order (Perpetual's inputs, one PBFT sequence number each).</summary>
+/// <summary>What a service's replicas agree to order: Perpetual's inputs, a batch of them per PBFT sequence number.</summary>
 internal enum ProposalKind : byte
 {
     /// <summary>The null request a new view fills a gap with: an empty proposal.</summary>
@@ -21,30 +21,85 @@ internal enum ProposalKind : byte
 
     /// <summary>The end of a call that took too long: f+1 of this service's replicas gave up on it.</summary>
     CallAbort = 4,
+
+    /// <summary>What one sequence number orders: one or more of the inputs above, in order, under one stamp of the primary's clock.</summary>
+    Batch = 5,
 }
 
 /// <summary>
-/// What an ordered proposal means: who it is from and its number (requests and calls execute once
+/// What one input of a batch means: who it is from and its number (requests and calls execute once
 /// each), or the call it completes, and the bytes it hands over (an operation, or a result).
 /// </summary>
-internal readonly record struct ProposalMeaning(ProposalKind Kind, int From, long Number, int Target, byte[] Payload, byte[] Digest, long Time)
+internal readonly record struct ProposalMeaning(ProposalKind Kind, int From, long Number, int Target, byte[] Payload, byte[] Digest)
 {
     /// <summary>What identifies the proposal for deduplication: a request or call (from, number), or a completion (target, number).</summary>
     public (bool Completion, int Who, long Number) Key => (Kind is ProposalKind.CallReply or ProposalKind.CallAbort, Kind is ProposalKind.CallReply or ProposalKind.CallAbort ? Target : From, Number);
 }
 
+/// <summary>What one sequence number orders: its inputs in order (none: the null request), the primary's stamp, and the digest agreement names it by.</summary>
+internal readonly record struct BatchMeaning(ProposalMeaning[] Items, long Time, byte[] Digest);
+
 /// <summary>
-/// The encoding of proposals, and the one reader that checks them. A proposal is a kind byte, the
-/// time the primary stamped on it (<see cref="Stamp"/>: the replicas' agreed clock), and the
-/// packets that justify it: a client's request packet, or a certificate of f+1 packets from
-/// distinct replicas of one service with identical bodies. Each packet carries its sender's tag for
-/// every replica of the receiving service, so every replica checks the certificate for itself
-/// before it prepares it. The digest names the meaning (the common body) and the time, not the
-/// packets: two certificates of the same call, stamped alike, are the same proposal.
+/// The encoding of proposals, and the one reader that checks them. An input is a kind byte, a time
+/// field (unused: the batch carries the stamp) and the packets that justify it: a client's request
+/// packet, or a certificate of f+1 packets from distinct replicas of one service with identical
+/// bodies. Each packet carries its sender's tag for every replica of the receiving service, so every
+/// replica checks the certificate for itself before it prepares it. An input's digest names its
+/// meaning (the common body), not the packets: two certificates of the same call are the same input.
+/// What a sequence number orders is a batch (<see cref="Batch"/>): the inputs the primary gathered
+/// while earlier batches were in agreement, stamped with its clock (<see cref="Stamp"/>: the
+/// replicas' agreed clock); its digest names the stamp and its inputs' digests in order.
 /// </summary>
 internal static class Proposal
 {
     private const int Header = 1 + 8; // kind, time
+
+    /// <summary>The most inputs one batch holds: a faulty primary cannot make a backup check an unbounded pre-prepare.</summary>
+    public const int MaxBatchItems = 256;
+
+    /// <summary>A batch of <paramref name="items"/> (inputs, in order), to be stamped by the primary.</summary>
+    public static byte[] Batch(IReadOnlyList<byte[]> items)
+    {
+        var w = new PacketWriter().BeginRecord().U8((byte)ProposalKind.Batch).I64(0).I32(items.Count);
+        foreach (byte[] item in items) w.Bytes(item);
+        return w.FinishRecord();
+    }
+
+    /// <summary>
+    /// Reads what one sequence number orders: the null request (empty) or a batch of at least one
+    /// input. With <paramref name="keys"/>, checks every input as <see cref="TryRead"/> does: what a
+    /// backup does before it prepares a pre-prepare (a primary cannot slip an invented input into a batch).
+    /// </summary>
+    public static bool TryReadBatch(ReadOnlySpan<byte> proposal, BftDeployment deployment, BftService self, BftKeys? keys, out BatchMeaning meaning, BftMutations mutations = BftMutations.None)
+    {
+        meaning = default;
+        if (proposal.IsEmpty)
+        {
+            meaning = new BatchMeaning([], 0, BftWire.NullDigest);
+            return true;
+        }
+        if (proposal.Length < Header || proposal[0] != (byte)ProposalKind.Batch) return false;
+        long time = BinaryPrimitives.ReadInt64LittleEndian(proposal[1..]);
+        if (time < 0) return false;
+        var r = new WireReader(proposal[Header..]);
+        int count = r.Count(4);
+        if (!r.Ok || count < 1 || count > MaxBatchItems) return false;
+        var items = new ProposalMeaning[count];
+        byte[] digests = new byte[1 + 8 + count * BftWire.DigestSize];
+        digests[0] = (byte)ProposalKind.Batch;
+        BinaryPrimitives.WriteInt64LittleEndian(digests.AsSpan(1), time);
+        for (int i = 0; i < count; i++)
+        {
+            ReadOnlySpan<byte> item = r.BytesSpan();
+            // The mutation checks the first input's tags only: the rule that every input is checked, broken.
+            BftKeys? check = i > 0 && (mutations & BftMutations.BatchChecksFirstOnly) != 0 ? null : keys;
+            if (!r.Ok || item.IsEmpty || item[0] == (byte)ProposalKind.Batch || !TryRead(item, deployment, self, check, out items[i])) return false;
+            items[i].Digest.CopyTo(digests.AsSpan(Header + i * BftWire.DigestSize));
+        }
+        if (!r.Complete) return false;
+        meaning = new BatchMeaning(items, time, SHA256.HashData(digests));
+        return true;
+    }
 
     public static byte[] OfRequest(ReadOnlySpan<byte> requestPacket)
     {
@@ -61,7 +116,7 @@ internal static class Proposal
         return w.FinishRecord();
     }
 
-    /// <summary>A copy of <paramref name="proposal"/> stamped with the primary's clock, <paramref name="time"/> (microseconds).</summary>
+    /// <summary>A copy of batch <paramref name="proposal"/> stamped with the primary's clock, <paramref name="time"/> (microseconds).</summary>
     public static byte[] Stamp(ReadOnlySpan<byte> proposal, long time)
     {
         byte[] stamped = proposal.ToArray();
@@ -99,14 +154,6 @@ internal static class Proposal
         return number > 0;
     }
 
-    private static byte[] Timed(byte[] digest, long time)
-    {
-        Span<byte> input = stackalloc byte[BftWire.DigestSize + 8];
-        digest.CopyTo(input);
-        BinaryPrimitives.WriteInt64LittleEndian(input[BftWire.DigestSize..], time);
-        return SHA256.HashData(input);
-    }
-
     private static byte[] DomainDigest(byte domain, ReadOnlySpan<byte> body)
     {
         byte[] input = [domain, .. body];
@@ -114,23 +161,16 @@ internal static class Proposal
     }
 
     /// <summary>
-    /// Reads a proposal for service <paramref name="self"/>. With <paramref name="keys"/>, also checks
+    /// Reads one input for service <paramref name="self"/>. With <paramref name="keys"/>, also checks
     /// every packet's tag for that principal (its own packets excepted) and the certificate's quorum:
-    /// what a replica does before it prepares a proposal. Without, reads only the meaning of a
-    /// proposal agreement already checked (to execute it, or to name it in a view change).
+    /// what a replica does before it prepares it. Without, reads only the meaning of an input
+    /// agreement already checked (to execute it, or to name it in a view change).
     /// </summary>
     public static bool TryRead(ReadOnlySpan<byte> proposal, BftDeployment deployment, BftService self, BftKeys? keys, out ProposalMeaning meaning)
     {
         meaning = default;
-        if (proposal.IsEmpty)
-        {
-            meaning = new ProposalMeaning(ProposalKind.Null, 0, 0, 0, [], BftWire.NullDigest, 0);
-            return true;
-        }
         if (proposal.Length < Header) return false;
         var kind = (ProposalKind)proposal[0];
-        long time = BinaryPrimitives.ReadInt64LittleEndian(proposal[1..]);
-        if (time < 0) return false;
         if (kind == ProposalKind.Request)
         {
             ReadOnlySpan<byte> packet = proposal[Header..];
@@ -146,7 +186,7 @@ internal static class Proposal
                 body = BftWire.BodyOf(packet);
             }
             if (!BftWire.TryReadRequest(body, out int client, out long number, out ReadOnlySpan<byte> operation) || client != sender || client < 0 || deployment.IsReplica(client)) return false;
-            meaning = new ProposalMeaning(kind, client, number, 0, operation.ToArray(), Timed(BftWire.RequestDigest(body), time), time);
+            meaning = new ProposalMeaning(kind, client, number, 0, operation.ToArray(), BftWire.RequestDigest(body));
             return true;
         }
         if (kind is not (ProposalKind.Call or ProposalKind.CallReply or ProposalKind.CallAbort)) return false;
@@ -178,15 +218,15 @@ internal static class Proposal
         {
             case ProposalKind.Call:
                 if (!BftWire.TryReadRequest(common, out int caller, out long callNumber, out ReadOnlySpan<byte> operation) || caller != deployment.ServiceId(from)) return false;
-                meaning = new ProposalMeaning(kind, caller, callNumber, 0, operation.ToArray(), Timed(BftWire.RequestDigest(common), time), time);
+                meaning = new ProposalMeaning(kind, caller, callNumber, 0, operation.ToArray(), BftWire.RequestDigest(common));
                 return true;
             case ProposalKind.CallReply:
                 if (!TryReadReply(common, out int to, out int target, out long number, out ReadOnlySpan<byte> result) || to != selfId || target != deployment.ServiceId(from)) return false;
-                meaning = new ProposalMeaning(kind, to, number, target, result.ToArray(), Timed(DomainDigest(3, common), time), time);
+                meaning = new ProposalMeaning(kind, to, number, target, result.ToArray(), DomainDigest(3, common));
                 return true;
             default:
                 if (!TryReadReply(common, out _, out int abortedAt, out long aborted, out _) || from != self) return false;
-                meaning = new ProposalMeaning(kind, selfId, aborted, abortedAt, [], Timed(DomainDigest(4, common), time), time);
+                meaning = new ProposalMeaning(kind, selfId, aborted, abortedAt, [], DomainDigest(4, common));
                 return true;
         }
     }

@@ -102,6 +102,9 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
         return Take(n).ToArray();
     }
 
+    /// <summary>A length-prefixed byte string, borrowed (valid as long as the packet).</summary>
+    public ReadOnlySpan<byte> BytesSpan() => Take(Count(1));
+
     /// <summary>Skips a length-prefixed byte string (as <see cref="Bytes"/> reads it) without copying it; returns its length.</summary>
     public int SkipBytes()
     {

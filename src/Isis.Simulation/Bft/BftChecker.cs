@@ -6,10 +6,10 @@ namespace Isis.Simulation.Bft;
 /// The guarantees of a BFT service, checked on what its nodes handed over. Faulty replicas are
 /// excluded from every property: they may do anything.
 /// <list type="bullet">
-/// <item>Order: each correct replica hands requests over in increasing sequence numbers, and each
-/// request once.</item>
-/// <item>Agreement: correct replicas that hand over a request at one sequence number hand over the
-/// same request there.</item>
+/// <item>Order: each correct replica hands inputs over at increasing positions in its service's
+/// order, and each request once.</item>
+/// <item>Agreement: correct replicas that hand over an input at one position hand over the
+/// same input there.</item>
 /// <item>Validity: every request handed over was issued by its client, with that operation.</item>
 /// <item>Agreed clock and seed: correct replicas hand each request over with the same time and seed,
 /// and the time only grows.</item>
@@ -23,10 +23,10 @@ namespace Isis.Simulation.Bft;
 internal sealed class BftChecker
 {
     private readonly HashSet<int> _faulty;
-    private readonly long[] _lastSeq;
+    private readonly long[] _lastPosition;
     private readonly long[] _lastTime;
     private readonly HashSet<(int Client, long Number)>[] _executedAt;
-    private readonly Dictionary<long, (int Replica, string What)> _atSeq = new();
+    private readonly Dictionary<long, (int Replica, string What)> _atPosition = new();
     private readonly Dictionary<(string Target, long Number), (int Replica, byte[]? Result)> _callOutcomes = new();
     private readonly Dictionary<(int Client, long Number), byte[]> _issued = new();
     private readonly Dictionary<(int Client, long Number), (int Replica, byte[] Result)> _correctResult = new();
@@ -36,7 +36,7 @@ internal sealed class BftChecker
     public BftChecker(int replicas, IEnumerable<int> faulty)
     {
         _faulty = [.. faulty];
-        _lastSeq = new long[replicas];
+        _lastPosition = new long[replicas];
         _lastTime = new long[replicas];
         _executedAt = [.. Enumerable.Range(0, replicas).Select(_ => new HashSet<(int, long)>())];
     }
@@ -55,20 +55,20 @@ internal sealed class BftChecker
 
     public void Issued(int client, long number, byte[] operation) => _issued[(client, number)] = operation;
 
-    private void Ordered(int replica, long seq, long time, ulong seed, string what)
+    private void Ordered(int replica, long position, long time, ulong seed, string what)
     {
-        if (seq <= _lastSeq[replica]) Violation($"order: replica {replica} handed over seq {seq} after seq {_lastSeq[replica]}");
-        if (time <= _lastTime[replica]) Violation($"clock: replica {replica}'s agreed time went from {_lastTime[replica]} to {time} at seq {seq}");
-        _lastSeq[replica] = seq;
+        if (position <= _lastPosition[replica]) Violation($"order: replica {replica} handed over position {position} after position {_lastPosition[replica]}");
+        if (time <= _lastTime[replica]) Violation($"clock: replica {replica}'s agreed time went from {_lastTime[replica]} to {time} at position {position}");
+        _lastPosition[replica] = position;
         _lastTime[replica] = time;
         what += $" at {time}, seed {seed:X16}";
-        if (_atSeq.TryGetValue(seq, out var first))
+        if (_atPosition.TryGetValue(position, out var first))
         {
-            if (first.What != what) Violation($"agreement: at seq {seq} replica {first.Replica} handed over {first.What}, replica {replica} {what}");
+            if (first.What != what) Violation($"agreement: at position {position} replica {first.Replica} handed over {first.What}, replica {replica} {what}");
         }
         else
         {
-            _atSeq[seq] = (replica, what);
+            _atPosition[position] = (replica, what);
         }
     }
 
@@ -76,7 +76,7 @@ internal sealed class BftChecker
     public void Executed(int replica, BftRequestOrdered e, byte[]? result)
     {
         if (_faulty.Contains(replica)) return;
-        Ordered(replica, e.Seq, e.Time, e.Seed, $"request {e.Client}/{e.Number}");
+        Ordered(replica, e.Position, e.Time, e.Seed, $"request {e.Client}/{e.Number}");
         if (!_executedAt[replica].Add((e.Client, e.Number))) Violation($"order: replica {replica} handed over request {e.Client}/{e.Number} twice");
         if (!_issued.TryGetValue((e.Client, e.Number), out byte[]? operation) || !operation.AsSpan().SequenceEqual(e.Operation))
             Violation($"validity: replica {replica} handed over request {e.Client}/{e.Number}, which its client never issued so");
@@ -103,7 +103,7 @@ internal sealed class BftChecker
     {
         if (_faulty.Contains(replica)) return;
         string outcome = e.Result == null ? "aborted" : Convert.ToHexString(e.Result);
-        Ordered(replica, e.Seq, e.Time, e.Seed, $"call {e.Target}/{e.Number} -> {outcome}");
+        Ordered(replica, e.Position, e.Time, e.Seed, $"call {e.Target}/{e.Number} -> {outcome}");
         if (!_callOutcomes.TryGetValue((e.Target, e.Number), out var first)) _callOutcomes[(e.Target, e.Number)] = (replica, e.Result);
         else if (first.Result == null != (e.Result == null) || first.Result != null && !first.Result.AsSpan().SequenceEqual(e.Result))
             Violation($"calls: call {e.Target}/{e.Number} completed differently at replica {first.Replica} and replica {replica}");

@@ -38,7 +38,7 @@ internal static class BftCommand
         {
             BftRunResult r = new BftSimulation(scenario, seed).Run();
             output.WriteLine(string.Create(CultureInfo.InvariantCulture,
-                $"seed {seed}: {(r.Ok ? "ok" : "FAILED")}, {r.Accepted}/{r.Issued} answered, executed [{string.Join(",", r.ExecutedPerReplica)}], view {r.FinalView}, " +
+                $"seed {seed}: {(r.Ok ? "ok" : "FAILED")}, {r.Accepted}/{r.Issued} answered, executed [{string.Join(",", r.ExecutedPerReplica)}] in [{string.Join(",", r.SequenceNumbersPerReplica)}] sequence numbers, view {r.FinalView}, " +
                 $"{r.ViewChanges} view changes, {r.Dropped} dropped, {r.Equivocations} equivocations refused, {r.ClockRefusals} clock refusals, {r.SimulatedMicros / 1000.0:F0} ms simulated, fingerprint {r.Fingerprint}"));
             foreach (string v in r.Violations) output.WriteLine("  " + v);
             if (!r.Ok && args.Contains("--verbose"))

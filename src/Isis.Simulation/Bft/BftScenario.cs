@@ -45,6 +45,13 @@ internal enum ByzantineBehaviour
     /// of them the target is compromised, and the caller must stay consistent anyway.
     /// </summary>
     Compromised,
+
+    /// <summary>
+    /// As primary, adds to every batch it proposes a request that no client sent, under a client's
+    /// name (its tags, made with the faulty replica's own keys, cannot verify): backups must check
+    /// every input of a batch, not only the first.
+    /// </summary>
+    SlipInput,
 }
 
 /// <summary>One simulated run of a BFT service: its size, its clients and load, the network, and who is faulty how.</summary>

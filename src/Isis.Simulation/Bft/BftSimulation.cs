@@ -13,6 +13,7 @@ internal sealed record BftRunResult(
     int Accepted,
     int Issued,
     long[] ExecutedPerReplica,
+    long[] SequenceNumbersPerReplica,
     long Dropped,
     long Equivocations,
     long DivergentReplies,
@@ -125,7 +126,7 @@ internal sealed class BftSimulation
         if (_services.Length == 2 && !targetCompromised) front.CheckCallResults(Bank, _checkers[1], _deployment.ServiceId(_deployment.Service(Store)));
         List<string> violations = [.. _checkers.SelectMany((c, t) => c.Violations.Select(v => $"{_services[t]}: {v}"))];
         return new BftRunResult(Seed, violations, front.Accepted, _issued.Sum(),
-            [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
+            [.. _replicas.Select(r => r.InputsExecuted)], [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
             _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies),
             _replicas.Sum(r => r.ViewChangesStarted), _replicas.Sum(r => r.ClockRefusals), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
             [.. _replicas.Select(r => r.Describe())]);
@@ -288,6 +289,9 @@ internal sealed class BftSimulation
             case ByzantineBehaviour.LyingViewChange when packet.Length > 1 && packet[1] == (byte)BftKind.ViewChange:
                 packet = LyingViewChange(from, packet, to) ?? packet;
                 break;
+            case ByzantineBehaviour.SlipInput when packet.Length > 1 && packet[1] == (byte)BftKind.PrePrepare:
+                packet = WithSlippedInput(from, packet, to) ?? packet;
+                break;
             case ByzantineBehaviour.Compromised when packet.Length > 1 && packet[1] == (byte)BftKind.CallReply && to < _replicas.Length && _indexIn[to] % 2 == 1:
                 // To every other caller replica, another result: with f+1 like it, a second valid certificate.
                 byte[] body = BftWire.BodyOf(packet).ToArray();
@@ -298,17 +302,36 @@ internal sealed class BftSimulation
         Wire(from, to, packet);
     }
 
+    /// <summary>The primary's pre-prepare with one more input at the end of its batch: a request under the first client's name that it never sent.</summary>
+    private byte[]? WithSlippedInput(int from, byte[] packet, int to)
+    {
+        BftService service = _deployment.Service(_services[_serviceOf[from]]);
+        if (!BftWire.TryReadPrePrepare(BftWire.BodyOf(packet), out long view, out long seq, out ReadOnlySpan<byte> proposal)
+            || !Proposal.TryReadBatch(proposal, _deployment, service, null, out _) || proposal.IsEmpty) return null;
+        var items = new List<byte[]>();
+        var r = new Isis.Core.Wire.WireReader(proposal[9..]);
+        for (int i = 0, n = r.Count(4); i < n && r.Ok; i++) items.Add(r.Bytes());
+        int client = _clients[0].Principal;
+        var operation = new byte[8];
+        BinaryPrimitives.WriteInt64LittleEndian(operation, 666);
+        byte[] forged = BftWire.Seal(_ownKeysOfFaulty[from], BftKind.Request, BftWire.RequestBody(client, 1_000_000 + seq, operation), [.. service.Replicas.Where(p => p != _replicas[from].Principal)]);
+        BinaryPrimitives.WriteInt32LittleEndian(forged.AsSpan(2), client);
+        items.Add(Proposal.OfRequest(forged));
+        byte[] batch = Proposal.Stamp(Proposal.Batch(items), BinaryPrimitives.ReadInt64LittleEndian(proposal[1..]));
+        return BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(view, seq, batch), [_replicas[to].Principal]);
+    }
+
     /// <summary>The same (view, seq) as the equivocating primary's pre-prepare, with another request it heard of.</summary>
     private byte[]? OtherPrePrepare(int from, byte[] packet, int to)
     {
         BftService service = _deployment.Service(_services[_serviceOf[from]]);
         if (!BftWire.TryReadPrePrepare(BftWire.BodyOf(packet), out long view, out long seq, out ReadOnlySpan<byte> proposal)
-            || !Proposal.TryRead(proposal, _deployment, service, null, out ProposalMeaning meant)) return null;
+            || !Proposal.TryReadBatch(proposal, _deployment, service, null, out BatchMeaning meant)) return null;
         foreach (byte[] heard in _heardByFaulty)
         {
             if (heard[1] != (byte)BftKind.Request) continue;
-            byte[] instead = Proposal.Stamp(Proposal.OfRequest(heard), meant.Time);
-            if (!Proposal.TryRead(instead, _deployment, service, null, out ProposalMeaning other)) continue;
+            byte[] instead = Proposal.Stamp(Proposal.Batch([Proposal.OfRequest(heard)]), meant.Time);
+            if (!Proposal.TryReadBatch(instead, _deployment, service, null, out BatchMeaning other)) continue;
             if (other.Digest.AsSpan().SequenceEqual(meant.Digest) || _otherDigest.TryGetValue(seq, out byte[]? chosen) && !chosen.AsSpan().SequenceEqual(other.Digest)) continue;
             _otherDigest[seq] = other.Digest;
             return BftWire.Seal(_ownKeysOfFaulty[from], BftKind.PrePrepare, BftWire.PrePrepare(view, seq, instead), [_replicas[to].Principal]);
@@ -329,8 +352,8 @@ internal sealed class BftSimulation
             var honest = claim.Prepared.Where(p => p.Seq == seq).Select(p => p.Digest).Concat(claim.PrePrepared.Where(p => p.Seq == seq).Select(p => p.Digest)).ToList();
             foreach (byte[] heard in _heardByFaulty.Where(h => h.Length > 1 && h[1] == (byte)BftKind.Request))
             {
-                byte[] lie = Proposal.Stamp(Proposal.OfRequest(heard), _now);
-                if (!Proposal.TryRead(lie, _deployment, service, null, out ProposalMeaning m) || honest.Any(d => d.AsSpan().SequenceEqual(m.Digest))) continue;
+                byte[] lie = Proposal.Stamp(Proposal.Batch([Proposal.OfRequest(heard)]), _now);
+                if (!Proposal.TryReadBatch(lie, _deployment, service, null, out BatchMeaning m) || honest.Any(d => d.AsSpan().SequenceEqual(m.Digest))) continue;
                 prepared.Add((seq, claim.View - 1, m.Digest, lie));
                 prePrepared.Add((seq, claim.View - 1, m.Digest));
                 break;

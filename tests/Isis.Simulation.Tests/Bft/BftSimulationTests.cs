@@ -147,6 +147,45 @@ public sealed class BftSimulationTests
         Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains("caught up holds the certified history", StringComparison.Ordinal));
     }
 
+    [Fact]
+    public void Under_load_the_primary_orders_many_requests_per_sequence_number()
+    {
+        // Four clients with eight requests outstanding each: while two batches are in agreement, what
+        // arrives waits for the next. One input per batch (MaxBatch 1) takes a sequence number each.
+        var loaded = new BftScenario { Clients = 4, Outstanding = 8, RequestsPerClient = 40, Loss = 0 };
+        AllPass(loaded, seeds: 10);
+        BftRunResult batched = Run(loaded, 1);
+        BftRunResult single = Run(loaded with { Options = new BftOptions { MaxBatch = 1 } }, 1);
+        Assert.True(single.Ok && batched.Ok, string.Join("; ", single.Violations.Concat(batched.Violations)));
+        Assert.Equal(160, single.SequenceNumbersPerReplica.Max());
+        Assert.All(batched.ExecutedPerReplica, e => Assert.Equal(160, e));
+        Assert.True(batched.SequenceNumbersPerReplica.Max() <= 160 / 3, $"{batched.SequenceNumbersPerReplica.Max()} sequence numbers for 160 requests");
+    }
+
+    [Fact]
+    public void A_primary_that_slips_an_unsent_request_into_its_batches_is_refused_and_replaced()
+    {
+        var scenario = new BftScenario { Faulty = One(0, ByzantineBehaviour.SlipInput), Clients = 3, Outstanding = 4 };
+        AllPass(scenario, seeds: 20); // validity: no correct replica hands over the request no client sent
+        BftRunResult r = Run(scenario, 2);
+        Assert.True(r.FinalView > 0 && r.Dropped > 0, $"view {r.FinalView}, dropped {r.Dropped}");
+    }
+
+    [Fact]
+    public void Mutation_a_backup_that_checks_only_the_first_input_of_a_batch_executes_a_slipped_request_and_the_checker_says_so()
+    {
+        var scenario = new BftScenario
+        {
+            Faulty = One(0, ByzantineBehaviour.SlipInput),
+            Clients = 3,
+            Outstanding = 4,
+            Options = new BftOptions { Mutations = BftMutations.BatchChecksFirstOnly },
+        };
+        int caughtAt = Enumerable.Range(0, 100).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
+        Assert.True(caughtAt >= 0, "100 seeds and no violation");
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": validity", StringComparison.Ordinal));
+    }
+
     /// <summary>Seven replicas: view 0's primary crashes, view 1's never starts its view and lies in its view changes.</summary>
     private static BftScenario Liar(BftMutations mutations = BftMutations.None) => new()
     {

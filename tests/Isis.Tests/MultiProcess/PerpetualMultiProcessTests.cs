@@ -176,7 +176,7 @@ public sealed class PerpetualMultiProcessTests(ITestOutputHelper output)
             }
             NodeEvent[] clientEvents = [new PerpetualIssued(client, 1, [1]), new Isis.Core.Bft.BftReplyAccepted("caller", 1, [0x0B])];
             IReadOnlyList<string> violations = PerpetualRecords.Check(deployment, callers, targets, clientEvents, byzantineTarget: -1);
-            Assert.Contains(violations, v => v.Contains("agreement: at seq 1"));
+            Assert.Contains(violations, v => v.Contains("agreement: at position 1"));
             Assert.Contains(violations, v => v.Contains("validity"));
             Assert.Contains(violations, v => v.Contains("replies: client"));
         }
