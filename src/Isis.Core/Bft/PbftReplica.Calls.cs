@@ -36,11 +36,13 @@ internal sealed partial class PbftReplica
     private readonly Dictionary<(int Target, long Number), Dictionary<int, byte[]>> _replyParts = new(); // as caller
     private readonly Dictionary<(int Target, long Number), Dictionary<int, byte[]>> _abortVotes = new();
 
-    private sealed class PendingCall(BftService target, byte[] packet, long deadline)
+    private sealed class PendingCall(BftService target, byte[] packet, long deadline, long retryAt)
     {
         public readonly BftService Target = target;
         public readonly byte[] Packet = packet;
         public readonly long Deadline = deadline;
+        public long RetryAt = retryAt; // the copies go out again then, each time twice as late (a slow target is not flooded)
+        public int Retries;
         public byte[]? Certificate; // the replies or abort votes handed to the primary, sent again until ordered
         public bool VotedAbort;
     }
@@ -59,7 +61,7 @@ internal sealed partial class PbftReplica
         if (service == _service) throw new ArgumentException($"service {target} calls itself: order the work in its own loop instead");
         long number = ++_callsIssued;
         byte[] packet = BftWire.Seal(_keys, BftKind.Call, Proposal.CallBody(_deployment.ServiceId(_service), number, operation), service.Replicas);
-        _calls[number] = new PendingCall(service, packet, timeout > 0 ? now + timeout : long.MaxValue);
+        _calls[number] = new PendingCall(service, packet, timeout > 0 ? now + timeout : long.MaxValue, now + _options.RetryInterval);
         foreach (int p in service.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), packet));
         Progressed(now);
         return number;
@@ -131,8 +133,11 @@ internal sealed partial class PbftReplica
             byte[] proposal = Proposal.OfPackets(kind, [.. group.Take(matchingNeeded)]);
             if (!Proposal.TryRead(proposal, _deployment, _service, null, out ProposalMeaning meaning) || AlreadyDone(meaning)) return;
             Waiting(meaning.Key);
-            if (kind != ProposalKind.Call && _calls.TryGetValue(meaning.Number, out PendingCall? call) && _deployment.ServiceId(call.Target) == meaning.Target)
-                call.Certificate ??= proposal;
+            if (kind != ProposalKind.Call && _calls.TryGetValue(meaning.Number, out PendingCall? call) && _deployment.ServiceId(call.Target) == meaning.Target && call.Certificate == null)
+            {
+                call.Certificate = proposal;
+                (call.Retries, call.RetryAt) = (0, _outbox.StepTime + _options.RetryInterval); // the certificate's own retries start short
+            }
             if (IsPrimary) Propose(proposal, meaning);
             else if (kind != ProposalKind.Call) Send(_service.Replicas[PrimaryIndex], proposal, BftKind.Submit);
             return;
@@ -179,11 +184,19 @@ internal sealed partial class PbftReplica
 
     private long CallDeadline => _calls.Values.Where(c => !c.VotedAbort).Select(c => c.Deadline).DefaultIfEmpty(long.MaxValue).Min();
 
-    /// <summary>Sends again what a pending call still needs: its copies to the target, its certificate to the primary, its abort vote.</summary>
+    /// <summary>
+    /// Sends again what a pending call still needs, once its retry time came: its copies to the
+    /// target, its certificate to the primary, its abort vote. The retry time doubles each time (up
+    /// to the longest retry period), so a call that is slow at the target is not sent over and over.
+    /// </summary>
     private void RetransmitCalls()
     {
+        long now = _outbox.StepTime;
         foreach (var (number, call) in _calls)
         {
+            if (now < call.RetryAt) continue;
+            call.Retries = Math.Min(call.Retries + 1, 6);
+            call.RetryAt = now + (_options.RetryInterval << call.Retries);
             foreach (int p in call.Target.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), call.Packet));
             if (call.Certificate != null && !IsPrimary) Send(_service.Replicas[PrimaryIndex], call.Certificate, BftKind.Submit);
             if (call.VotedAbort && _abortVotes.TryGetValue((_deployment.ServiceId(call.Target), number), out var votes) && votes.TryGetValue(Principal, out byte[]? vote))

@@ -311,6 +311,7 @@ internal sealed partial class PbftReplica
             if (!IsPrimary)
             {
                 slot.Prepares[Index] = (View, digest);
+                slot.SentAt = _outbox.StepTime;
                 Multicast(BftKind.Prepare, BftWire.Vote(View, seq, digest));
             }
         }

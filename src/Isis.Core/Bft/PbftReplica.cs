@@ -146,6 +146,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         public readonly Dictionary<int, (long View, byte[] Digest)> Commits = new();
         public bool SentCommit;
         public bool Committed;
+        public long SentAt; // when this replica last sent its message for the slot: retransmitted only once it is a retry interval old
     }
 
     /// <summary>A one-line summary, for a failed run's report.</summary>
@@ -295,6 +296,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         slot.Digest = digest;
         slot.Proposal = proposal;
         PrePrepared(seq, slot);
+        slot.SentAt = _outbox.StepTime;
         Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, proposal));
         Progressed(_outbox.StepTime);
         TryAdvance(seq, slot);
@@ -331,6 +333,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         PrePrepared(seq, slot);
         foreach (ProposalMeaning input in meaning.Items) Waiting(input.Key);
         slot.Prepares[Index] = (view, digest);
+        slot.SentAt = _outbox.StepTime;
         Multicast(BftKind.Prepare, BftWire.Vote(view, seq, digest));
         Progressed(_outbox.StepTime);
         TryAdvance(seq, slot);
@@ -400,6 +403,7 @@ internal sealed partial class PbftReplica : IProtocolNode
         {
             _prepared[seq] = (slot.View, slot.Digest, slot.Proposal!);
             slot.SentCommit = true;
+            slot.SentAt = _outbox.StepTime;
             slot.Commits[Index] = (slot.View, slot.Digest);
             Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
         }
@@ -684,13 +688,20 @@ internal sealed partial class PbftReplica : IProtocolNode
 
     private void Send(int principal, byte[] packet) => _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(principal), packet));
 
+    /// <summary>
+    /// Sends again what may have been lost: this replica's messages of every slot above the stable
+    /// checkpoint that it sent a retry interval ago or more (a slot in agreement right now is not
+    /// sent twice while its first copies are on their way), its view change, checkpoints and calls.
+    /// </summary>
     private void Retransmit()
     {
+        long now = _outbox.StepTime;
         if (!_viewActive && _ownViewChange != null) Multicast(BftKind.ViewChange, _ownViewChange);
         RetransmitCalls();
         foreach (var (seq, slot) in _slots)
         {
-            if (slot.Digest == null || !_viewActive) continue;
+            if (slot.Digest == null || !_viewActive || now - slot.SentAt < _options.RetryInterval) continue;
+            slot.SentAt = now;
             if (IsPrimary && slot.View == View && slot.Proposal is { Length: > 0 }) Multicast(BftKind.PrePrepare, BftWire.PrePrepare(View, seq, slot.Proposal));
             else if (slot.Prepares.ContainsKey(Index)) Multicast(BftKind.Prepare, BftWire.Vote(slot.View, seq, slot.Digest));
             if (slot.SentCommit) Multicast(BftKind.Commit, BftWire.Vote(slot.View, seq, slot.Digest));
