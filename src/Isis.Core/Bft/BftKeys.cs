@@ -25,14 +25,14 @@ internal sealed class BftKeys
     public const int TagSize = 16;
     public const int SignatureSize = 64; // ECDSA P-256, IEEE P1363: r then s
     private static readonly byte[] CurveOrder = Convert.FromHexString("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551");
-    private readonly Dictionary<int, byte[]> _pairs;
+    private readonly Dictionary<int, IncrementalHash> _pairs; // one HMAC state per pair key, reused: a one-shot HMAC sets the key up anew each time (twice the cost)
     private readonly ECDsa? _signer;
     private readonly Dictionary<int, ECDsa> _verifiers;
 
     private BftKeys(int self, Dictionary<int, byte[]> pairs, ECDsa? signer, Dictionary<int, ECDsa> verifiers)
     {
         Self = self;
-        _pairs = pairs;
+        _pairs = pairs.ToDictionary(p => p.Key, p => IncrementalHash.CreateHMAC(HashAlgorithmName.SHA256, p.Value));
         _signer = signer;
         _verifiers = verifiers;
     }
@@ -94,16 +94,26 @@ internal sealed class BftKeys
     public void Tag(int receiver, ReadOnlySpan<byte> digest, Span<byte> tag)
     {
         Span<byte> full = stackalloc byte[32];
-        HMACSHA256.HashData(_pairs[receiver], digest, full);
+        Mac(_pairs[receiver], digest, full);
         full[..TagSize].CopyTo(tag);
+    }
+
+    /// <summary>HMAC-SHA256 of <paramref name="digest"/> under one pair's state (locked: a replica's loop and its protocol thread may both seal).</summary>
+    private static void Mac(IncrementalHash pair, ReadOnlySpan<byte> digest, Span<byte> full)
+    {
+        lock (pair)
+        {
+            pair.AppendData(digest);
+            pair.GetHashAndReset(full);
+        }
     }
 
     /// <summary>True if <paramref name="tag"/> is <paramref name="sender"/>'s tag for this principal over <paramref name="digest"/>.</summary>
     public bool Verify(int sender, ReadOnlySpan<byte> digest, ReadOnlySpan<byte> tag)
     {
-        if (tag.Length != TagSize || !_pairs.TryGetValue(sender, out byte[]? key)) return false;
+        if (tag.Length != TagSize || !_pairs.TryGetValue(sender, out IncrementalHash? pair)) return false;
         Span<byte> full = stackalloc byte[32];
-        HMACSHA256.HashData(key, digest, full);
+        Mac(pair, digest, full);
         return CryptographicOperations.FixedTimeEquals(full[..TagSize], tag);
     }
 
