@@ -26,8 +26,9 @@ namespace Isis.Perpetual;
 /// reported as a resumption from outside the agreed order; calling this replica's operations from
 /// another thread throws. Do not read the machine's clock, random numbers, environment or files in
 /// the loop. Use the agreed values instead.</para>
-/// <para>A replica whose application diverges is detected by the others: a caller that receives a
-/// reply unlike the f+1 agreed ones logs it and counts it (<see cref="DivergentMessages"/>).</para>
+/// <para>A replica whose application diverges is detected by the others: the responder of its service
+/// (the primary, which gathers its service's replies to a call) and a caller that receives a call or
+/// reply unlike the f+1 agreed ones log it and count it (<see cref="DivergentMessages"/>).</para>
 /// <para>Nothing is kept on disk: a replica that restarts rejoins by fetching the recent agreed
 /// requests it missed from the others, with an empty application state.</para>
 /// </remarks>
@@ -126,7 +127,7 @@ public sealed class PerpetualReplica : IDisposable
     /// <summary>How many agreed requests and call outcomes this replica executed.</summary>
     public long Executed => _protocol.InputsExecuted;
 
-    /// <summary>Calls and replies from other services' replicas that differed from what f+1 of them agreed on (each also logged): a faulty replica or a nondeterministic application.</summary>
+    /// <summary>Calls and replies that differed from what f+1 replicas of their service agreed on (each also logged), seen by this replica as a caller or as its service's responder: a faulty replica or a nondeterministic application.</summary>
     public long DivergentMessages => _protocol.DivergentMessages;
 
     /// <summary>Packets dropped: not framed as ours, malformed, badly authenticated, from a principal with no business sending them, or replayed outside the window.</summary>

@@ -96,12 +96,20 @@ internal enum BftMutations
     /// no client or caller sent into a batch, and correct replicas execute it (validity breaks).
     /// </summary>
     BatchChecksFirstOnly = 32,
+
+    /// <summary>
+    /// A caller replica sends an overdue call again to the target's primary only, not to every target
+    /// replica: a silent target primary then stalls every call for good (progress breaks), since its
+    /// backups never hold the call and never change the view.
+    /// </summary>
+    CallRetryToPrimaryOnly = 64,
 }
 
 /// <summary>
 /// Replica <paramref name="PeerReplica"/> of service <paramref name="Peer"/> sent, for call
 /// <paramref name="Number"/>, something other than what f+1 of its service agreed on: as the target's
-/// reply (<paramref name="AsReply"/>), or as its copy of a call this service executed. Either that
+/// reply (<paramref name="AsReply"/>; seen by a caller replica, or by the responder of the replica's
+/// own service, which gathers the replies), or as its copy of a call this service executed. Either that
 /// replica is faulty or its application is not deterministic; the call went on with the agreed value.
 /// </summary>
 internal sealed record BftDivergence(string Service, string Peer, int PeerReplica, long Number, bool AsReply) : NodeEvent;

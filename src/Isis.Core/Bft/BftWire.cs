@@ -36,10 +36,10 @@ internal enum BftKind : byte
     /// <summary>The new primary starts its view: the 2f+1 signed view changes from which every replica computes the same new view.</summary>
     NewView = 10,
 
-    /// <summary>A replica of a calling service calls a target service (Perpetual): caller id, call number, operation; to every target replica.</summary>
+    /// <summary>A replica of a calling service calls a target service (Perpetual): caller id, call number, operation; to the target's primary, and to every target replica when sent again.</summary>
     Call = 11,
 
-    /// <summary>A target replica's reply to a call: caller, target, number, result; to every caller replica.</summary>
+    /// <summary>A target replica's reply to a call: caller, target, number, result, tagged for every caller replica; inside a <see cref="ReplyBundle"/>, or straight to a caller replica that sent its call again.</summary>
     CallReply = 12,
 
     /// <summary>A caller replica gave up waiting for a call: target, number; to the other replicas of its service.</summary>
@@ -47,6 +47,12 @@ internal enum BftKind : byte
 
     /// <summary>A replica hands its primary a proposal it assembled (a reply certificate): the proposal.</summary>
     Submit = 14,
+
+    /// <summary>
+    /// Call replies passed on whole (each keeps its own tags): from a target replica to its service's
+    /// responder (its primary), one reply; from the responder to every caller replica, f+1 matching ones.
+    /// </summary>
+    ReplyBundle = 15,
 }
 
 /// <summary>

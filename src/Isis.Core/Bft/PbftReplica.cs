@@ -180,6 +180,7 @@ internal sealed partial class PbftReplica : IProtocolNode
             BftKind.NewView => from >= 0 && OnNewView(from, body),
             BftKind.Call => OnCall(packet, sender, body),
             BftKind.CallReply => OnCallReply(packet, sender, body),
+            BftKind.ReplyBundle => OnReplyBundle(sender, body),
             BftKind.CallAbort => from >= 0 && OnAbortVote(packet, from, body),
             BftKind.Submit => from >= 0 && OnSubmit(body),
             BftKind.Checkpoint => from >= 0 && OnCheckpoint(from, body),
@@ -468,7 +469,11 @@ internal sealed partial class PbftReplica : IProtocolNode
                 if (_completedCalls.Add((m.Target, m.Number)))
                 {
                     if (m.Kind == ProposalKind.CallReply) ReportDivergence(_replyParts.GetValueOrDefault((m.Target, m.Number)), m, asReply: true);
-                    _calls.Remove(m.Number);
+                    if (_calls.Remove(m.Number, out PendingCall? done) && m.Kind == ProposalKind.CallReply)
+                    {
+                        long took = _outbox.StepTime - done.IssuedAt;
+                        _callTime = _callTime == 0 ? took : (7 * _callTime + took) / 8;
+                    }
                     _position++;
                     _outbox.Add(new BftCallCompleted(_service.Name, _position, _deployment.ServiceById(m.Target)!.Name, m.Number, m.Kind == ProposalKind.CallReply ? m.Payload : null,
                         time, AgreedSeed()));
@@ -515,10 +520,11 @@ internal sealed partial class PbftReplica : IProtocolNode
             _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(client), BftWire.Seal(_keys, BftKind.Reply, BftWire.Reply(View, number, result), [client])));
             return;
         }
-        // A call's reply goes to every replica of the calling service: each needs f+1 of them to vouch for it.
-        BftService caller = _deployment.ServiceById(client)!;
-        byte[] packet = BftWire.Seal(_keys, BftKind.CallReply, Proposal.ReplyBody(client, _deployment.ServiceId(_service), number, result), caller.Replicas);
-        foreach (int p in caller.Replicas) _outbox.Packets.Add(new OutboundPacket(_deployment.EndpointOf(p), packet));
+        // A call's reply is tagged for every replica of the calling service (each checks the f+1 that
+        // vouch for it) and goes to this service's responder, which passes f+1 matching ones on.
+        byte[] packet = CallReplyPacket(client, number, result);
+        if (IsPrimary) Respond(packet, Principal);
+        else Send(_service.Replicas[PrimaryIndex], WriteBundle([packet]), BftKind.ReplyBundle);
     }
 
     // ---------------------------------------------------------------- checkpoints

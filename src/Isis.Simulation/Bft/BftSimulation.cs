@@ -17,6 +17,7 @@ internal sealed record BftRunResult(
     long Dropped,
     long Equivocations,
     long DivergentReplies,
+    long DivergentMessages,
     long ViewChanges,
     long ClockRefusals,
     long FinalView,
@@ -127,7 +128,7 @@ internal sealed class BftSimulation
         List<string> violations = [.. _checkers.SelectMany((c, t) => c.Violations.Select(v => $"{_services[t]}: {v}"))];
         return new BftRunResult(Seed, violations, front.Accepted, _issued.Sum(),
             [.. _replicas.Select(r => r.InputsExecuted)], [.. _replicas.Select(r => r.LastExecuted)], _replicas.Sum(r => r.Dropped) + _clients.Sum(c => c.Dropped),
-            _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies),
+            _replicas.Sum(r => r.Equivocations), _clients.Sum(c => c.DivergentReplies), _replicas.Sum(r => r.DivergentMessages),
             _replicas.Sum(r => r.ViewChangesStarted), _replicas.Sum(r => r.ClockRefusals), _replicas.Where((_, i) => Behaviour(i) == ByzantineBehaviour.None).Max(r => r.View), _now, Convert.ToHexString(_log.GetHashAndReset())[..16],
             [.. _replicas.Select(r => r.Describe())]);
     }
@@ -289,6 +290,9 @@ internal sealed class BftSimulation
             case ByzantineBehaviour.LyingViewChange when packet.Length > 1 && packet[1] == (byte)BftKind.ViewChange:
                 packet = LyingViewChange(from, packet, to) ?? packet;
                 break;
+            case ByzantineBehaviour.Compromised when packet.Length > 1 && packet[1] == (byte)BftKind.ReplyBundle && to < _replicas.Length && _serviceOf[to] != _serviceOf[from] && _indexIn[to] % 2 == 1:
+                packet = ForkedBundle(from, packet, to) ?? packet;
+                break;
             case ByzantineBehaviour.SlipInput when packet.Length > 1 && packet[1] == (byte)BftKind.PrePrepare:
                 packet = WithSlippedInput(from, packet, to) ?? packet;
                 break;
@@ -300,6 +304,26 @@ internal sealed class BftSimulation
                 break;
         }
         Wire(from, to, packet);
+    }
+
+    /// <summary>
+    /// A compromised responder's bundle for one caller replica: another result, in replies made by
+    /// every compromised replica of its service with its own keys (with more than f of them, a valid
+    /// certificate for a result the correct replicas never computed).
+    /// </summary>
+    private byte[]? ForkedBundle(int from, byte[] packet, int to)
+    {
+        var r = new Isis.Core.Wire.WireReader(BftWire.BodyOf(packet));
+        if (r.Count(4) < 1 || !r.Ok) return null;
+        byte[] body = BftWire.BodyOf(r.Bytes()).ToArray();
+        if (!r.Ok || body.Length <= 16) return null;
+        body[^1] ^= 0x5A;
+        BftService caller = _deployment.ServiceById(BinaryPrimitives.ReadInt32LittleEndian(body))!;
+        var w = new Isis.Core.Wire.PacketWriter().BeginRecord();
+        var colluders = _ownKeysOfFaulty.Where(k => _serviceOf[k.Key] == _serviceOf[from] && Behaviour(k.Key) == ByzantineBehaviour.Compromised).ToList();
+        w.I32(colluders.Count);
+        foreach (var (_, keys) in colluders) w.Bytes(BftWire.Seal(keys, BftKind.CallReply, body, caller.Replicas));
+        return BftWire.Seal(_ownKeysOfFaulty[from], BftKind.ReplyBundle, w.FinishRecord(), [_replicas[to].Principal]);
     }
 
     /// <summary>The primary's pre-prepare with one more input at the end of its batch: a request under the first client's name that it never sent.</summary>

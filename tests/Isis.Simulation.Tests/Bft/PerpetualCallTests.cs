@@ -1,3 +1,4 @@
+using Isis.Core.Bft;
 using Isis.Simulation.Bft;
 using static Isis.Simulation.Tests.Bft.BftRuns;
 
@@ -38,10 +39,22 @@ public sealed class PerpetualCallTests
     [Fact]
     public void A_compromised_bank_that_answers_store_replicas_differently_leaves_the_store_consistent()
     {
-        // Two of four bank replicas compromised (f = 1): each store replica may hold a valid
-        // certificate for another result, but the store orders one, so all its replicas agree.
-        var scenario = new BftScenario { Tiers = 2, TargetFaulty = Faults("1:Compromised,2:Compromised"), RequestsPerClient = 20, Loss = 0 };
+        // Two of four bank replicas compromised (f = 1), the responder among them: every other store
+        // replica gets a bundle with a valid certificate for another result (and, when it asks again,
+        // direct replies that differ too), but the store orders one, so all its replicas agree.
+        var scenario = new BftScenario { Tiers = 2, TargetFaulty = Faults("0:Compromised,2:Compromised"), RequestsPerClient = 20, Loss = 0 };
         AllPass(scenario, seeds: 10);
+        Assert.Contains(Enumerable.Range(0, 10), seed => Run(scenario, seed).DivergentMessages > 0); // the fork was seen (and reported)
+    }
+
+    [Fact]
+    public void Mutation_overdue_calls_sent_again_to_the_target_primary_only_stall_behind_a_silent_primary_and_the_checker_says_so()
+    {
+        // With the rule, a silent bank primary costs a retry and a view change (0:Silent passes above).
+        var scenario = new BftScenario { Tiers = 2, TargetFaulty = Faults("0:Silent"), RequestsPerClient = 10, Options = new BftOptions { Mutations = BftMutations.CallRetryToPrimaryOnly } };
+        int caughtAt = Enumerable.Range(0, 20).FirstOrDefault(seed => !Run(scenario, seed).Ok, -1);
+        Assert.True(caughtAt >= 0, "20 seeds and no violation");
+        Assert.Contains(Run(scenario, caughtAt).Violations, v => v.Contains(": progress", StringComparison.Ordinal));
     }
 
     [Fact]
