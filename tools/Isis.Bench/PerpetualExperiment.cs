@@ -37,8 +37,8 @@ internal static class PerpetualExperiment
     /// <summary>--verbose: each replica's view, executed count, divergent messages and dropped packets after each configuration.</summary>
     private static bool Verbose;
 
-    /// <summary>How long each configuration warms up before it is measured (--warmup-seconds; 3 s, quick 1 s).</summary>
-    private static TimeSpan WarmUp = TimeSpan.FromSeconds(3);
+    /// <summary>How long each configuration warms up before it is measured (--warmup-seconds; 10 s, quick 1 s: eight to twenty processes reach the JIT's last tier on two cores only after several seconds, and a 1+1 round at 25,000 calls/s is over in a blink, hence 4,000 calls a round).</summary>
+    private static TimeSpan WarmUp = TimeSpan.FromSeconds(10);
 
     /// <summary>One configuration's result.</summary>
     internal sealed class Row
@@ -68,12 +68,12 @@ internal static class PerpetualExperiment
     {
         string figure = Text(args, "--figure") ?? "all";
         bool quick = args.Contains("--quick");
-        int calls = Option(args, "--calls", quick ? 100 : 1000);
+        int calls = Option(args, "--calls", quick ? 100 : 4000);
         int rounds = Option(args, "--rounds", quick ? 1 : 3);
         int window = Option(args, "--window", 32);
         string? outPath = Text(args, "--out");
         Verbose = args.Contains("--verbose");
-        WarmUp = TimeSpan.FromSeconds(Option(args, "--warmup-seconds", quick ? 1 : 3));
+        WarmUp = TimeSpan.FromSeconds(Option(args, "--warmup-seconds", quick ? 1 : 10));
         var report = new PerpetualReport();
         report.Begin(RunReport.DotnetRun("tools/Isis.Bench", args), quick);
         Console.WriteLine($"Isis.Bench perpetual: figure {figure}, {calls} calls x {rounds} round(s), window {window}; load average {report.LoadAverageAtStart}");
