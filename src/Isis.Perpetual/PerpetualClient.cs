@@ -35,6 +35,7 @@ public sealed class PerpetualClient : IDisposable
 
     /// <summary>Starts client <paramref name="client"/> of <paramref name="deployment"/>, calling <paramref name="service"/>; it listens at its endpoint in the deployment.</summary>
     /// <exception cref="ArgumentException">No such client or service in the deployment, or bad options.</exception>
+    /// <exception cref="ArgumentException">The deployment holds another process's keys (<see cref="PerpetualDeployment(PerpetualKeys)"/>), or keys issued for another deployment.</exception>
     public PerpetualClient(PerpetualDeployment deployment, string client, string service, PerpetualOptions? options = null)
         : this(deployment, client, service, options, recorder: null)
     {

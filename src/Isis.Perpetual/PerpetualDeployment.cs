@@ -18,16 +18,39 @@ namespace Isis.Perpetual;
 /// (crashed, slow, lying, equivocating). One replica (f = 0) is allowed; it tolerates nothing, which
 /// is the unreplicated baseline.</para>
 /// <para>Every message between two principals carries a MAC under a key of their own. Those pair
-/// keys are derived from the 32-byte deployment key given here; the view change's signing keys too.
-/// Whoever holds the deployment key can speak for any principal, so give it only to hosts you
-/// trust as a whole (one machine, one operator). Generate it with <c>RandomNumberGenerator.GetBytes(32)</c>.</para>
+/// keys are derived from the 32-byte deployment key; the view change's signing keys too. Whoever
+/// holds the deployment key can speak for any principal. Two ways to deploy:</para>
+/// <list type="bullet">
+/// <item>Every process is given the deployment key (<see cref="PerpetualDeployment(byte[])"/>): for
+/// hosts you trust as a whole (one machine, one operator, development and tests).</item>
+/// <item>An explicit key set: the provisioner declares the deployment with its key and issues each
+/// process its own <see cref="PerpetualKeys"/> (<see cref="IssueKeys(string, int)"/>,
+/// <see cref="IssueKeys(string)"/>); each process declares the same deployment with its own keys
+/// instead of the key (<see cref="PerpetualDeployment(PerpetualKeys)"/>) and starts the replica or
+/// client they belong to. A compromised host then holds its own keys only, and the f it may hold
+/// per service are what the protocols tolerate.</item>
+/// </list>
+/// <para>Generate the deployment key with <c>RandomNumberGenerator.GetBytes(32)</c>.</para>
 /// </remarks>
 public sealed class PerpetualDeployment
 {
-    private readonly byte[] _key;
+    private readonly byte[]? _key;
+    private readonly PerpetualKeys? _own;
     private readonly SortedDictionary<string, IPEndPoint[]> _services = new(StringComparer.Ordinal);
     private readonly SortedDictionary<string, IPEndPoint> _clients = new(StringComparer.Ordinal);
     private Built? _built;
+
+    /// <summary>
+    /// A deployment with no services yet, as one process of an explicit key set sees it: it holds
+    /// <paramref name="keys"/>, that process's own (issued by the provisioner with <see cref="IssueKeys(string, int)"/>
+    /// or <see cref="IssueKeys(string)"/>), and not the deployment's key. Only the replica or client the
+    /// keys belong to starts from it. Declare the services and clients as the provisioner did.
+    /// </summary>
+    public PerpetualDeployment(PerpetualKeys keys)
+    {
+        ArgumentNullException.ThrowIfNull(keys);
+        _own = keys;
+    }
 
     /// <summary>A deployment with no services yet, whose pair keys derive from <paramref name="key"/> (32 bytes).</summary>
     /// <exception cref="ArgumentException">The key is not 32 bytes.</exception>
@@ -82,8 +105,36 @@ public sealed class PerpetualDeployment
 
     private void ThrowIfBuilt()
     {
-        if (_built != null) throw new InvalidOperationException("a replica or client of this deployment started already: declare every service and client first, then start them");
+        if (_built != null) throw new InvalidOperationException("a replica or client of this deployment started already, or keys were issued for it: declare every service and client first");
     }
+
+    /// <summary>
+    /// The keys of replica <paramref name="index"/> of <paramref name="service"/>, for its host alone
+    /// (an explicit key set). Declare every service and client first: the keys belong to this
+    /// deployment as declared, which can no longer change.
+    /// </summary>
+    /// <exception cref="InvalidOperationException">This deployment has no key to issue keys from.</exception>
+    /// <exception cref="ArgumentException">No such service.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">No such replica index.</exception>
+    public PerpetualKeys IssueKeys(string service, int index)
+    {
+        Built built = Issuing();
+        BftService bft = built.Service(service);
+        if (index < 0 || index >= bft.N) throw new ArgumentOutOfRangeException(nameof(index), index, $"service {service} has replicas 0 to {bft.N - 1}");
+        return new PerpetualKeys(service, index, built.Fingerprint, BftKeys.Derive(_key!, built.Deployment, bft.Replicas[index]).Export());
+    }
+
+    /// <summary>The keys of unreplicated client <paramref name="client"/>, for its host alone (an explicit key set).</summary>
+    /// <exception cref="InvalidOperationException">This deployment has no key to issue keys from.</exception>
+    /// <exception cref="ArgumentException">No such client.</exception>
+    public PerpetualKeys IssueKeys(string client)
+    {
+        Built built = Issuing();
+        return new PerpetualKeys(client, -1, built.Fingerprint, BftKeys.Derive(_key!, built.Deployment, built.ClientPrincipal(client)).Export());
+    }
+
+    private Built Issuing() =>
+        _key != null ? Build() : throw new InvalidOperationException("this deployment holds one process's keys, not the deployment key, so it cannot issue keys: the provisioner declares it with the deployment key (new PerpetualDeployment(key)) and issues each process its keys");
 
     /// <summary>Refuses <paramref name="added"/> if one is not IPv4 or is declared already (before anything is added).</summary>
     private void CheckEndpoints(IPEndPoint[] added)
@@ -114,13 +165,38 @@ public sealed class PerpetualDeployment
             clients[name] = principal;
             names[principal] = name;
         }
-        return _built = new Built(deployment, _key, clients, names);
+        return _built = new Built(deployment, _key, _own, clients, names, Fingerprint());
     }
 
-    /// <summary>The protocol's deployment, the key, and the names of principals (clients) and services (by their negative ids).</summary>
-    internal sealed record Built(BftDeployment Deployment, byte[] Key, Dictionary<string, int> Clients, Dictionary<int, string> Names)
+    /// <summary>What issued keys belong to: every service with its replicas' endpoints, and every client with its endpoint.</summary>
+    private byte[] Fingerprint()
     {
-        public BftKeys KeysOf(int principal) => BftKeys.Derive(Key, Deployment, principal);
+        var w = new Isis.Core.Wire.PacketWriter().BeginRecord().String("isis-perpetual-deployment-v1");
+        foreach (var (name, replicas) in _services)
+        {
+            w.String(name).I32(replicas.Length);
+            foreach (IPEndPoint e in replicas) w.String(e.ToString());
+        }
+        foreach (var (name, endpoint) in _clients) w.String(name).String(endpoint.ToString());
+        return System.Security.Cryptography.SHA256.HashData(w.FinishRecord());
+    }
+
+    /// <summary>The protocol's deployment, the key or this process's own keys (an explicit key set), the names of principals (clients) and services (by their negative ids), and the fingerprint issued keys carry.</summary>
+    internal sealed record Built(BftDeployment Deployment, byte[]? Key, PerpetualKeys? Own, Dictionary<string, int> Clients, Dictionary<int, string> Names, byte[] Fingerprint)
+    {
+        /// <summary>The keys principal <paramref name="principal"/> runs with: derived from the deployment key, or this process's own.</summary>
+        public BftKeys KeysOf(int principal)
+        {
+            if (Key != null) return BftKeys.Derive(Key, Deployment, principal);
+            if (!Own!.DeploymentFingerprint.AsSpan().SequenceEqual(Fingerprint))
+                throw new ArgumentException($"this process's {Own} were issued for another deployment (other services, replicas, endpoints or clients): declare the deployment as the provisioner did, or issue the keys again");
+            BftKeys keys = BftKeys.Import(Own.Secret)!;
+            return keys.Self == principal ? keys
+                : throw new ArgumentException($"this process holds the {Own}, not those of {Names.GetValueOrDefault(principal) ?? PrincipalName(principal)}: start the replica or client its keys belong to");
+        }
+
+        private string PrincipalName(int principal) =>
+            Deployment.ServiceOf(principal) is { } s ? $"{s.Name}[{s.IndexOf(principal)}]" : $"principal {principal}";
 
         public int ClientPrincipal(string name) =>
             Clients.TryGetValue(name, out int p) ? p : throw new ArgumentException($"client {name} is not declared in this deployment (AddClient)", nameof(name));

@@ -94,6 +94,7 @@ public sealed class PerpetualReplica : IDisposable
     /// </summary>
     /// <exception cref="ArgumentException">No such service in the deployment, or bad options.</exception>
     /// <exception cref="ArgumentOutOfRangeException">No such replica index.</exception>
+    /// <exception cref="ArgumentException">The deployment holds another process's keys (<see cref="PerpetualDeployment(PerpetualKeys)"/>), or keys issued for another deployment.</exception>
     public static PerpetualReplica Start(PerpetualDeployment deployment, string service, int index, Func<PerpetualReplica, Task> loop, PerpetualOptions? options = null) =>
         Start(deployment, service, index, loop, options, recorder: null);
 

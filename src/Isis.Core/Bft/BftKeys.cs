@@ -1,6 +1,7 @@
 using System.Buffers.Binary;
 using System.Security.Cryptography;
 using System.Text;
+using Isis.Core.Wire;
 
 namespace Isis.Core.Bft;
 
@@ -25,6 +26,8 @@ internal sealed class BftKeys
     public const int TagSize = 16;
     public const int SignatureSize = 64; // ECDSA P-256, IEEE P1363: r then s
     private static readonly byte[] CurveOrder = Convert.FromHexString("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551");
+    private const byte ExportVersion = 1;
+    private readonly Dictionary<int, byte[]> _pairKeys;
     private readonly Dictionary<int, IncrementalHash> _pairs; // one HMAC state per pair key, reused: a one-shot HMAC sets the key up anew each time (twice the cost)
     private readonly ECDsa? _signer;
     private readonly Dictionary<int, ECDsa> _verifiers;
@@ -32,6 +35,7 @@ internal sealed class BftKeys
     private BftKeys(int self, Dictionary<int, byte[]> pairs, ECDsa? signer, Dictionary<int, ECDsa> verifiers)
     {
         Self = self;
+        _pairKeys = pairs;
         _pairs = pairs.ToDictionary(p => p.Key, p => IncrementalHash.CreateHMAC(HashAlgorithmName.SHA256, p.Value));
         _signer = signer;
         _verifiers = verifiers;
@@ -87,6 +91,60 @@ internal sealed class BftKeys
             byte[] d = Hkdf(master, "isis-bft-sign-v1", replica, 0, attempt);
             if (d.AsSpan().SequenceCompareTo(CurveOrder) < 0 && d.AsSpan().IndexOfAnyExcept((byte)0) >= 0)
                 return ECDsa.Create(new ECParameters { Curve = ECCurve.NamedCurves.nistP256, D = d });
+        }
+    }
+
+    /// <summary>
+    /// These keys as bytes, for the host they belong to (an explicit key set: the provisioner derives
+    /// each host's keys and hands each its own, so no host holds the deployment's key): the pair keys,
+    /// the signing key if a replica, and the replicas' public keys. Secret: whoever holds them speaks
+    /// for this principal.
+    /// </summary>
+    public byte[] Export()
+    {
+        PacketWriter w = new PacketWriter().BeginRecord().U8(ExportVersion).I32(Self).I32(_pairKeys.Count);
+        foreach (var (principal, key) in _pairKeys.OrderBy(k => k.Key)) w.I32(principal).Bytes(key);
+        w.Bytes(_signer?.ExportParameters(includePrivateParameters: true).D ?? []);
+        w.I32(_verifiers.Count);
+        foreach (var (replica, key) in _verifiers.OrderBy(v => v.Key))
+        {
+            ECPoint q = key.ExportParameters(false).Q;
+            w.I32(replica).Bytes(q.X).Bytes(q.Y);
+        }
+        return w.FinishRecord();
+    }
+
+    /// <summary>Keys that <see cref="Export"/> wrote, or null if <paramref name="data"/> is not such keys.</summary>
+    public static BftKeys? Import(ReadOnlySpan<byte> data)
+    {
+        var r = new WireReader(data);
+        if (r.U8() != ExportVersion) return null;
+        int self = r.I32();
+        var pairs = new Dictionary<int, byte[]>();
+        for (int i = 0, n = r.Count(8); i < n && r.Ok; i++)
+        {
+            int principal = r.I32();
+            byte[] key = r.Bytes();
+            if (key.Length != 32 || principal == self || !pairs.TryAdd(principal, key)) r.Fail();
+        }
+        byte[] d = r.Bytes();
+        var points = new List<(int Replica, byte[] X, byte[] Y)>();
+        for (int i = 0, n = r.Count(12); i < n && r.Ok; i++)
+        {
+            var point = (r.I32(), r.Bytes(), r.Bytes());
+            if (point.Item2.Length != 32 || point.Item3.Length != 32) r.Fail();
+            points.Add(point);
+        }
+        if (!r.Complete || d.Length is not (0 or 32) || points.Select(p => p.Replica).Distinct().Count() != points.Count) return null;
+        try
+        {
+            ECDsa? signer = d.Length == 0 ? null : ECDsa.Create(new ECParameters { Curve = ECCurve.NamedCurves.nistP256, D = d });
+            var verifiers = points.ToDictionary(p => p.Replica, p => ECDsa.Create(new ECParameters { Curve = ECCurve.NamedCurves.nistP256, Q = new ECPoint { X = p.X, Y = p.Y } }));
+            return new BftKeys(self, pairs, signer, verifiers);
+        }
+        catch (CryptographicException)
+        {
+            return null; // a point off the curve, a scalar out of range
         }
     }
 

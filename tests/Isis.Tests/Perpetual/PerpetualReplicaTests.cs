@@ -263,6 +263,65 @@ public sealed class PerpetualReplicaTests
         Assert.Contains("started already", Assert.Throws<InvalidOperationException>(() => deployment.AddService("t", PerpetualTestDeployment.Loopback())).Message);
     }
 
+    [Fact]
+    public void With_an_explicit_key_set_each_process_holds_only_its_own_keys_and_the_services_work()
+    {
+        // The provisioner declares the deployment with its key and issues every process its keys.
+        var endpoints = new Dictionary<string, System.Net.IPEndPoint[]>
+        {
+            ["gateway"] = [.. Enumerable.Range(0, 4).Select(_ => PerpetualTestDeployment.Loopback())],
+            ["bank"] = [.. Enumerable.Range(0, 4).Select(_ => PerpetualTestDeployment.Loopback())],
+        };
+        var front = PerpetualTestDeployment.Loopback();
+        PerpetualDeployment Declare(PerpetualDeployment d) => d.AddService("gateway", endpoints["gateway"]).AddService("bank", endpoints["bank"]).AddClient("front", front);
+        PerpetualDeployment provisioner = Declare(new PerpetualDeployment(System.Security.Cryptography.RandomNumberGenerator.GetBytes(32)));
+        // Each host gets its keys as bytes (a file in production) and declares the deployment with them instead of the key.
+        byte[] Issued(string service, int i) => provisioner.IssueKeys(service, i).ToBytes();
+        var replicas = new List<PerpetualReplica>();
+        try
+        {
+            foreach (string service in (string[])["bank", "gateway"])
+            {
+                for (int i = 0; i < 4; i++)
+                {
+                    PerpetualKeys keys = PerpetualKeys.FromBytes(Issued(service, i));
+                    Assert.Equal((service, (int?)i), (keys.Name, keys.ReplicaIndex));
+                    Assert.Equal($"keys of {service}[{i}]", keys.ToString());
+                    replicas.Add(PerpetualReplica.Start(Declare(new PerpetualDeployment(keys)), service, i, service == "bank" ? r => Bank(r) : Gateway, PerpetualTestDeployment.Options));
+                }
+            }
+            PerpetualKeys frontKeys = PerpetualKeys.FromBytes(provisioner.IssueKeys("front").ToBytes());
+            Assert.Null(frontKeys.ReplicaIndex);
+            using var client = new PerpetualClient(Declare(new PerpetualDeployment(frontKeys)), "front", "gateway", PerpetualTestDeployment.Options);
+            Assert.Equal(5, Await(client.InvokeAsync<long, long[]>(5))[0]);
+            Assert.Equal(12, Await(client.InvokeAsync<long, long[]>(7))[0]);
+
+            // Misuse says what to do.
+            Assert.Contains("not those of bank[0]", Assert.Throws<ArgumentException>(() => PerpetualReplica.Start(Declare(new PerpetualDeployment(frontKeys)), "bank", 0, _ => Task.CompletedTask)).Message);
+            Assert.Contains("cannot issue keys", Assert.Throws<InvalidOperationException>(() => Declare(new PerpetualDeployment(frontKeys)).IssueKeys("front")).Message);
+            var elsewhere = new PerpetualDeployment(frontKeys).AddService("gateway", endpoints["gateway"]).AddService("bank", endpoints["bank"]).AddClient("front", PerpetualTestDeployment.Loopback());
+            Assert.Contains("another deployment", Assert.Throws<ArgumentException>(() => new PerpetualClient(elsewhere, "front", "gateway")).Message);
+            Assert.Throws<FormatException>(() => PerpetualKeys.FromBytes(Issued("bank", 2)[..^3]));
+            Assert.Throws<ArgumentOutOfRangeException>(() => provisioner.IssueKeys("bank", 4));
+
+            // A host's keys are its own: with the client's keys nobody passes for bank replica 0, nor signs
+            // a view change; with bank replica 1's, nobody signs as replica 0.
+            Isis.Core.Bft.BftKeys KeysOf(PerpetualKeys k) => Isis.Core.Bft.BftKeys.Import(k.Secret)!;
+            Isis.Core.Bft.BftKeys client0 = KeysOf(frontKeys), bank0 = KeysOf(provisioner.IssueKeys("bank", 0)), bank1 = KeysOf(provisioner.IssueKeys("bank", 1));
+            byte[] forged = Isis.Core.Bft.BftWire.Seal(client0, Isis.Core.Bft.BftKind.Prepare, [0], [bank1.Self]);
+            System.Buffers.Binary.BinaryPrimitives.WriteInt32LittleEndian(forged.AsSpan(2), bank0.Self);
+            Assert.False(Isis.Core.Bft.BftWire.TryOpen(bank1, forged, out _, out _, out _));
+            Assert.True(Isis.Core.Bft.BftWire.TryOpen(bank1, Isis.Core.Bft.BftWire.Seal(bank0, Isis.Core.Bft.BftKind.Prepare, [0], [bank1.Self]), out _, out int from, out _) && from == bank0.Self);
+            Assert.Throws<InvalidOperationException>(() => client0.Sign([1, 2, 3]));
+            Assert.True(bank1.VerifySignature(bank0.Self, [1, 2, 3], bank0.Sign([1, 2, 3])));
+            Assert.False(bank0.VerifySignature(bank0.Self, [1, 2, 3], bank1.Sign([1, 2, 3])));
+        }
+        finally
+        {
+            foreach (PerpetualReplica r in replicas) r.Dispose();
+        }
+    }
+
     private sealed class CapturingProvider(StringWriter output) : Microsoft.Extensions.Logging.ILoggerProvider
     {
         public Microsoft.Extensions.Logging.ILogger CreateLogger(string categoryName) => new Diagnostics.StandardErrorLogger(output);
