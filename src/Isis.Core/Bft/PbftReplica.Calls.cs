@@ -156,7 +156,6 @@ internal sealed partial class PbftReplica
             byte[] reply = replies[0];
             return n == 1 && IsPrimary && reply.Length > 1 && reply[1] == (byte)BftKind.CallReply && BftWire.ClaimedSender(reply) == sender && Respond(reply, sender);
         }
-        _targetPrimary[_deployment.ServiceId(from)] = from.IndexOf(sender);
         bool allValid = true;
         foreach (byte[] reply in replies)
         {
@@ -164,6 +163,10 @@ internal sealed partial class PbftReplica
                 allValid &= OnCallReply(reply, replica, replyBody);
             else allValid = false;
         }
+        // Its sender is the target's responder, so its primary: the next calls go there first. Only a
+        // whole bundle says so (f+1 valid replies, which only the replica they were sent to holds), so a
+        // faulty replica cannot draw the first copies to itself with bundles of its own.
+        if (allValid && n >= from.F + 1) _targetPrimary[_deployment.ServiceId(from)] = from.IndexOf(sender);
         return allValid;
     }
 

@@ -313,6 +313,8 @@ public sealed class PerpetualBenchSmokeTests
             Assert.Equal([1, 1, 4, 4], rows.Select(r => r.GetProperty("replicas").GetInt32()));
             Assert.Equal([1, 32, 1, 32], rows.Select(r => r.GetProperty("window").GetInt32()));
             Assert.All(rows, r => Assert.True(r.GetProperty("callsPerSecond").EnumerateArray().Single().GetDouble() > 0));
+            // The replica processes' CPU times were read: the one-machine-per-replica projection is there.
+            Assert.All(rows, r => Assert.True(r.GetProperty("oneMachinePerReplica").EnumerateArray().Single().GetDouble() > 0));
             Assert.Contains("asynchronous against synchronous, 4+4", log);
             Assert.True(result.RootElement.GetProperty("quick").GetBoolean());
         }
