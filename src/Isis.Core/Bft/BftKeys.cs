@@ -156,7 +156,7 @@ internal sealed class BftKeys
         full[..TagSize].CopyTo(tag);
     }
 
-    /// <summary>HMAC-SHA256 of <paramref name="digest"/> under one pair's state (locked: a replica's loop and its protocol thread may both seal).</summary>
+    /// <summary>HMAC-SHA256 of <paramref name="digest"/> under one pair's state. Locked: a node seals and checks on its own thread, but one BftKeys may be handed to several (the simulator, tests), and the state is not thread-safe; uncontended, the lock costs nanoseconds.</summary>
     private static void Mac(IncrementalHash pair, ReadOnlySpan<byte> digest, Span<byte> full)
     {
         lock (pair)
