@@ -45,7 +45,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     private readonly Dictionary<long, Slot> _slots = new();
     private readonly Dictionary<int, ClientRecord> _clients = new();
     private readonly HashSet<(bool Completion, int Who, long Number)> _assigned = new();
-    private readonly List<byte[]> _pending = new(); // the primary's inputs for the next batch
+    private readonly List<(byte[] Input, (bool Completion, int Who, long Number) Key)> _pending = new(); // the primary's inputs for the next batch, read once
     private readonly Dictionary<long, Dictionary<int, byte[]>> _checkpointVotes = new();
     private readonly Dictionary<long, byte[]> _ownCheckpoints = new();
     private byte[] _history = new byte[BftWire.DigestSize];
@@ -247,7 +247,7 @@ internal sealed partial class PbftReplica : IProtocolNode
     private void Propose(byte[] proposal, ProposalMeaning meaning)
     {
         if (!IsPrimary || !_viewActive || AlreadyDone(meaning) || !_assigned.Add(meaning.Key)) return;
-        _pending.Add(proposal);
+        _pending.Add((proposal, meaning.Key));
         AssignPending();
     }
 
@@ -265,10 +265,9 @@ internal sealed partial class PbftReplica : IProtocolNode
             int bytes = 0, taken = 0;
             for (; taken < _pending.Count && batch.Count < Math.Min(_options.MaxBatch, Proposal.MaxBatchItems); taken++)
             {
-                byte[] input = _pending[taken];
+                var (input, key) = _pending[taken];
                 if (batch.Count > 0 && bytes + input.Length > _options.MaxBatchBytes) break;
-                Invariant.Check(Proposal.TryRead(input, _deployment, _service, null, out ProposalMeaning m), "a pending input reads");
-                if (AlreadyDone(m)) continue; // executed meanwhile (a batch of a view change ordered it)
+                if (AlreadyDone(key)) continue; // executed meanwhile (a batch of a view change ordered it)
                 batch.Add(input);
                 bytes += input.Length;
             }
@@ -277,12 +276,11 @@ internal sealed partial class PbftReplica : IProtocolNode
         }
     }
 
-    private bool AlreadyDone(ProposalMeaning m) => m.Kind switch
-    {
-        ProposalKind.Request or ProposalKind.Call => _clients.TryGetValue(m.From, out ClientRecord? c) && c.Executed(m.Number),
-        ProposalKind.CallReply or ProposalKind.CallAbort => _completedCalls.Contains((m.Target, m.Number)),
-        _ => true,
-    };
+    private bool AlreadyDone(in ProposalMeaning m) => AlreadyDone(m.Key);
+
+    /// <summary>A request or call (who, number) executed, or a completion of call (target, number) ordered.</summary>
+    private bool AlreadyDone((bool Completion, int Who, long Number) key) =>
+        key.Completion ? _completedCalls.Contains((key.Who, key.Number)) : _clients.TryGetValue(key.Who, out ClientRecord? c) && c.Executed(key.Number);
 
     /// <summary>Stamps batch <paramref name="unstamped"/> with this primary's clock and sends its pre-prepare.</summary>
     private void Assign(byte[] unstamped)
