@@ -32,7 +32,7 @@ try
     string url = app.Urls.First();
     Console.WriteLine($"front end: {url} (POST /orders?customer=alice&item=book&quantity=2, GET /stock)");
 
-    using var http = new HttpClient { BaseAddress = new Uri(url), Timeout = TimeSpan.FromSeconds(60) };
+    using var http = new HttpClient { BaseAddress = new Uri(url), Timeout = TimeSpan.FromSeconds(90) };
     bool ok = true;
     async Task Order(string customer, string item, int quantity, bool expectAccepted)
     {

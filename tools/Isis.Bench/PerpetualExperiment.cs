@@ -251,6 +251,9 @@ internal static class PerpetualExperiment
 
     // ---------------------------------------------------------------- measurements
 
+    /// <summary>The shortest measured round: fifty ticks of the CPU-time clock.</summary>
+    private static readonly TimeSpan MinRound = TimeSpan.FromMilliseconds(500);
+
     private static Row Measure(string figure, int replicas, double processingMs, int window, int calls, int rounds)
     {
         using var d = new Deployment(replicas, processingMs);
@@ -263,7 +266,11 @@ internal static class PerpetualExperiment
         {
             double[] cpuBefore = d.CpuSeconds();
             var clock = Stopwatch.StartNew();
-            int done = Invoke(d.Client, [calls, window]);
+            // The CPU times come from /proc in clock ticks of 10 ms: a round of a few milliseconds (a quick
+            // 1+1 run) could show the busiest process using none, so a round lasts at least MinRound.
+            int done = 0;
+            do done += Invoke(d.Client, [calls, window]);
+            while (clock.Elapsed < MinRound);
             rates.Add(done / clock.Elapsed.TotalSeconds);
             double busiest = d.CpuSeconds().Select((after, i) => after - cpuBefore[i]).Max();
             // A replica that sleeps its processing time uses no CPU for it, but on its own machine the time still passes.
