@@ -1,6 +1,7 @@
 using Isis.Diagnostics;
 using System.Diagnostics;
 using Isis.Core.Groups;
+using Isis.Core.Identity;
 using Isis.Core.Node;
 using Isis.Runtime;
 using Isis.Serialization;
@@ -127,17 +128,49 @@ public sealed partial class Group
     /// <exception cref="InvalidOperationException">Not inside a handler of a query of this group, or it already replied.</exception>
     public void AbortReply(string reason) => SendReply(ReplyKind.Abort, System.Text.Encoding.UTF8.GetBytes(reason ?? ""), nameof(AbortReply));
 
+    /// <summary>
+    /// Takes the answer to the query this handler is handling, to give it later from any thread:
+    /// the handler may return at once and start asynchronous work (a database call, a call to
+    /// another group), then answer through the returned handle. The query's timeout and failure
+    /// rules still apply; the handler no longer sends a null reply when it returns.
+    /// </summary>
+    /// <returns>The handle that answers the query, once.</returns>
+    /// <exception cref="InvalidOperationException">Not inside a handler of a query of this group, or the handler already replied or deferred.</exception>
+    public DeferredReply DeferReply()
+    {
+        var q = CurrentQuery(nameof(DeferReply));
+        _currentQuery = q with { Replied = true };
+        return new DeferredReply(this, q.Requester, q.QueryId, q.ViewId, q.Replayed);
+    }
+
     private void SendReply(ReplyKind kind, byte[] payload, string operation)
     {
-        if (_delivery?.IsCurrentThread != true || _currentQuery is not { } q)
-        {
-            throw new InvalidOperationException($"{operation} answers a query, so it must be called from a handler of group '{Name}' while it handles a Query request; this call is outside one.");
-        }
-        if (q.Replied) throw new InvalidOperationException($"This handler already answered the query; a member replies once ({operation} called again).");
+        var q = CurrentQuery(operation);
         _currentQuery = q with { Replied = true };
         if (q.Replayed) return; // a SafeQuery of the history, replayed: its requester stopped waiting long ago
         EventLoop loop = _runtime.RunningLoop();
         loop.Post(() => loop.Node.Reply(Id, q.Requester, q.QueryId, kind, payload, loop.Now));
+    }
+
+    private (NodeId Requester, long QueryId, int ViewId, bool Replied, bool Replayed) CurrentQuery(string operation)
+    {
+        if (_delivery?.IsCurrentThread != true || _currentQuery is not { } q)
+        {
+            throw new InvalidOperationException($"{operation} answers a query, so it must be called from a handler of group '{Name}' while it handles a Query request; this call is outside one. To answer later, call DeferReply() in the handler and answer through the handle it returns.");
+        }
+        if (q.Replied) throw new InvalidOperationException($"This handler already answered or deferred the query; a member replies once ({operation} called after that). Answer a deferred query through its DeferredReply.");
+        return q;
+    }
+
+    internal byte[] EncodeReplyValues(object?[]? values) => EncodeToArray(0, values);
+
+    /// <summary>A deferred answer, from any thread. False if this member is no longer in the group, so nobody waits for it.</summary>
+    internal bool SendDeferredReply(NodeId requester, long queryId, ReplyKind kind, byte[] payload)
+    {
+        if (_state is not (GroupState.Joining or GroupState.Joined)) return false;
+        EventLoop loop = _runtime.RunningLoop();
+        loop.Post(() => loop.Node.Reply(Id, requester, queryId, kind, payload, loop.Now));
+        return true;
     }
 
     private int QueryIsis2(MessageKind kind, string operation, int nreplies, object?[]? all)

@@ -49,9 +49,9 @@ public sealed partial class Group
     private readonly ConcurrentQueue<TaskCompletionSource> _safeSends = new();
     private readonly ConcurrentDictionary<long, TaskCompletionSource<IReadOnlyList<QueryReply>>> _queries = new();
 
-    // The query whose request the delivery thread is handling now (null otherwise): what Reply answers.
-    // A replayed SafeQuery of the durable history takes replies and sends none.
-    private (NodeId Requester, long QueryId, bool Replied, bool Replayed)? _currentQuery;
+    // The query whose request the delivery thread is handling now (null otherwise): what Reply answers
+    // (or DeferReply hands out). A replayed SafeQuery of the durable history takes replies and sends none.
+    private (NodeId Requester, long QueryId, int ViewId, bool Replied, bool Replayed)? _currentQuery;
     private readonly ConcurrentDictionary<long, TaskCompletionSource> _flushes = new();
 
     private enum GroupState { New, Joining, Joined, Leaving, Left }
@@ -370,20 +370,23 @@ public sealed partial class Group
         byte[] buffer = _runtime.Buffers.Rent(body.Length);
         body.CopyTo(buffer);
         if (kind.IsSafe()) CountSafeHanded(sender, viewId, seq); // SafeSends and SafeQueries are the durable history's entries
-        _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId, replayed));
+        _delivery!.Enqueue(new PendingDelivery(sender, buffer, body.Length, query, queryId, viewId, replayed));
     }
 
     private void DispatchPending(PendingDelivery message)
     {
         ReadOnlyMemory<byte> payload = message.Buffer.AsMemory(0, message.Length);
-        if (message.IsQuery) DispatchQuery(message.Sender, message.QueryId, payload, message.Replayed);
+        if (message.IsQuery) DispatchQuery(message.Sender, message.QueryId, message.ViewId, payload, message.Replayed);
         else Dispatch(message.Sender, payload);
     }
 
-    /// <summary>Runs the handlers of a query request with Reply bound to it; a handler that did not answer sends a null reply, so no requester waits forever.</summary>
-    private void DispatchQuery(NodeId requester, long queryId, ReadOnlyMemory<byte> payload, bool replayed)
+    /// <summary>
+    /// Runs the handlers of a query request with Reply bound to it; a handler that neither answered
+    /// nor deferred its answer sends a null reply, so no requester waits forever.
+    /// </summary>
+    private void DispatchQuery(NodeId requester, long queryId, int viewId, ReadOnlyMemory<byte> payload, bool replayed)
     {
-        _currentQuery = (requester, queryId, false, replayed);
+        _currentQuery = (requester, queryId, viewId, false, replayed);
         try
         {
             Dispatch(requester, payload);

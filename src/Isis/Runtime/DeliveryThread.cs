@@ -13,8 +13,9 @@ namespace Isis.Runtime;
 /// <param name="Length">The payload's length in <paramref name="Buffer"/>.</param>
 /// <param name="IsQuery">A query request: the handlers reply.</param>
 /// <param name="QueryId">The query's id at its requester.</param>
+/// <param name="ViewId">The view it was delivered in (a deferred reply names it).</param>
 /// <param name="Replayed">A SafeQuery of the durable history replayed to the handlers: its query ended long ago, so a reply goes nowhere.</param>
-internal readonly record struct PendingDelivery(NodeId Sender, byte[] Buffer, int Length, bool IsQuery, long QueryId, bool Replayed = false);
+internal readonly record struct PendingDelivery(NodeId Sender, byte[] Buffer, int Length, bool IsQuery, long QueryId, int ViewId, bool Replayed = false);
 
 /// <summary>
 /// One thread per group that runs the application's handlers one at a time, in the order the
