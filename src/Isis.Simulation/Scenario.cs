@@ -208,6 +208,19 @@ internal sealed record Scenario
     /// <summary>Fraction of the workload's messages sent with SafeSend (phi 1, 2, 3 or all at random). Defaults to 0.3.</summary>
     public double SafeFraction { get; init; } = 0.3;
 
+    /// <summary>
+    /// Fraction of the workload's messages sent with CausalSend (CausalQuery when a query), taken
+    /// from the top of the same draw as <see cref="SafeFraction"/> and <see cref="OrderedFraction"/>,
+    /// out of the plain Sends. Defaults to 0.
+    /// </summary>
+    public double CausalFraction { get; init; }
+
+    /// <summary>Chance that a process answers a causal message from another with a CausalSend of its own at once, so causal chains cross members. Defaults to 0.</summary>
+    public double CausalReplyChance { get; init; }
+
+    /// <summary>Chance that a member defers its answer to a query (as a handler with DeferReply would), answering 1-200 ms later, across view changes. Defaults to 0.</summary>
+    public double DeferredReplyChance { get; init; }
+
     /// <summary>Chance that a send is followed by a Flush (when none is outstanding). Defaults to 0.05.</summary>
     public double FlushChance { get; init; } = 0.05;
 
@@ -293,6 +306,13 @@ internal sealed record Scenario
     public static readonly string[] CollectionFamilies = ["collections", "collections-chaos"];
 
     /// <summary>
+    /// The Isis2 toolkit's primitives (issue 29): CausalSend and CausalQuery with chains of causal
+    /// answers across members, deferred query replies, under reordering and loss, and with crashes,
+    /// partitions and leaves. Kept out of <see cref="Families"/> so every other family keeps its seeds.
+    /// </summary>
+    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos"];
+
+    /// <summary>
     /// Forced recovery of the durable history: whole-group crashes in which a member's disk is lost
     /// or stays away, and the operator forces the recovery. Kept out of <see cref="Families"/> so
     /// every other family keeps its seeds.
@@ -322,7 +342,7 @@ internal sealed record Scenario
         .. new[]
         {
             Families, EmbeddedServiceFamilies, ["host-restart"], MulticastFamilies, GossipFamilies, StateTransferFamilies,
-            SecuredFamilies, CollectionFamilies, ForcedRecoveryFamilies, AutoRecoveryFamilies, CompactionFamilies,
+            SecuredFamilies, CollectionFamilies, ForcedRecoveryFamilies, AutoRecoveryFamilies, CompactionFamilies, ToolkitFamilies,
         }.SelectMany(f => f).Distinct(),
     ];
 
@@ -532,6 +552,17 @@ internal sealed record Scenario
                 Name = family, Processes = 3 + r.Next(5), Collections = true, Crashes = true, RoleCrashes = true, CoordinatorCrashes = true, Partitions = true,
                 Pauses = true, LeaveAndRejoin = true, OrderedFraction = 0, SafeFraction = 0, QueryChance = 0,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 2_000 },
+            },
+            "causal" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), CausalFraction = 0.5, CausalReplyChance = 0.3, DeferredReplyChance = 0.5, QueryChance = 0.1,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 10, MaxDelay = 5_000 },
+            },
+            "causal-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                CausalFraction = 0.5, CausalReplyChance = 0.3, DeferredReplyChance = 0.5, QueryChance = 0.1, FlushChance = 0.15,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
             },
             "host-growth" => new Scenario
             {

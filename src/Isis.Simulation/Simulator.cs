@@ -152,6 +152,7 @@ internal sealed partial class Simulator
         public bool FlushOutstanding;
         public long FlushTokens;
         public long QueryIds;
+        public NodeId LastCausalFrom; // the sender of the last causal message from another member delivered here
 
         /// <summary>Disk durability: the group's history log, which survives crashes as a disk would.</summary>
         public readonly MemoryHistoryLog Log = new();
@@ -552,17 +553,18 @@ internal sealed partial class Simulator
         double pick = _random.NextDouble();
         bool safe = pick < Scenario.SafeFraction;
         bool ordered = !safe && pick < Scenario.SafeFraction + Scenario.OrderedFraction;
+        bool causal = !safe && !ordered && pick >= 1 - Scenario.CausalFraction;
         int phi = safe ? _random.Next(4) : 0; // 0 = every member
         if (_random.Chance(Scenario.QueryChance))
         {
             History.RecordQueryIssued(_now, node.Self, _group);
-            MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : MessageKind.QuerySend;
+            MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : causal ? MessageKind.QueryCausal : MessageKind.QuerySend;
             node.Query(_group, ++p.QueryIds, kind, payload, QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now, phi);
         }
         else
         {
-            node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : MessageKind.Send, phi);
-            if (!safe && !ordered) NoteCollectionUpdateIssued(p, g.View?.Id ?? 0);
+            node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : causal ? MessageKind.CausalSend : MessageKind.Send, phi);
+            if (!safe && !ordered && !causal) NoteCollectionUpdateIssued(p, g.View?.Id ?? 0);
         }
         Flush(p);
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
@@ -682,6 +684,10 @@ internal sealed partial class Simulator
             case MessageDelivered d when d.Kind.IsQuery() && !Scenario.Collections: // a collection's pulls have their own handler
                 AnswerQuery(process, d);
                 break;
+            case MessageDelivered d when d.Kind.IsCausal() && d.Sender != process:
+                if (ProcessOf(process) is { } receiver) receiver.LastCausalFrom = d.Sender;
+                if (d.Kind == MessageKind.CausalSend && Scenario.CausalReplyChance > 0 && _random.Chance(Scenario.CausalReplyChance)) AnswerCausally(process);
+                break;
             case FlushCompleted f:
                 OnFlushCompleted(process, f);
                 break;
@@ -709,12 +715,37 @@ internal sealed partial class Simulator
         if (p?.Node == null || p.Node.IsShutDown) return;
         long queryId = MessageKinds.QueryIdOf(d.Payload.Span);
         NodeId requester = d.Sender; // the event object is reused once the outbox clears
-        // Replies are queued behind the current step, as an application's handler would run after it.
+        // Replies are queued behind the current step, as an application's handler would run after it;
+        // a deferred one (DeferReply) comes 1-200 ms later, perhaps in a later view.
         ProcessNode node = p.Node;
-        At(_now, () =>
+        long answerAt = Scenario.DeferredReplyChance > 0 && _random.Chance(Scenario.DeferredReplyChance) ? _now + _random.NextInRange(1_000, 200_000) : _now;
+        if (answerAt > _now) DeferredReplies++;
+        At(answerAt, () =>
         {
             if (p.Node != node || node.IsShutDown) return;
             node.Reply(_group, requester, queryId, ReplyKind.Values, BitConverter.GetBytes(process.Endpoint), _now);
+            Flush(p);
+        });
+    }
+
+    /// <summary>Queries whose answer a member deferred (<see cref="Scenario.DeferredReplyChance"/>).</summary>
+    public int DeferredReplies { get; private set; }
+
+    /// <summary>CausalSends issued in answer to another member's (<see cref="Scenario.CausalReplyChance"/>).</summary>
+    public int CausalAnswers { get; private set; }
+
+    /// <summary>A causal message from another member makes this one send a causal message of its own, after the current step, within its workload's budget.</summary>
+    private void AnswerCausally(NodeId process)
+    {
+        SimProcess? p = ProcessOf(process);
+        if (p?.Node == null || p.Node.IsShutDown) return;
+        ProcessNode node = p.Node;
+        At(_now, () =>
+        {
+            if (p.Node != node || node.IsShutDown || node.FindGroup(_group) is not { State: MemberState.Active }) return;
+            if (p.Sent >= Scenario.MessagesPerProcess || _now > Scenario.FaultPhase + Scenario.HealPhase / 2) return;
+            node.Send(_group, NextPayload(p), _now, MessageKind.CausalSend);
+            CausalAnswers++;
             Flush(p);
         });
     }
@@ -727,7 +758,14 @@ internal sealed partial class Simulator
         History.RecordFlushCompleted(_now, process, f.Group, p.Node!.FindGroup(f.Group)?.View?.Id ?? 0);
         // What Flush is for: the application answers its client and then may crash at once; the
         // flushed messages must survive.
-        if (Scenario.Crashes && !_healed && _random.Chance(Scenario.CrashAfterFlushChance)) At(_now, () => Crash(p));
+        if (Scenario.Crashes && !_healed && _random.Chance(Scenario.CrashAfterFlushChance))
+        {
+            At(_now, () => Crash(p));
+            // The worst case for a causal Flush: the sender of a causal message this process
+            // delivered before its flushed ones fails with it, so only the other members' copies
+            // of that message can keep the flushed messages deliverable.
+            if (Scenario.CausalFraction > 0 && ProcessOf(p.LastCausalFrom) is { Alive: true } predecessor && predecessor != p) At(_now, () => Crash(predecessor));
+        }
     }
 
     internal static ulong PayloadHash(ReadOnlySpan<byte> payload)

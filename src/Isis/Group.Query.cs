@@ -36,6 +36,11 @@ public sealed partial class Group
     /// <param name="requestAndReplyLists">Optionally a <see cref="Isis.QueryTimeout"/>, then the request code, its arguments, an <see cref="EOLMarker"/>, and one <c>List&lt;T&gt;</c> per reply value.</param>
     public int OrderedQuery(int nreplies, params object?[] requestAndReplyLists) => QueryIsis2(MessageKind.QueryOrdered, nameof(OrderedQuery), nreplies, requestAndReplyLists);
 
+    /// <summary>As <see cref="Query(int, object[])"/>, with the request delivered in CausalSend's causal order: every member answers after the causal messages this member had delivered before asking.</summary>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="requestAndReplyLists">Optionally a <see cref="Isis.QueryTimeout"/>, then the request code, its arguments, an <see cref="EOLMarker"/>, and one <c>List&lt;T&gt;</c> per reply value.</param>
+    public int CausalQuery(int nreplies, params object?[] requestAndReplyLists) => QueryIsis2(MessageKind.QueryCausal, nameof(CausalQuery), nreplies, requestAndReplyLists);
+
     /// <summary>Queries the group and returns each member's single reply value, typed.</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
     /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
@@ -113,6 +118,24 @@ public sealed partial class Group
     /// <param name="cancellationToken">Stops waiting.</param>
     public Task<IReadOnlyList<TReply>> OrderedQueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
         StopWaitingWhenCancelled(OrderedQueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
+
+    /// <summary>As <see cref="QueryAsync{TReply}(int, int, object[])"/>, with the request delivered in CausalSend's causal order.</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    public async Task<IReadOnlyList<TReply>> CausalQueryAsync<TReply>(int nreplies, int opcode, params object?[] args) =>
+        (await QueryCore(MessageKind.QueryCausal, nameof(CausalQueryAsync), nreplies, QueryTimeout, opcode, args).ConfigureAwait(false))
+            .Select(r => (TReply)Values(r, [typeof(TReply)])[0]!).ToList();
+
+    /// <summary>As <see cref="CausalQueryAsync{TReply}(int, int, object[])"/>, and stops waiting when <paramref name="cancellationToken"/> is cancelled (the query itself still completes or times out).</summary>
+    /// <typeparam name="TReply">The type of the value each member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="nreplies">How many replies to wait for: a count, <see cref="ALL"/> or <see cref="MAJORITY"/>.</param>
+    /// <param name="opcode">The request code whose handlers answer.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <param name="cancellationToken">Stops waiting.</param>
+    public Task<IReadOnlyList<TReply>> CausalQueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
+        StopWaitingWhenCancelled(CausalQueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
 
     /// <summary>Answers the query whose request this handler is handling. Call it once, from the handler.</summary>
     /// <param name="values">The reply values.</param>

@@ -63,6 +63,32 @@ public sealed partial class Group
     /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
     public Task OrderedSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.Ordered, nameof(OrderedSendAsync), opcode, args, cancellationToken);
 
+    /// <summary>
+    /// Multicasts a message in causal order: every member delivers it only after every causal
+    /// message its sender had delivered before sending it (a reply is never seen before the question
+    /// it answers), and after the sender's own earlier causal messages. Causal order binds CausalSends
+    /// and CausalQueries among themselves; concurrent ones may be delivered in different orders at
+    /// different members. Delivered here at once; non-durable like <see cref="Send"/> (a Flush after
+    /// it also waits for the causal messages delivered here before it to be stable).
+    /// </summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Blocks while this member has <see cref="IsisOptions.MaxUnstableMessages"/> messages not yet stable (flow control).</remarks>
+    public void CausalSend(int opcode, params object?[] args) => Multicast(MessageKind.CausalSend, nameof(CausalSend), opcode, args);
+
+    /// <summary><see cref="CausalSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    public Task CausalSendAsync(int opcode, params object?[] args) => MulticastAsync(MessageKind.CausalSend, nameof(CausalSendAsync), opcode, args, CancellationToken.None);
+
+    /// <summary>As <see cref="CausalSendAsync(int, object[])"/>; cancelling <paramref name="cancellationToken"/> while the message waits for flow control drops it unsent.</summary>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
+    public Task CausalSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.CausalSend, nameof(CausalSendAsync), opcode, args, cancellationToken);
+
     // ---------------------------------------------------------------- the path to the event loop
 
     /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
@@ -75,7 +101,12 @@ public sealed partial class Group
 
     private Activity? StartMulticastActivity(MessageKind kind, int opcode)
     {
-        Activity? activity = _runtime.Instruments.Activities.StartActivity(kind == MessageKind.Send ? "isis.send" : "isis.ordered_send");
+        Activity? activity = _runtime.Instruments.Activities.StartActivity(kind switch
+        {
+            MessageKind.Send => "isis.send",
+            MessageKind.CausalSend => "isis.causal_send",
+            _ => "isis.ordered_send",
+        });
         activity?.SetTag("isis.group", Name);
         activity?.SetTag("isis.opcode", opcode);
         return activity;

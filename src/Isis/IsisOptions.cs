@@ -192,6 +192,9 @@ public sealed class IsisOptions
     /// <summary>Children per member in a large group's stability tree (tests only; the protocol default, 8, when null). The same at every process.</summary>
     internal int? StabilityTreeFanout { get; set; }
 
+    /// <summary>Deliberate protocol bugs (tests only: a runtime test shows it can fail by running with one).</summary>
+    internal Core.Node.ProtocolMutations Mutations { get; set; }
+
     /// <summary>Fault injection on this runtime's outgoing datagrams (tests only; off when null).</summary>
     internal Transport.TransportFaultOptions? TransportFaults { get; set; }
 
@@ -332,6 +335,7 @@ public sealed class IsisOptions
             AcceptedSystemKeys = [.. AcceptedSystemKeys.Select(k => (byte[])k.Clone())],
             // Part of every nonce this process seals with: random per start (see PacketSealer).
             SealSalt = BitConverter.ToUInt32(System.Security.Cryptography.RandomNumberGenerator.GetBytes(4)),
+            Mutations = Mutations,
         };
     }
 }

@@ -252,6 +252,8 @@ public sealed class IsisRuntime : IDisposable, IEventSink
             DroppedReplayed = c.DroppedReplayed + (loop.Service?.Counters.DroppedReplayed ?? 0),
             Duplicates = c.Duplicates,
             NaksSent = c.NaksSent,
+            CausalMessagesHeld = c.CausalHeld,
+            CausalMessagesDroppedAtViewEnd = c.CausalDroppedAtViewEnd,
             HandlerMismatches = Interlocked.Read(ref _handlerMismatches),
             HandlerExceptions = Interlocked.Read(ref _handlerExceptions),
             DatagramsSent = Interlocked.Read(ref t.DatagramsSent),

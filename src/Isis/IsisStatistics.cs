@@ -34,6 +34,15 @@ public sealed record IsisStatistics
     /// <summary>Retransmission requests sent.</summary>
     public long NaksSent { get; init; }
 
+    /// <summary>CausalSends and CausalQueries that arrived before a causal predecessor and waited for it.</summary>
+    public long CausalMessagesHeld { get; init; }
+
+    /// <summary>
+    /// Causal messages a view change could not deliver: a predecessor was lost with every member that
+    /// held it (its sender among them), so no survivor delivers them.
+    /// </summary>
+    public long CausalMessagesDroppedAtViewEnd { get; init; }
+
     /// <summary>Messages whose arguments matched no handler (reported, not delivered to the application).</summary>
     public long HandlerMismatches { get; init; }
 

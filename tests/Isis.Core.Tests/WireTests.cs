@@ -47,6 +47,28 @@ public class WireTests
     }
 
     [Fact]
+    public void Causal_timestamps_round_trip_small_counts_in_a_byte_and_refuse_what_no_writer_makes()
+    {
+        long[] stamp = [0, 1, 127, 128, 300, long.MaxValue];
+        byte[] body = new PacketWriter().BeginRecord().VarLongs(stamp).I32(7).FinishRecord();
+        var r = new WireReader(body);
+        Assert.Equal(stamp, r.VarLongs());
+        Assert.Equal(7, r.I32());
+        Assert.True(r.Complete);
+        // A ten-member view whose counts are below 128: a byte each, after a byte of count.
+        Assert.Equal(11, new PacketWriter().BeginRecord().VarLongs(new long[10]).FinishRecord().Length);
+
+        byte[] overlong = [1, .. Enumerable.Repeat((byte)0xFF, 10), 0x01]; // more than 63 bits
+        var bad = new WireReader(overlong);
+        Assert.Empty(bad.VarLongs());
+        Assert.False(bad.Ok);
+        byte[] cut = [2, 0x05, 0x80]; // the second value never ends
+        var truncated = new WireReader(cut);
+        Assert.Empty(truncated.VarLongs());
+        Assert.False(truncated.Ok);
+    }
+
+    [Fact]
     public void EverySingleBitFlipIsRejected()
     {
         byte[] packet = SamplePacket();

@@ -15,13 +15,15 @@ internal sealed partial class GroupMember
     private long _sentCount;
     private readonly List<(long Issue, int View, long Seq)> _sentLog = new();
     private int _sentLogStart; // entries before it are stable: see TrimSentLog
-    private readonly List<(long Token, long Target, int MinHolders)> _flushWaiters = new();
+    // A waiting Flush: its own messages up to Target, and the causal messages delivered here before
+    // it (CausalHorizon, taken in view HorizonView), which the messages it covers may depend on.
+    private readonly List<(long Token, long Target, int MinHolders, long[]? CausalHorizon, int HorizonView)> _flushWaiters = new();
 
     // ---------------------------------------------------------------- Flush
 
     public void RequestFlush(long token, int minHolders, long now)
     {
-        _flushWaiters.Add((token, _issued, minHolders));
+        _flushWaiters.Add((token, _issued, minHolders, View == null ? null : CausalHorizonForFlush(), View?.Id ?? 0));
         CompleteFlushes();
         if (_flushWaiters.Count == 0 || _wedged || MyRank < 0) return;
         PokeForFlush(now);
@@ -39,7 +41,7 @@ internal sealed partial class GroupMember
         get
         {
             int members = View!.Members.Length, most = 0;
-            foreach (var (_, _, minHolders) in _flushWaiters)
+            foreach (var (_, _, minHolders, _, _) in _flushWaiters)
             {
                 if (minHolders > 0 && minHolders < members) most = Math.Max(most, minHolders - 1);
             }
@@ -94,8 +96,8 @@ internal sealed partial class GroupMember
         bool atOnce = (Options.Mutations & ProtocolMutations.FlushReturnsAtOnce) != 0;
         for (int i = _flushWaiters.Count - 1; i >= 0; i--)
         {
-            var (token, target, minHolders) = _flushWaiters[i];
-            if (!atOnce && !FlushSettled(target, minHolders)) continue;
+            var (token, target, minHolders, horizon, horizonView) = _flushWaiters[i];
+            if (!atOnce && !(FlushSettled(target, minHolders) && CausalPredecessorsStable(horizon, horizonView))) continue;
             _flushWaiters.RemoveAt(i);
             Publish(new FlushCompleted(Id, token));
         }

@@ -60,6 +60,6 @@ internal sealed partial class GroupMember
         {
             SendBack(h.Sender, _node.Writer.Begin(new PacketHeader(PacketKind.ReplyAck, Self, Id, View?.Id ?? 0, h.Number)).Node(h.Sender).Finish(), arrivedAlong);
         }
-        if (!_queries.OnReply(h.Sender, h.Number, kind, payload)) _node.Counters.Duplicates++;
+        if (!_queries.OnReply(h.Sender, h.Number, kind, payload, h.View)) _node.Counters.Duplicates++;
     }
 }

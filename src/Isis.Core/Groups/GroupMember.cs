@@ -80,7 +80,8 @@ internal sealed partial class GroupMember
         Id = id;
         Name = name;
         State = MemberState.Joining;
-        _queries = new QueryTracker(id, e => Publish(e), slow => node.Suspect(slow, Membership.ExpelReason.SlowToReply), (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0);
+        _queries = new QueryTracker(id, e => Publish(e), slow => node.Suspect(slow, Membership.ExpelReason.SlowToReply), (node.Options.Mutations & ProtocolMutations.QueryCompletesOnFirstReply) != 0,
+            (node.Options.Mutations & ProtocolMutations.LateRepliesDropped) != 0);
         _order = new TotalOrder { OneAcceptorShort = (node.Options.Mutations & ProtocolMutations.SafeDeliversOneAcceptorShort) != 0 };
         if (log != null) History = new DurableHistory(node, this, log, checkpoints ?? []);
     }
@@ -182,7 +183,7 @@ internal sealed partial class GroupMember
         // One that holds it and is still replaying it hands over the rest now, and what waited behind
         // it: the group goes with this step (the node drops a member that left), its GroupLeft last.
         if (_replay != null) ContinueReplay(all: true);
-        foreach (var (token, _, _) in _flushWaiters) Publish(new FlushCompleted(Id, token));
+        foreach (var (token, _, _, _, _) in _flushWaiters) Publish(new FlushCompleted(Id, token));
         _flushWaiters.Clear();
         _node.Emit(new GroupLeft(Id, terminated, viewId));
     }
@@ -221,7 +222,11 @@ internal sealed partial class GroupMember
                 $"a survivor installs view {view.Id} only after committing the flush of view {View.Id}");
         }
 
-        if (View != null) DeliverUnorderedAtViewEnd();
+        if (View != null)
+        {
+            DeliverUnorderedAtViewEnd();
+            DeliverCausalAtViewEnd();
+        }
         bool firstView = View == null;
         if (firstView || View!.Multicast != view.Multicast) _node.Emit(new MulticastAddressChanged(Id, view.Multicast));
 
@@ -234,6 +239,7 @@ internal sealed partial class GroupMember
         // Only a view none of whose members was in the group before carries one: this member's first.
         if (view.PreviousIncarnation != null) PreviousIncarnation = rank == 0 ? view.PreviousIncarnation : null;
         _order.Reset(view.Members.Length);
+        ResetCausal(view.Members.Length);
         _sentLog.Clear(); // everything sent in the old view was settled by its flush
         _sentLogStart = 0;
         _streams = new SenderStream[view.Members.Length];
@@ -288,6 +294,7 @@ internal sealed partial class GroupMember
         LoadStateOnLeaseRenewed();
         for (int rank = 0; rank < _streams.Length; rank++) DeliverReady(rank);
         DeliverOrdered();
+        DeliverCausal();
         SendPending();
     }
 
@@ -314,6 +321,7 @@ internal sealed partial class GroupMember
 
     private void SendNow(StreamMessage message)
     {
+        message = StampCausal(message);
         GroupView view = View!;
         SenderStream own = _streams[MyRank];
         long seq = own.Contiguous + 1;
@@ -375,7 +383,7 @@ internal sealed partial class GroupMember
 
     private ReadOnlyMemory<byte> DataPacket(int originRank, long seq, StreamMessage message) =>
         _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq))
-            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).Tail(message.Payload.Span).Finish(_node.Outbox);
+            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).CausalStamp(message).Tail(message.Payload.Span).Finish(_node.Outbox);
 
     // ---------------------------------------------------------------- receive path
 
@@ -457,15 +465,17 @@ internal sealed partial class GroupMember
         int origin = r.I32();
         var kind = (MessageKind)r.U8();
         int phi = r.I32();
+        long[]? stamp = kind.IsCausal() ? r.VarLongs() : null;
         ReadOnlySpan<byte> payload = r.TailSpan();
         if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); return; }
+        if (kind.IsCausal() && !_causal.Fits(stamp)) { r.Fail(); return; }
         if (origin == MyRank) { _node.Counters.Duplicates++; return; }
         // Flow control keeps every sender far closer than this to what receivers hold.
         if (seq > _streams[origin].Contiguous + MaxAhead) { r.Fail(); return; }
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
         if (seq <= s.Contiguous || s.Held.ContainsKey(seq)) { _node.Counters.Duplicates++; return; }
-        StreamMessage message = Keep(kind, payload, phi);
+        StreamMessage message = Keep(kind, payload, phi) with { Causal = stamp };
         s.Add(seq, message);
         HoldingsChanged();
         if (Relaying) Relay(from, origin, seq, message);
@@ -533,6 +543,9 @@ internal sealed partial class GroupMember
         {
             case MessageKind.Send or MessageKind.QuerySend:
                 Deliver(rank, seq, message);
+                break;
+            case MessageKind.CausalSend or MessageKind.QueryCausal:
+                OnCausalArrived(rank, seq, message);
                 break;
             case MessageKind.Ordered or MessageKind.QueryOrdered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
                 Deliver(rank, seq, message); // deliberate bug

@@ -40,7 +40,11 @@ internal readonly record struct QueryReply(NodeId Replier, ReplyKind Kind, byte[
 /// and the timeout. Replies come from distinct members of the delivery view; waiting for ALL
 /// never waits on a member that is no longer in the view.
 /// </summary>
-internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action<NodeId> suspect, bool completeOnFirstReply = false)
+/// <remarks>
+/// A reply counts whatever view it was sent in: a member may answer late (a deferred reply), after
+/// views that kept it and the requester; only its leaving the view releases the requester.
+/// </remarks>
+internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action<NodeId> suspect, bool completeOnFirstReply = false, bool lateRepliesDropped = false)
 {
     public const int All = -1;
     public const int Majority = -2;
@@ -77,10 +81,16 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
         Check(p);
     }
 
+    /// <param name="from">The replier.</param>
+    /// <param name="id">The query.</param>
+    /// <param name="kind">What the reply carries.</param>
+    /// <param name="payload">Its values.</param>
+    /// <param name="sentInView">The view the replier had when it answered.</param>
     /// <returns>False if the reply is for no query of ours, or a duplicate.</returns>
-    public bool OnReply(NodeId from, long id, ReplyKind kind, byte[] payload)
+    public bool OnReply(NodeId from, long id, ReplyKind kind, byte[] payload, int sentInView)
     {
         if (!_pending.TryGetValue(id, out Pending? p)) return false;
+        if (lateRepliesDropped && p.ViewId >= 0 && sentInView > p.ViewId) return false; // deliberate bug (ProtocolMutations)
         if (p.Expected != null && !p.Expected.Contains(from)) return false;
         if (!p.Replies.TryAdd(from, new QueryReply(from, kind, payload))) return false;
         if (kind == ReplyKind.Abort) Complete(p, QueryOutcome.Aborted);

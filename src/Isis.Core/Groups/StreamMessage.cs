@@ -29,6 +29,12 @@ internal enum MessageKind : byte
 
     /// <summary>"I hold the group's next key": its fingerprint (16 bytes), in the total order (see GroupMember.Security.cs, key rotation).</summary>
     KeyRotation = 8,
+
+    /// <summary>An application CausalSend: delivered once every causal message its sender had delivered before sending it is delivered (its timestamp says which).</summary>
+    CausalSend = 9,
+
+    /// <summary>A Query request with CausalSend's ordering (CausalQuery); the payload starts with the 8-byte query id.</summary>
+    QueryCausal = 10,
 }
 
 internal static class MessageKinds
@@ -38,7 +44,10 @@ internal static class MessageKinds
 
     public static bool IsSafe(this MessageKind kind) => kind is MessageKind.Safe or MessageKind.QuerySafe;
 
-    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe;
+    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe or MessageKind.QueryCausal;
+
+    /// <summary>Whether messages of this kind carry a causal timestamp and wait for their causal predecessors.</summary>
+    public static bool IsCausal(this MessageKind kind) => kind is MessageKind.CausalSend or MessageKind.QueryCausal;
 
     /// <summary>Protocol messages about the view's positions: void once the view ends (never resent in the next).</summary>
     public static bool IsControl(this MessageKind kind) => kind is MessageKind.OrderAnnouncement or MessageKind.SafeAccept;
@@ -48,7 +57,7 @@ internal static class MessageKinds
 
     /// <summary>The ordering primitive a kind is checked under (queries count as their ordering).</summary>
     public static MessageKind Primitive(this MessageKind kind) =>
-        kind.IsSafe() ? MessageKind.Safe : kind.IsOrdered() ? MessageKind.Ordered : MessageKind.Send;
+        kind.IsSafe() ? MessageKind.Safe : kind.IsOrdered() ? MessageKind.Ordered : kind.IsCausal() ? MessageKind.CausalSend : MessageKind.Send;
 
     /// <summary>The query id at the start of a query request's payload.</summary>
     public static long QueryIdOf(ReadOnlySpan<byte> payload) =>
@@ -56,14 +65,16 @@ internal static class MessageKinds
 }
 
 /// <summary>
-/// One message of a sender's stream: its kind, its payload (opaque to the core) and, for SafeSend,
-/// its acceptor count phi (0 = every member of the view).
+/// One message of a sender's stream: its kind, its payload (opaque to the core), for SafeSend its
+/// acceptor count phi (0 = every member of the view), and for the causal kinds its timestamp.
 /// </summary>
 /// <remarks>
 /// <see cref="Pooled"/>: the buffer-pool array behind <see cref="Payload"/>, which the stream
 /// returns to the pool when it drops the message (only Sends, whose last holder is the stream).
+/// <see cref="Causal"/>: per rank of the view, how many causal messages from that rank the sender
+/// had delivered when it sent this one, this one included at its own rank (null for other kinds).
 /// </remarks>
-internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null)
+internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null, long[]? Causal = null)
 {
     public bool IsApplication => !Kind.IsProtocol();
 }

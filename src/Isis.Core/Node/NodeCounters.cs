@@ -25,6 +25,8 @@ internal sealed class NodeCounters
     public long HistoryCopyParts;        // disk durability: parts of copied histories written aside as they arrived (HistoryStage)
     public long HistoryEntriesFromOwnLog; // disk durability: pulled entries a member copying the history kept its own log's identical entry for (holding it once)
     public long HistoryReplaySlices;     // disk durability: slices in which histories were handed to the application
+    public long CausalHeld;              // causal messages that arrived before a causal predecessor and waited for it
+    public long CausalDroppedAtViewEnd;  // causal messages a flush could not deliver: a predecessor was lost with every member that held it
 
     public NodeCounters Snapshot() => (NodeCounters)MemberwiseClone();
 }

@@ -421,4 +421,24 @@ internal enum ProtocolMutations : long
     /// cuts its subtree off and the flush never completes.
     /// </summary>
     FlushRoutesThroughViewTree = 1L << 36,
+
+    /// <summary>
+    /// Deliberately broken: a CausalSend is delivered as soon as it reaches the head of its sender's
+    /// stream, without waiting for the causal messages its sender had delivered before sending it.
+    /// </summary>
+    CausalDeliversOnArrival = 1L << 37,
+
+    /// <summary>
+    /// Deliberately broken: a Flush waits only for this member's own messages, not for the causal
+    /// messages it delivered before them, so a CausalSend it flushed can be dropped at the view's
+    /// end when its predecessor is lost with the members that held it.
+    /// </summary>
+    FlushIgnoresCausalPredecessors = 1L << 38,
+
+    /// <summary>
+    /// Deliberately broken (liveness): a requester ignores a reply sent in a view later than the one
+    /// its request was delivered in, so a member that answers late (a deferred reply) after a view
+    /// change that kept it and the requester is never counted, and the query never completes.
+    /// </summary>
+    LateRepliesDropped = 1L << 39,
 }

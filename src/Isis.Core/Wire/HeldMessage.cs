@@ -2,7 +2,7 @@ using Isis.Core.Groups;
 
 namespace Isis.Core.Wire;
 
-/// <summary>A message carried inside a flush packet: the sender's rank in the view, its sequence number, its payload.</summary>
+/// <summary>A message carried inside a flush packet: the sender's rank in the view, its sequence number, its kind, phi, causal timestamp and payload.</summary>
 internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Message)
 {
     public static void WriteList(PacketWriter w, List<HeldMessage> messages)
@@ -10,7 +10,7 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
         w.I32(messages.Count);
         foreach (HeldMessage m in messages)
         {
-            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).Bytes(m.Message.Payload.Span);
+            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).CausalStamp(m.Message).Bytes(m.Message.Payload.Span);
         }
     }
 
@@ -25,9 +25,11 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
             long seq = r.I64();
             var kind = (MessageKind)r.U8();
             int phi = r.I32();
+            long[]? stamp = kind.IsCausal() ? r.VarLongs() : null;
             byte[] payload = r.Bytes();
             if (rank < 0 || rank >= rankCount || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); break; }
-            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload, phi)));
+            if (stamp != null && (stamp.Length != rankCount || Array.Exists(stamp, c => c < 0))) { r.Fail(); break; }
+            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload, phi, Causal: stamp)));
         }
         return list;
     }

@@ -70,6 +70,31 @@ internal sealed class PacketWriter
         return this;
     }
 
+    /// <summary>
+    /// A list of non-negative longs, small ones small: a one-byte count, then each value in 7-bit
+    /// groups (LEB128), so a causal timestamp of a ten-member view whose counts are below 128 takes 11 bytes.
+    /// </summary>
+    public PacketWriter VarLongs(ReadOnlySpan<long> values)
+    {
+        if (values.Length > byte.MaxValue) throw new ArgumentOutOfRangeException(nameof(values), values.Length, "at most 255 values");
+        U8((byte)values.Length);
+        foreach (long v in values)
+        {
+            ulong rest = (ulong)v;
+            while (rest >= 0x80)
+            {
+                U8((byte)(rest | 0x80));
+                rest >>= 7;
+            }
+            U8((byte)rest);
+        }
+        return this;
+    }
+
+    /// <summary>A causal message's timestamp (<see cref="VarLongs"/>); nothing for the other kinds.</summary>
+    public PacketWriter CausalStamp(in Groups.StreamMessage message) =>
+        Groups.MessageKinds.IsCausal(message.Kind) ? VarLongs(message.Causal ?? throw new InvalidOperationException("a causal message is stamped before it is sent")) : this;
+
     /// <summary>Length-prefixed bytes.</summary>
     public PacketWriter Bytes(ReadOnlySpan<byte> bytes)
     {

@@ -72,6 +72,27 @@ internal ref struct WireReader(ReadOnlySpan<byte> body)
         for (int i = 0; i < n; i++) into[i] = I64();
     }
 
+    /// <summary>A list written by <see cref="PacketWriter.VarLongs"/>: each value non-negative and at most ten 7-bit groups.</summary>
+    public long[] VarLongs()
+    {
+        int n = U8();
+        var result = new long[n];
+        for (int i = 0; i < n && !_failed; i++)
+        {
+            ulong value = 0;
+            for (int shift = 0; ; shift += 7)
+            {
+                byte b = U8();
+                if (_failed || shift > 56) { _failed = true; return []; }
+                value |= (ulong)(b & 0x7F) << shift;
+                if (b < 0x80) break;
+            }
+            if (value > long.MaxValue) { _failed = true; return []; }
+            result[i] = (long)value;
+        }
+        return _failed ? [] : result;
+    }
+
     public long[] Longs()
     {
         int n = Count(8);

@@ -39,6 +39,7 @@ internal static partial class HistoryChecker
         VirtualSynchrony(events, sink);
         FifoPerSender(events, sink);
         TotalOrder(events, sink);
+        CausalOrder(events, sink);
         FlushDurability(events, sink);
         QueryReplies(events, sink);
         SafeThreshold(events, sink);
@@ -341,8 +342,8 @@ internal static partial class HistoryChecker
     /// <summary>
     /// Each process delivers the messages of each (sender, group, view) in sending order with no
     /// gap, per primitive: the Sends of a sender in the order it sent them, and likewise its
-    /// OrderedSends (an OrderedSend waits for its place in the total order, so a later Send of the
-    /// same sender may overtake it). A suffix may be missing (the sender crashed), a middle one may
+    /// OrderedSends, and its CausalSends (an OrderedSend waits for its place in the total order and a
+    /// CausalSend for its causal predecessors, so a later Send of the same sender may overtake either). A suffix may be missing (the sender crashed), a middle one may
     /// not. Positions come from the sender's Send events; a delivery without one is NoCreation's.
     /// </summary>
     internal static void FifoPerSender(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
@@ -367,7 +368,13 @@ internal static partial class HistoryChecker
             ref var prev = ref CollectionsMarshal.GetValueRefOrAddDefault(last, (e.Process, m.Sender, m.Group, m.ViewId, pos.Primitive), out _);
             if (pos.Index != prev.Index + 1)
             {
-                string what = pos.Primitive switch { Isis.Core.Groups.MessageKind.Send => "Send", Isis.Core.Groups.MessageKind.Safe => "SafeSend", _ => "OrderedSend" };
+                string what = pos.Primitive switch
+                {
+                    Isis.Core.Groups.MessageKind.Send => "Send",
+                    Isis.Core.Groups.MessageKind.Safe => "SafeSend",
+                    Isis.Core.Groups.MessageKind.CausalSend => "CausalSend",
+                    _ => "OrderedSend",
+                };
                 sink.Report(P, pos.Index > prev.Index + 1
                     ? $"{e.Process} delivered {m} at {At(i, e)} but had delivered only {prev.Index} earlier {what}s from {m.Sender} in v{m.ViewId} of g={m.Group} (last seq {prev.Seq}): {pos.Index - prev.Index - 1} skipped"
                     : $"{e.Process} delivered {m} at {At(i, e)} after already delivering {what} seq {prev.Seq} from {m.Sender} in v{m.ViewId} of g={m.Group}: out of FIFO order");
@@ -405,7 +412,7 @@ internal static partial class HistoryChecker
         var sequences = new Dictionary<(GroupId Group, int View), Dictionary<NodeId, List<MessageId>>>();
         foreach (HistoryEvent e in events)
         {
-            if (e.Kind != HistoryEventKind.Deliver || e.Primitive == Isis.Core.Groups.MessageKind.Send) continue;
+            if (e.Kind != HistoryEventKind.Deliver || e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend) continue;
             // SafeSend is uniform: a process that fails later must still have delivered safe messages
             // in the survivors' order, so only its OrderedSends are exempt.
             if (e.Primitive != Isis.Core.Groups.MessageKind.Safe && failed.Contains((e.Process, e.Message.Group, e.Message.ViewId))) continue;
@@ -693,7 +700,8 @@ internal static partial class HistoryChecker
     /// <summary>
     /// The sender delivers its own message at once: the event right after a Send at that process
     /// (ignoring other processes' events and its Expel) is its Deliver of the same message.
-    /// (Send only: an OrderedSend is delivered when its place in the total order is known.)
+    /// (Send and CausalSend only: an OrderedSend is delivered when its place in the total order is
+    /// known; a CausalSend's predecessors are all delivered at its sender already.)
     /// </summary>
     internal static void SenderDeliversOwn(ReadOnlySpan<HistoryEvent> events, ViolationSink sink)
     {
@@ -710,7 +718,7 @@ internal static partial class HistoryChecker
                 if (e.Kind == HistoryEventKind.Deliver && e.Message == send.Message) continue;
                 sink.Report(P, $"{e.Process} sent {send.Message} at event #{send.Index} but its next event, {At(i, e)}, is {e.Kind} {(e.Kind == HistoryEventKind.Deliver ? e.Message.ToString() : "")}, not its own delivery");
             }
-            if (e.Kind == HistoryEventKind.Send && e.Primitive == Isis.Core.Groups.MessageKind.Send) pending[e.Process] = (e.Message, i);
+            if (e.Kind == HistoryEventKind.Send && e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend) pending[e.Process] = (e.Message, i);
         }
         foreach ((NodeId process, var send) in pending)
         {

@@ -82,6 +82,24 @@ internal sealed class HistoryBuilder
         return this;
     }
 
+    /// <summary>p issues a CausalSend in its current view and delivers it at once (its causal predecessors are all delivered at p).</summary>
+    public MessageId SendCausal(NodeId p)
+    {
+        int view = _view[(p, G)];
+        long seq = _seq[(p, G, view)] = _seq.GetValueOrDefault((p, G, view)) + 1;
+        var m = new MessageId(p, G, view, seq);
+        History.RecordSend(Tick(), m, HashOf(m), Isis.Core.Groups.MessageKind.CausalSend);
+        History.RecordDeliver(Tick(), p, view, m, HashOf(m), Isis.Core.Groups.MessageKind.CausalSend);
+        return m;
+    }
+
+    /// <summary>q delivers the causal message m.</summary>
+    public HistoryBuilder DeliverCausal(NodeId q, MessageId m)
+    {
+        History.RecordDeliver(Tick(), q, _view.GetValueOrDefault((q, m.Group), -1), m, HashOf(m), Isis.Core.Groups.MessageKind.CausalSend);
+        return this;
+    }
+
     /// <summary>q delivers m in whatever view q has installed (which may be wrong: that is the point of some tests).</summary>
     public HistoryBuilder Deliver(NodeId q, MessageId m, ulong? hash = null)
     {
