@@ -17,6 +17,8 @@ internal enum Primitive
     SafeAll,
     /// <summary>QueryAsync(Group.ALL): request as a Send, every member replies.</summary>
     Query,
+    /// <summary>CausalSend: delivered locally at once, elsewhere after its causal predecessors.</summary>
+    Causal,
 }
 
 internal static class Primitives
@@ -39,7 +41,7 @@ internal static class Primitives
     public static Primitive Parse(string s) =>
         All.FirstOrDefault(p => p.Name() == s.Trim().ToLowerInvariant(), (Primitive)(-1)) is var p && p >= 0
             ? p
-            : throw new ArgumentException($"unknown primitive '{s}' (send, ordered, safe1, safe3, safeall, query)");
+            : throw new ArgumentException($"unknown primitive '{s}' (send, ordered, safe1, safe3, safeall, query, causal)");
 }
 
 /// <summary>Command-line settings, shared by the parent and the members it starts.</summary>
@@ -64,7 +66,7 @@ internal sealed record BenchOptions
         "                   one combined result file\n" +
         "  --members        group size (3 or more; default 3), or a comma list run one after the other;\n" +
         "                   member 0 sends, the others receive\n" +
-        "  --primitive      send|ordered|safe1|safe3|safeall|query, or a comma list run one after the other in\n" +
+        "  --primitive      send|ordered|safe1|safe3|safeall|query|causal, or a comma list run one after the other in\n" +
         "                   the same group (default send); safeN is SafeSend with SetSafeSendThreshold(N), safeall phi = members\n" +
         "  --response-delay comma list of burst sizes K: time until the sender may answer an outside user after K\n" +
         "                   updates, (a) K Sends then Flush() versus (b) K SafeSendAsync (phi = all, and phi = 3 with 5 members)\n" +
@@ -177,7 +179,7 @@ internal sealed record BenchOptions
 
     /// <summary>Messages in the throughput blast of one primitive: SafeSend and Query are slower, so they get a third unless --messages was given.</summary>
     public int MessagesFor(Primitive p) =>
-        p is Primitive.Send or Primitive.Ordered ? Messages : SlowMessages ?? (MessagesGiven ? Messages : Math.Max(1, Messages / 3));
+        p is Primitive.Send or Primitive.Ordered or Primitive.Causal ? Messages : SlowMessages ?? (MessagesGiven ? Messages : Math.Max(1, Messages / 3));
 
     public static BenchOptions Parse(ReadOnlySpan<string> args)
     {

@@ -219,6 +219,9 @@ internal static class Member
                     case Primitive.Send:
                         g.Send(Ping, phase, round, sentAt, pad);
                         break;
+                    case Primitive.Causal:
+                        g.CausalSend(Ping, phase, round, sentAt, pad);
+                        break;
                     case Primitive.Ordered:
                         g.OrderedSend(Ping, phase, round, sentAt, pad);
                         break;
@@ -271,6 +274,13 @@ internal static class Member
                     {
                         Mark(i);
                         g.OrderedSend(Data, phase, payload);
+                    }
+                    break;
+                case Primitive.Causal:
+                    for (int i = 0; i < n; i++)
+                    {
+                        Mark(i);
+                        g.CausalSend(Data, phase, payload);
                     }
                     break;
                 case Primitive.Query:
