@@ -215,6 +215,12 @@ internal sealed record Scenario
     /// </summary>
     public double CausalFraction { get; init; }
 
+    /// <summary>
+    /// Chance that a plain Send of the workload is a SubsetSend instead (to one member or more of the
+    /// view, drawn at random, the sender among them or not). Defaults to 0.
+    /// </summary>
+    public double SubsetChance { get; init; }
+
     /// <summary>Chance that a process answers a causal message from another with a CausalSend of its own at once, so causal chains cross members. Defaults to 0.</summary>
     public double CausalReplyChance { get; init; }
 
@@ -310,7 +316,7 @@ internal sealed record Scenario
     /// answers across members, deferred query replies, under reordering and loss, and with crashes,
     /// partitions and leaves. Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
-    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos"];
+    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos", "subset", "subset-chaos"];
 
     /// <summary>
     /// Forced recovery of the durable history: whole-group crashes in which a member's disk is lost
@@ -562,6 +568,17 @@ internal sealed record Scenario
             {
                 Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
                 CausalFraction = 0.5, CausalReplyChance = 0.3, DeferredReplyChance = 0.5, QueryChance = 0.1, FlushChance = 0.15,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
+            },
+            "subset" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), SubsetChance = 0.5, DeferredReplyChance = 0.3, QueryChance = 0.1,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 10, MaxDelay = 5_000 },
+            },
+            "subset-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                SubsetChance = 0.5, DeferredReplyChance = 0.3, QueryChance = 0.1, FlushChance = 0.15,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
             },
             "host-growth" => new Scenario

@@ -95,7 +95,8 @@ internal sealed partial class Simulator
         switch (e)
         {
             case MessageDelivered d when d.Group == _group:
-                p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
+                // A subset message is its destinations' own, not part of the replicated state a checkpoint carries.
+                if (!d.Kind.IsSubset()) p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
                 if (d.Kind.IsSafe() && Scenario.PersistentCheckpoints) ApplySafe(p, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), PayloadHash(d.Payload.Span));
                 break;
             case HistoryReplayed r when r.Group == _group && Scenario.PersistentCheckpoints:

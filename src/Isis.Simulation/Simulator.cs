@@ -555,16 +555,20 @@ internal sealed partial class Simulator
         bool ordered = !safe && pick < Scenario.SafeFraction + Scenario.OrderedFraction;
         bool causal = !safe && !ordered && pick >= 1 - Scenario.CausalFraction;
         int phi = safe ? _random.Next(4) : 0; // 0 = every member
+        // Drawn only in the families that use it, so every other family keeps its seeds.
+        NodeId[]? to = !safe && !ordered && !causal && Scenario.SubsetChance > 0 && _random.Chance(Scenario.SubsetChance) ? Destinations(g) : null;
         if (_random.Chance(Scenario.QueryChance))
         {
             History.RecordQueryIssued(_now, node.Self, _group);
+            // (A P2PQuery's replies come from its destinations only, which the history's query events do not record: runtime tests cover it.)
             MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : causal ? MessageKind.QueryCausal : MessageKind.QuerySend;
             node.Query(_group, ++p.QueryIds, kind, payload, QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now, phi);
         }
         else
         {
-            node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : causal ? MessageKind.CausalSend : MessageKind.Send, phi);
-            if (!safe && !ordered && !causal) NoteCollectionUpdateIssued(p, g.View?.Id ?? 0);
+            node.Send(_group, payload, _now, safe ? MessageKind.Safe : ordered ? MessageKind.Ordered : causal ? MessageKind.CausalSend : to != null ? MessageKind.Subset : MessageKind.Send, phi, to: to);
+            if (to != null) SubsetSends++;
+            if (!safe && !ordered && !causal && to == null) NoteCollectionUpdateIssued(p, g.View?.Id ?? 0);
         }
         Flush(p);
         if (!p.FlushOutstanding && p.Alive && _random.Chance(Scenario.FlushChance))
@@ -727,6 +731,19 @@ internal sealed partial class Simulator
             Flush(p);
         });
     }
+
+    /// <summary>Destinations of a subset message: one member of the view (a P2PSend) half the time, else any non-empty subset.</summary>
+    private NodeId[] Destinations(GroupMember g)
+    {
+        NodeId[] members = g.View?.Members ?? [];
+        if (members.Length == 0) return [];
+        if (_random.Chance(0.5)) return [members[_random.Next(members.Length)]];
+        var to = members.Where(_ => _random.Chance(0.5)).ToList();
+        return to.Count > 0 ? [.. to] : [members[_random.Next(members.Length)]];
+    }
+
+    /// <summary>SubsetSends and P2PSends the workload issued (<see cref="Scenario.SubsetChance"/>).</summary>
+    public int SubsetSends { get; private set; }
 
     /// <summary>Queries whose answer a member deferred (<see cref="Scenario.DeferredReplyChance"/>).</summary>
     public int DeferredReplies { get; private set; }

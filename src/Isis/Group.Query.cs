@@ -137,6 +137,47 @@ public sealed partial class Group
     public Task<IReadOnlyList<TReply>> CausalQueryAsync<TReply>(int nreplies, int opcode, object?[] args, CancellationToken cancellationToken) =>
         StopWaitingWhenCancelled(CausalQueryAsync<TReply>(nreplies, opcode, args), cancellationToken);
 
+    /// <summary>
+    /// Queries one member: the request goes to <paramref name="member"/> only (FIFO with this
+    /// member's Sends, as a P2PSend), and its handler's single reply value is returned. The group's
+    /// <see cref="QueryTimeout"/> applies; if the member fails or leaves before answering, the query
+    /// fails with a <see cref="QueryTimeoutException"/> naming it.
+    /// </summary>
+    /// <typeparam name="TReply">The type of the value the member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="member">The member that answers: in the current view.</param>
+    /// <param name="opcode">The request code whose handler answers.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <exception cref="ArgumentException"><paramref name="member"/> is not in the current view.</exception>
+    /// <exception cref="QueryAbortedException">The member answered with <see cref="AbortReply"/>.</exception>
+    public Task<TReply> P2PQueryAsync<TReply>(Address member, int opcode, params object?[] args) =>
+        // The destination is checked before the call returns: a wrong one is the caller's mistake, not the query's outcome.
+        P2PQueryCore<TReply>(member, QueryCore(MessageKind.QuerySubset, nameof(P2PQueryAsync), 1, QueryTimeout, opcode, args, Destinations(nameof(P2PQueryAsync), [member])));
+
+    private static async Task<TReply> P2PQueryCore<TReply>(Address member, Task<IReadOnlyList<QueryReply>> query)
+    {
+        IReadOnlyList<QueryReply> replies = await query.ConfigureAwait(false);
+        if (replies.Count == 0)
+        {
+            throw new QueryTimeoutException($"{member} left the view (or answered with NullReply) before answering the P2PQuery.", [member]);
+        }
+        return (TReply)Values(replies[0], [typeof(TReply)])[0]!;
+    }
+
+    /// <summary>The blocking form of <see cref="P2PQueryAsync{TReply}"/> (not from a handler of this group: its reply could not run).</summary>
+    /// <typeparam name="TReply">The type of the value the member passes to <see cref="Reply"/>.</typeparam>
+    /// <param name="member">The member that answers: in the current view.</param>
+    /// <param name="opcode">The request code whose handler answers.</param>
+    /// <param name="args">The request's arguments.</param>
+    /// <returns>The member's reply value.</returns>
+    /// <exception cref="ArgumentException"><paramref name="member"/> is not in the current view.</exception>
+    /// <exception cref="QueryAbortedException">The member answered with <see cref="AbortReply"/>.</exception>
+    /// <exception cref="QueryTimeoutException">It did not answer within the group's <see cref="QueryTimeout"/>, or left the view first.</exception>
+    public TReply P2PQuery<TReply>(Address member, int opcode, params object?[] args)
+    {
+        if (_delivery?.IsCurrentThread == true) throw ExceptionFactory.BlockingInHandler(Name, nameof(P2PQuery));
+        return P2PQueryAsync<TReply>(member, opcode, args).GetAwaiter().GetResult();
+    }
+
     /// <summary>Answers the query whose request this handler is handling. Call it once, from the handler.</summary>
     /// <param name="values">The reply values.</param>
     /// <exception cref="InvalidOperationException">Not inside a handler of a query of this group, or it already replied.</exception>
@@ -232,7 +273,7 @@ public sealed partial class Group
     }
 
     /// <summary>Issues the query; completes with the replies that carry values.</summary>
-    private Task<IReadOnlyList<QueryReply>> QueryCore(MessageKind kind, string operation, int nreplies, QueryTimeout timeout, int opcode, object?[]? args)
+    private Task<IReadOnlyList<QueryReply>> QueryCore(MessageKind kind, string operation, int nreplies, QueryTimeout timeout, int opcode, object?[]? args, NodeId[]? to = null)
     {
         if (nreplies <= 0 && nreplies != ALL && nreplies != MAJORITY)
         {
@@ -256,7 +297,7 @@ public sealed partial class Group
         {
             Interlocked.Decrement(ref _queuedSends.Value);
             loop.CountSent();
-            loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now, kind == MessageKind.QuerySafe ? _safeThreshold : 0);
+            loop.Node.Query(Id, id, kind, payload, nreplies, micros, action, loop.Now, kind == MessageKind.QuerySafe ? _safeThreshold : 0, to);
         });
         IsisInstruments.Time(_runtime.Instruments.QueryDuration, done.Task, Name);
         using (Activity? a = _runtime.Instruments.Activities.StartActivity("isis.query"))

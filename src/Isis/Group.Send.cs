@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using Isis.Core.Groups;
+using Isis.Core.Identity;
 using Isis.Runtime;
 
 namespace Isis;
@@ -89,6 +90,80 @@ public sealed partial class Group
     /// <param name="cancellationToken">Gives up waiting for flow control; the message is then not sent.</param>
     public Task CausalSendAsync(int opcode, object?[] args, CancellationToken cancellationToken) => MulticastAsync(MessageKind.CausalSend, nameof(CausalSendAsync), opcode, args, cancellationToken);
 
+    /// <summary>
+    /// Sends a message to one member of the group: delivered there only, FIFO with this member's
+    /// other P2PSends, SubsetSends and Sends, and virtually synchronous like them (delivered in this
+    /// view, before the next view, if the destination survives it; or nowhere). Delivered here at
+    /// once when <paramref name="member"/> is this member.
+    /// </summary>
+    /// <param name="member">The destination: a member of the current view.</param>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="ArgumentException"><paramref name="member"/> is not in the current view.</exception>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>
+    /// Every member holds the message until it is stable, as for a Send (so a view change can hand it
+    /// to the destination whoever fails): it costs a Send's traffic. Blocks under flow control as Send does.
+    /// </remarks>
+    public void P2PSend(Address member, int opcode, params object?[] args) =>
+        MulticastTo(Destinations(nameof(P2PSend), [member]), nameof(P2PSend), opcode, args);
+
+    /// <summary><see cref="P2PSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
+    /// <param name="member">The destination: a member of the current view.</param>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="ArgumentException"><paramref name="member"/> is not in the current view.</exception>
+    public Task P2PSendAsync(Address member, int opcode, params object?[] args) =>
+        MulticastAsync(MessageKind.Subset, nameof(P2PSendAsync), opcode, args, CancellationToken.None, Destinations(nameof(P2PSendAsync), [member]));
+
+    /// <summary>
+    /// Sends a message to some members of the group: delivered at each of them only, in this
+    /// member's FIFO order (with its Sends and P2PSends), and virtually synchronous: delivered in this
+    /// view at every destination that survives it, or at none. Delivered here at once when this member is one of them.
+    /// </summary>
+    /// <param name="members">The destinations: members of the current view (duplicates count once).</param>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="ArgumentException"><paramref name="members"/> is empty or names a process not in the current view.</exception>
+    /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
+    /// <remarks>Costs a Send's traffic (every member holds it until stable); blocks under flow control as Send does.</remarks>
+    public void SubsetSend(IEnumerable<Address> members, int opcode, params object?[] args) =>
+        MulticastTo(Destinations(nameof(SubsetSend), members), nameof(SubsetSend), opcode, args);
+
+    /// <summary><see cref="SubsetSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
+    /// <param name="members">The destinations: members of the current view.</param>
+    /// <param name="opcode">The request code whose handlers receive the message.</param>
+    /// <param name="args">The handler's arguments.</param>
+    /// <exception cref="ArgumentException"><paramref name="members"/> is empty or names a process not in the current view.</exception>
+    public Task SubsetSendAsync(IEnumerable<Address> members, int opcode, params object?[] args) =>
+        MulticastAsync(MessageKind.Subset, nameof(SubsetSendAsync), opcode, args, CancellationToken.None, Destinations(nameof(SubsetSendAsync), members));
+
+    /// <summary>The destinations of a subset send, checked against the current view: a process outside it would never receive the message.</summary>
+    private NodeId[] Destinations(string operation, IEnumerable<Address> members)
+    {
+        ArgumentNullException.ThrowIfNull(members);
+        View view = GetView() ?? throw NotJoinedError(operation);
+        var to = new List<NodeId>();
+        foreach (Address a in members)
+        {
+            ArgumentNullException.ThrowIfNull(a, nameof(members));
+            if (Array.IndexOf(view.Members, a) < 0)
+            {
+                throw new ArgumentException($"{operation}: {a} is not a member of group '{Name}' in its current view {view.ViewId}; address members of GetView().Members.", nameof(members));
+            }
+            if (!to.Contains(a.Node)) to.Add(a.Node);
+        }
+        if (to.Count == 0) throw new ArgumentException($"{operation} needs at least one destination; to reach every member use Send.", nameof(members));
+        return [.. to];
+    }
+
+    private void MulticastTo(NodeId[] to, string operation, int opcode, object?[]? args)
+    {
+        using Activity? activity = StartMulticastActivity(MessageKind.Subset, opcode);
+        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
+        PostSend(loop, MessageKind.Subset, array.AsMemory(0, length), 0, null, to);
+    }
+
     // ---------------------------------------------------------------- the path to the event loop
 
     /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
@@ -105,6 +180,7 @@ public sealed partial class Group
         {
             MessageKind.Send => "isis.send",
             MessageKind.CausalSend => "isis.causal_send",
+            MessageKind.Subset => "isis.subset_send",
             _ => "isis.ordered_send",
         });
         activity?.SetTag("isis.group", Name);
@@ -147,14 +223,14 @@ public sealed partial class Group
         PostSend(loop, kind, payload, phi, null);
     }
 
-    private void PostSend(EventLoop loop, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, byte[]? pooled)
+    private void PostSend(EventLoop loop, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, byte[]? pooled, NodeId[]? to = null)
     {
         WaitForWindow();
         Interlocked.Increment(ref _queuedSends.Value);
-        loop.PostSend(new QueuedSend(Id, _queuedSends, kind, payload, phi, pooled), mayRunInline: WindowQuiet);
+        loop.PostSend(new QueuedSend(Id, _queuedSends, kind, payload, phi, pooled, to), mayRunInline: WindowQuiet);
     }
 
-    private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken)
+    private Task MulticastAsync(MessageKind kind, string operation, int opcode, object?[]? args, CancellationToken cancellationToken, NodeId[]? to = null)
     {
         if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
         using Activity? activity = StartMulticastActivity(kind, opcode);
@@ -163,17 +239,17 @@ public sealed partial class Group
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
             Interlocked.Increment(ref _queuedSends.Value);
-            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled, to), mayRunInline: WindowQuiet);
             return Task.CompletedTask;
         }
         // Behind flow control: wait in line. The line is taken before this call returns, so this
         // sender's messages keep the order it issued them in, whatever it awaits, and a blocking
         // Send issued after this one waits behind it too.
         Interlocked.Increment(ref _asyncWaiting);
-        return SendInLineAsync(_sendLine.WaitAsync(cancellationToken), kind, array, length, pooled, cancellationToken);
+        return SendInLineAsync(_sendLine.WaitAsync(cancellationToken), kind, array, length, pooled, to, cancellationToken);
     }
 
-    private async Task SendInLineAsync(Task inLine, MessageKind kind, byte[] array, int length, byte[]? pooled, CancellationToken cancellationToken)
+    private async Task SendInLineAsync(Task inLine, MessageKind kind, byte[] array, int length, byte[]? pooled, NodeId[]? to, CancellationToken cancellationToken)
     {
         bool holdsLine = false;
         try
@@ -196,7 +272,7 @@ public sealed partial class Group
             }
             EventLoop loop = _runtime.RunningLoop();
             Interlocked.Increment(ref _queuedSends.Value);
-            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled), mayRunInline: WindowQuiet);
+            loop.PostSend(new QueuedSend(Id, _queuedSends, kind, array.AsMemory(0, length), 0, pooled, to), mayRunInline: WindowQuiet);
             pooled = null; // the protocol owns it now
         }
         finally

@@ -20,14 +20,14 @@ internal sealed partial class GroupMember
     /// the payload) and replies are collected until <paramref name="needed"/> (a count,
     /// <see cref="QueryTracker.All"/> or <see cref="QueryTracker.Majority"/>) is met.
     /// </summary>
-    public void Query(long queryId, MessageKind kind, byte[] payload, int needed, long deadline, QueryTimeoutAction action, int phi = 0)
+    public void Query(long queryId, MessageKind kind, byte[] payload, int needed, long deadline, QueryTimeoutAction action, int phi = 0, NodeId[]? to = null)
     {
         if (State is not (MemberState.Active or MemberState.Joining)) return;
         _queries.Add(queryId, needed, deadline, action);
         var request = new byte[8 + payload.Length];
         System.Buffers.Binary.BinaryPrimitives.WriteInt64LittleEndian(request, queryId);
         payload.CopyTo(request, 8);
-        Send(kind, request, phi);
+        Send(kind, request, phi, to: to);
     }
 
     /// <summary>Answers a query: sent to the requester (over the view's tree when relaying) and retransmitted until it acknowledges or leaves the view.</summary>

@@ -306,9 +306,10 @@ internal sealed partial class GroupMember
     /// <summary>Sends now if possible, otherwise queues the message for the next view.</summary>
     // pooled: the pool array behind payload; the stream returns it once the message is stable, for the
     // kinds whose last holder it is (StreamIsLastHolder), and leaves it to the GC otherwise.
-    public void Send(MessageKind kind, ReadOnlyMemory<byte> payload, int phi = 0, byte[]? pooled = null)
+    // to: the destinations of a subset kind (null for the others).
+    public void Send(MessageKind kind, ReadOnlyMemory<byte> payload, int phi = 0, byte[]? pooled = null, NodeId[]? to = null)
     {
-        var message = new StreamMessage(kind, payload, phi, StreamIsLastHolder(kind) ? pooled : null);
+        var message = new StreamMessage(kind, payload, phi, StreamIsLastHolder(kind) ? pooled : null, To: kind.IsSubset() ? to ?? [] : null);
         if (State is not (MemberState.Active or MemberState.Joining))
         {
             if (pooled != null) _node.Outbox.Pool?.Return(pooled); // never referenced
@@ -322,6 +323,7 @@ internal sealed partial class GroupMember
     private void SendNow(StreamMessage message)
     {
         message = StampCausal(message);
+        message = AddressToView(message);
         GroupView view = View!;
         SenderStream own = _streams[MyRank];
         long seq = own.Contiguous + 1;
@@ -333,7 +335,7 @@ internal sealed partial class GroupMember
         if (message.IsApplication)
         {
             if (!message.Kind.IsSafe()) _sentLog.Add((++_sentCount, view.Id, seq));
-            _node.Outbox.Sent(Id, view.Id, seq, message.Kind, message.Payload, message.Phi);
+            _node.Outbox.Sent(Id, view.Id, seq, message.Kind, message.Payload, message.Phi, message.To);
         }
         OnStreamDelivered(MyRank, seq, message);
         ReadOnlyMemory<byte> packet = DataPacket(MyRank, seq, message);
@@ -383,7 +385,7 @@ internal sealed partial class GroupMember
 
     private ReadOnlyMemory<byte> DataPacket(int originRank, long seq, StreamMessage message) =>
         _node.Writer.Begin(new PacketHeader(PacketKind.Data, Self, Id, View!.Id, seq))
-            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).CausalStamp(message).Tail(message.Payload.Span).Finish(_node.Outbox);
+            .I32(originRank).U8((byte)message.Kind).I32(message.Phi).KindFields(message).Tail(message.Payload.Span).Finish(_node.Outbox);
 
     // ---------------------------------------------------------------- receive path
 
@@ -466,6 +468,7 @@ internal sealed partial class GroupMember
         var kind = (MessageKind)r.U8();
         int phi = r.I32();
         long[]? stamp = kind.IsCausal() ? r.VarLongs() : null;
+        NodeId[]? to = kind.IsSubset() ? r.Nodes() : null;
         ReadOnlySpan<byte> payload = r.TailSpan();
         if (!r.Ok || origin < 0 || origin >= _streams.Length || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); return; }
         if (kind.IsCausal() && !_causal.Fits(stamp)) { r.Fail(); return; }
@@ -475,7 +478,7 @@ internal sealed partial class GroupMember
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
         if (seq <= s.Contiguous || s.Held.ContainsKey(seq)) { _node.Counters.Duplicates++; return; }
-        StreamMessage message = Keep(kind, payload, phi) with { Causal = stamp };
+        StreamMessage message = Keep(kind, payload, phi) with { Causal = stamp, To = to };
         s.Add(seq, message);
         HoldingsChanged();
         if (Relaying) Relay(from, origin, seq, message);
@@ -546,6 +549,9 @@ internal sealed partial class GroupMember
                 break;
             case MessageKind.CausalSend or MessageKind.QueryCausal:
                 OnCausalArrived(rank, seq, message);
+                break;
+            case MessageKind.Subset or MessageKind.QuerySubset:
+                OnSubsetArrived(rank, seq, message);
                 break;
             case MessageKind.Ordered or MessageKind.QueryOrdered when (Options.Mutations & ProtocolMutations.DeliverOrderedOnArrival) != 0:
                 Deliver(rank, seq, message); // deliberate bug
@@ -623,7 +629,7 @@ internal sealed partial class GroupMember
             _held.Add(held);
         }
         if (rank == MyRank) _ownSafe.Remove(seq);
-        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View!);
+        if (rank == MyRank && message.Kind.IsQuery()) _queries.OnRequestDelivered(MessageKinds.QueryIdOf(message.Payload.Span), View!, message.To);
     }
 
     /// <summary>

@@ -69,13 +69,14 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
     public void Add(long id, int needed, long deadline, QueryTimeoutAction action) =>
         _pending[id] = new Pending { Id = id, Needed = needed, Deadline = deadline, Action = action };
 
-    /// <summary>Our own request was delivered here: its view fixes who may and must answer.</summary>
-    public void OnRequestDelivered(long id, GroupView view)
+    /// <summary>Our own request was delivered here (or, addressed to others, reached its place in our stream): its view, and its destinations if it names some, fix who may and must answer.</summary>
+    public void OnRequestDelivered(long id, GroupView view, NodeId[]? only = null)
     {
         if (!_pending.TryGetValue(id, out Pending? p) || p.Expected != null) return;
         p.ViewId = view.Id;
-        p.ViewSize = view.Members.Length;
         p.Expected = new HashSet<NodeId>(view.Members);
+        if (only != null) p.Expected.IntersectWith(only);
+        p.ViewSize = p.Expected.Count;
         // Replies that raced ahead of our own delivery count only if they come from that view.
         foreach (NodeId early in p.Replies.Keys.Where(n => !p.Expected.Contains(n)).ToList()) p.Replies.Remove(early);
         Check(p);

@@ -35,6 +35,12 @@ internal enum MessageKind : byte
 
     /// <summary>A Query request with CausalSend's ordering (CausalQuery); the payload starts with the 8-byte query id.</summary>
     QueryCausal = 10,
+
+    /// <summary>An application SubsetSend or P2PSend: FIFO in its sender's stream like a Send, delivered only at the members it names.</summary>
+    Subset = 11,
+
+    /// <summary>A Query request addressed to some members (P2PQuery), with Send's ordering; the payload starts with the 8-byte query id.</summary>
+    QuerySubset = 12,
 }
 
 internal static class MessageKinds
@@ -44,10 +50,13 @@ internal static class MessageKinds
 
     public static bool IsSafe(this MessageKind kind) => kind is MessageKind.Safe or MessageKind.QuerySafe;
 
-    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe or MessageKind.QueryCausal;
+    public static bool IsQuery(this MessageKind kind) => kind is MessageKind.QuerySend or MessageKind.QueryOrdered or MessageKind.QuerySafe or MessageKind.QueryCausal or MessageKind.QuerySubset;
 
     /// <summary>Whether messages of this kind carry a causal timestamp and wait for their causal predecessors.</summary>
     public static bool IsCausal(this MessageKind kind) => kind is MessageKind.CausalSend or MessageKind.QueryCausal;
+
+    /// <summary>Whether messages of this kind name the members that deliver them.</summary>
+    public static bool IsSubset(this MessageKind kind) => kind is MessageKind.Subset or MessageKind.QuerySubset;
 
     /// <summary>Protocol messages about the view's positions: void once the view ends (never resent in the next).</summary>
     public static bool IsControl(this MessageKind kind) => kind is MessageKind.OrderAnnouncement or MessageKind.SafeAccept;
@@ -57,7 +66,8 @@ internal static class MessageKinds
 
     /// <summary>The ordering primitive a kind is checked under (queries count as their ordering).</summary>
     public static MessageKind Primitive(this MessageKind kind) =>
-        kind.IsSafe() ? MessageKind.Safe : kind.IsOrdered() ? MessageKind.Ordered : kind.IsCausal() ? MessageKind.CausalSend : MessageKind.Send;
+        kind.IsSafe() ? MessageKind.Safe : kind.IsOrdered() ? MessageKind.Ordered : kind.IsCausal() ? MessageKind.CausalSend
+        : kind.IsSubset() ? MessageKind.Subset : MessageKind.Send;
 
     /// <summary>The query id at the start of a query request's payload.</summary>
     public static long QueryIdOf(ReadOnlySpan<byte> payload) =>
@@ -73,8 +83,10 @@ internal static class MessageKinds
 /// returns to the pool when it drops the message (only Sends, whose last holder is the stream).
 /// <see cref="Causal"/>: per rank of the view, how many causal messages from that rank the sender
 /// had delivered when it sent this one, this one included at its own rank (null for other kinds).
+/// <see cref="To"/>: for the subset kinds, the members that deliver it (every member holds it, so
+/// the flush can give it to each surviving destination); null for other kinds.
 /// </remarks>
-internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null, long[]? Causal = null)
+internal readonly record struct StreamMessage(MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi = 0, byte[]? Pooled = null, long[]? Causal = null, Identity.NodeId[]? To = null)
 {
     public bool IsApplication => !Kind.IsProtocol();
 }

@@ -27,7 +27,10 @@ internal sealed record MessageSent() : GroupEvent(default(GroupId))
     public ReadOnlyMemory<byte> Payload { get; private set; }
     public int Phi { get; private set; }
 
-    internal void Set(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi)
+    /// <summary>A subset message's destinations (null for the other kinds).</summary>
+    public NodeId[]? To { get; private set; }
+
+    internal void Set(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, NodeId[]? to = null)
     {
         Group = group;
         ViewId = viewId;
@@ -35,6 +38,7 @@ internal sealed record MessageSent() : GroupEvent(default(GroupId))
         Kind = kind;
         Payload = payload;
         Phi = phi;
+        To = to;
     }
 }
 

@@ -154,10 +154,10 @@ internal sealed class Outbox
         Add(e);
     }
 
-    public void Sent(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi)
+    public void Sent(GroupId group, int viewId, long seq, MessageKind kind, ReadOnlyMemory<byte> payload, int phi, NodeId[]? to = null)
     {
         MessageSent e = _freeSends.Count > 0 ? _freeSends.Pop() : new MessageSent();
-        e.Set(group, viewId, seq, kind, payload, phi);
+        e.Set(group, viewId, seq, kind, payload, phi, to);
         Add(e);
     }
 

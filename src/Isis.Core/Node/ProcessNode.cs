@@ -307,11 +307,11 @@ internal sealed class ProcessNode : IProtocolNode
     }
 
     /// <summary>Issues a query in a group (see <see cref="GroupMember.Query"/>); a <see cref="QueryCompleted"/> event ends it.</summary>
-    public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now, int phi = 0)
+    public void Query(GroupId id, long queryId, MessageKind kind, byte[] payload, int needed, long timeout, QueryTimeoutAction action, long now, int phi = 0, NodeId[]? to = null)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member)) return;
-        member.Query(queryId, kind, payload, needed, now + timeout, action, phi);
+        member.Query(queryId, kind, payload, needed, now + timeout, action, phi, to);
         Drain();
     }
 
@@ -405,7 +405,7 @@ internal sealed class ProcessNode : IProtocolNode
     /// <summary>Multicasts <paramref name="payload"/> to the group (queued if the group is joining or wedged).</summary>
     /// <remarks>For SafeSend, <c>phi</c> is how many acceptors (the first phi members) must hold it before anyone delivers it; 0 = all.</remarks>
     // pooled: the buffer-pool array behind payload, if it is one; the node owns it from here and returns it once the message is stable.
-    public void Send(GroupId id, ReadOnlyMemory<byte> payload, long now, MessageKind kind = MessageKind.Send, int phi = 0, byte[]? pooled = null)
+    public void Send(GroupId id, ReadOnlyMemory<byte> payload, long now, MessageKind kind = MessageKind.Send, int phi = 0, byte[]? pooled = null, NodeId[]? to = null)
     {
         _now = Outbox.StepTime = now;
         if (IsShutDown || !_groups.TryGetValue(id, out GroupMember? member))
@@ -413,7 +413,7 @@ internal sealed class ProcessNode : IProtocolNode
             if (pooled != null) Outbox.Pool?.Return(pooled);
             return;
         }
-        member.Send(kind, payload, phi, pooled);
+        member.Send(kind, payload, phi, pooled, to);
         Drain();
     }
 

@@ -441,4 +441,7 @@ internal enum ProtocolMutations : long
     /// change that kept it and the requester is never counted, and the query never completes.
     /// </summary>
     LateRepliesDropped = 1L << 39,
+
+    /// <summary>Deliberately broken: every member delivers a SubsetSend or P2PSend, not only the members it names.</summary>
+    SubsetDeliveredEverywhere = 1L << 40,
 }

@@ -10,7 +10,7 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
         w.I32(messages.Count);
         foreach (HeldMessage m in messages)
         {
-            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).CausalStamp(m.Message).Bytes(m.Message.Payload.Span);
+            w.I32(m.Rank).I64(m.Seq).U8((byte)m.Message.Kind).I32(m.Message.Phi).KindFields(m.Message).Bytes(m.Message.Payload.Span);
         }
     }
 
@@ -26,10 +26,11 @@ internal readonly record struct HeldMessage(int Rank, long Seq, StreamMessage Me
             var kind = (MessageKind)r.U8();
             int phi = r.I32();
             long[]? stamp = kind.IsCausal() ? r.VarLongs() : null;
+            Identity.NodeId[]? to = kind.IsSubset() ? r.Nodes() : null;
             byte[] payload = r.Bytes();
             if (rank < 0 || rank >= rankCount || seq <= 0 || !Enum.IsDefined(kind) || phi < 0) { r.Fail(); break; }
             if (stamp != null && (stamp.Length != rankCount || Array.Exists(stamp, c => c < 0))) { r.Fail(); break; }
-            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload, phi, Causal: stamp)));
+            list.Add(new HeldMessage(rank, seq, new StreamMessage(kind, payload, phi, Causal: stamp, To: to)));
         }
         return list;
     }

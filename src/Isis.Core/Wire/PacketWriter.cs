@@ -91,9 +91,11 @@ internal sealed class PacketWriter
         return this;
     }
 
-    /// <summary>A causal message's timestamp (<see cref="VarLongs"/>); nothing for the other kinds.</summary>
-    public PacketWriter CausalStamp(in Groups.StreamMessage message) =>
-        Groups.MessageKinds.IsCausal(message.Kind) ? VarLongs(message.Causal ?? throw new InvalidOperationException("a causal message is stamped before it is sent")) : this;
+    /// <summary>The fields of a stream message its kind has: a causal message's timestamp (<see cref="VarLongs"/>), a subset message's destinations; nothing for the other kinds.</summary>
+    public PacketWriter KindFields(in Groups.StreamMessage message) =>
+        Groups.MessageKinds.IsCausal(message.Kind) ? VarLongs(message.Causal ?? throw new InvalidOperationException("a causal message is stamped before it is sent"))
+        : Groups.MessageKinds.IsSubset(message.Kind) ? Nodes(message.To ?? throw new InvalidOperationException("a subset message names its destinations"))
+        : this;
 
     /// <summary>Length-prefixed bytes.</summary>
     public PacketWriter Bytes(ReadOnlySpan<byte> bytes)

@@ -86,7 +86,8 @@ internal static partial class HistoryChecker
                     break;
                 case HistoryEventKind.Deliver:
                     seen.TryAdd(key, i);
-                    state[key] = state.GetValueOrDefault(key).With(e.Message);
+                    // A subset message is each destination's own, not the group's replicated state.
+                    if (!IsSubset(e)) state[key] = state.GetValueOrDefault(key).With(e.Message);
                     break;
                 case HistoryEventKind.ViewInstall:
                     seen.TryAdd(key, i);

@@ -40,6 +40,7 @@ internal static partial class HistoryChecker
         FifoPerSender(events, sink);
         TotalOrder(events, sink);
         CausalOrder(events, sink);
+        SubsetDelivery(events, sink);
         FlushDurability(events, sink);
         QueryReplies(events, sink);
         SafeThreshold(events, sink);
@@ -309,7 +310,7 @@ internal static partial class HistoryChecker
                     state = (e.ViewId, i, new MessageSet(e.Group));
                     break;
                 }
-                case HistoryEventKind.Deliver:
+                case HistoryEventKind.Deliver when !IsSubset(e): // a subset message is delivered at its destinations only: SubsetDelivery
                     if (current.TryGetValue((e.Process, e.Message.Group), out var s)) s.Delivered.Add(e.Message);
                     break;
                 case HistoryEventKind.LeaveCompleted:
@@ -354,7 +355,7 @@ internal static partial class HistoryChecker
         var sentSoFar = new Dictionary<(NodeId Sender, GroupId Group, int View, Isis.Core.Groups.MessageKind Primitive), int>();
         foreach (HistoryEvent e in events)
         {
-            if (e.Kind != HistoryEventKind.Send) continue;
+            if (e.Kind != HistoryEventKind.Send || IsSubset(e)) continue; // per destination: SubsetDelivery
             ref int n = ref CollectionsMarshal.GetValueRefOrAddDefault(sentSoFar, (e.Message.Sender, e.Message.Group, e.Message.ViewId, e.Primitive), out _);
             position.TryAdd(e.Message, (e.Primitive, ++n));
         }
@@ -412,7 +413,7 @@ internal static partial class HistoryChecker
         var sequences = new Dictionary<(GroupId Group, int View), Dictionary<NodeId, List<MessageId>>>();
         foreach (HistoryEvent e in events)
         {
-            if (e.Kind != HistoryEventKind.Deliver || e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend) continue;
+            if (e.Kind != HistoryEventKind.Deliver || e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend or Isis.Core.Groups.MessageKind.Subset) continue;
             // SafeSend is uniform: a process that fails later must still have delivered safe messages
             // in the survivors' order, so only its OrderedSends are exempt.
             if (e.Primitive != Isis.Core.Groups.MessageKind.Safe && failed.Contains((e.Process, e.Message.Group, e.Message.ViewId))) continue;
@@ -477,6 +478,7 @@ internal static partial class HistoryChecker
         // Per message: the strongest flush that returned for it (requested after it was sent), and where.
         var flushed = new Dictionary<MessageId, (int Request, int Holders)>();
         var delivered = new HashSet<(NodeId, MessageId)>();
+        var subsetTo = new Dictionary<MessageId, NodeId[]>(); // a flushed subset message is owed to its destinations only
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -484,6 +486,7 @@ internal static partial class HistoryChecker
             {
                 case HistoryEventKind.Send when e.Primitive != Isis.Core.Groups.MessageKind.Safe: // Flush covers the cheap primitives
                     if (!completed.TryGetValue((e.Process, e.Group), out var flushes)) break;
+                    if (IsSubset(e)) subsetTo[e.Message] = e.Members ?? [];
                     foreach (var (request, holders) in flushes)
                     {
                         if (request < i) continue;
@@ -505,6 +508,7 @@ internal static partial class HistoryChecker
             }
             foreach (NodeId q in views.SurvivorsWithout(m, delivered))
             {
+                if (subsetTo.TryGetValue(m, out NodeId[]? to) && Array.IndexOf(to, q) < 0) continue;
                 string flush = holders > 0 ? $"Flush({holders})" : "Flush";
                 sink.Report(P, $"{m} was flushed by {m.Sender} ({flush} requested at event #{request} returned) but {q} survived v{m.ViewId} of g={m.Group} without delivering it");
             }
@@ -718,7 +722,8 @@ internal static partial class HistoryChecker
                 if (e.Kind == HistoryEventKind.Deliver && e.Message == send.Message) continue;
                 sink.Report(P, $"{e.Process} sent {send.Message} at event #{send.Index} but its next event, {At(i, e)}, is {e.Kind} {(e.Kind == HistoryEventKind.Deliver ? e.Message.ToString() : "")}, not its own delivery");
             }
-            if (e.Kind == HistoryEventKind.Send && e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend) pending[e.Process] = (e.Message, i);
+            if (e.Kind == HistoryEventKind.Send && (e.Primitive is Isis.Core.Groups.MessageKind.Send or Isis.Core.Groups.MessageKind.CausalSend
+                || (IsSubset(e) && Array.IndexOf(e.Members ?? [], e.Process) >= 0))) pending[e.Process] = (e.Message, i);
         }
         foreach ((NodeId process, var send) in pending)
         {
@@ -888,8 +893,10 @@ internal static partial class HistoryChecker
         }
         if (finals.Count == 0) return;
 
-        // Second pass: what was sent and delivered in each final view.
+        // Second pass: what was sent and delivered in each final view (a subset message is owed to its live destinations).
         var delivered = new Dictionary<(NodeId, GroupId), MessageSet>();
+        var finalSubsets = new List<(MessageId Message, NodeId[] To)>();
+        var subsetDelivered = new HashSet<(NodeId, MessageId)>();
         for (int i = 0; i < events.Length; i++)
         {
             HistoryEvent e = events[i];
@@ -898,7 +905,12 @@ internal static partial class HistoryChecker
             if (!finals.TryGetValue(m.Group, out var f) || m.ViewId != f.View || !f.Holders.Contains(m.Sender)) continue;
             if (e.Kind == HistoryEventKind.Send)
             {
-                f.Sent.Add(m);
+                if (IsSubset(e)) finalSubsets.Add((m, e.Members ?? []));
+                else f.Sent.Add(m);
+            }
+            else if (IsSubset(e))
+            {
+                subsetDelivered.Add((e.Process, m));
             }
             else if (f.Holders.Contains(e.Process))
             {
@@ -916,6 +928,13 @@ internal static partial class HistoryChecker
                 {
                     sink.Report(P, $"{process} never delivered {missing} messages sent by live members in the final view v{f.View} of g={group} (e.g. {List(examples)})");
                 }
+            }
+        }
+        foreach (var (m, to) in finalSubsets)
+        {
+            foreach (NodeId q in to.Where(q => finals[m.Group].Holders.Contains(q) && !subsetDelivered.Contains((q, m))))
+            {
+                sink.Report(P, $"{q} never delivered {m}, a subset message a live member sent it in the final view v{m.ViewId} of g={m.Group}");
             }
         }
     }

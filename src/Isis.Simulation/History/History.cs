@@ -41,11 +41,15 @@ internal sealed class History
         _events.Add(e);
     }
 
-    /// <summary>Records a Send. The caller records the sender's own Deliver right after it.</summary>
-    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, int phi = 0, bool query = false) =>
+    /// <summary>
+    /// Records a Send. The caller records the sender's own Deliver right after it. A subset
+    /// message's destinations (<paramref name="to"/>; null for the other primitives) go in <see cref="HistoryEvent.Members"/>.
+    /// </summary>
+    public void RecordSend(long time, MessageId message, ulong payloadHash, MessageKind primitive = MessageKind.Send, int phi = 0, bool query = false, NodeId[]? to = null) =>
         Add(new HistoryEvent(time, message.Sender, HistoryEventKind.Send)
         {
             Group = message.Group, ViewId = message.ViewId, Message = message, PayloadHash = payloadHash, Primitive = primitive, Phi = phi, IsQuery = query,
+            Members = to == null ? null : [.. to],
         });
 
     public void RecordSafeAccepted(long time, NodeId acceptor, MessageId message) =>
@@ -118,7 +122,7 @@ internal sealed class History
         switch (e)
         {
             case MessageSent s:
-                RecordSend(time, new MessageId(process, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi, s.Kind.IsQuery());
+                RecordSend(time, new MessageId(process, s.Group, s.ViewId, s.Seq), Simulator.PayloadHash(s.Payload.Span), s.Kind.Primitive(), s.Phi, s.Kind.IsQuery(), s.To);
                 break;
             case MessageDelivered d:
                 RecordDeliver(time, process, d.ViewId, new MessageId(d.Sender, d.Group, d.ViewId, d.Seq), Simulator.PayloadHash(d.Payload.Span), d.Kind.Primitive(), d.AtViewEnd, d.Kind.IsQuery());

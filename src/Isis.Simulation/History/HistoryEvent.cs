@@ -43,7 +43,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Decide: the position of the decision in the membership service's log.</summary>
     public long LogIndex { get; init; }
 
-    /// <summary>ViewInstall: the members of the view, oldest first. Decide of a configuration: its replicas. Commit: the replicas that held the entries.</summary>
+    /// <summary>Send of a SubsetSend or P2PSend: its destinations. ViewInstall: the members of the view, oldest first. Decide of a configuration: its replicas. Commit: the replicas that held the entries.</summary>
     public NodeId[]? Members { get; init; }
 
     /// <summary>Commit: the configuration the leader counted a majority of (its replicas).</summary>

@@ -302,7 +302,7 @@ internal sealed class EventLoop : IDisposable
     {
         Interlocked.Decrement(ref send.Queued.Value);
         _messagesSent++;
-        Node.Send(send.Group, send.Payload, Now, send.Kind, send.Phi, send.Pooled);
+        Node.Send(send.Group, send.Payload, Now, send.Kind, send.Phi, send.Pooled, send.To);
     }
 
     /// <summary>
@@ -480,7 +480,7 @@ internal sealed class EventLoop : IDisposable
 /// A Send or OrderedSend on its way to the core: the loop hands it over itself (<see cref="EventLoop.TakeSend"/>)
 /// and takes it off the group's count of queued sends, which flow control reads.
 /// </summary>
-internal readonly record struct QueuedSend(Core.Identity.GroupId Group, QueuedSendCount Queued, Core.Groups.MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi, byte[]? Pooled);
+internal readonly record struct QueuedSend(Core.Identity.GroupId Group, QueuedSendCount Queued, Core.Groups.MessageKind Kind, ReadOnlyMemory<byte> Payload, int Phi, byte[]? Pooled, Core.Identity.NodeId[]? To = null);
 
 /// <summary>A group's sends queued to the event loop and not yet handed to the core (read by its flow control from any thread).</summary>
 internal sealed class QueuedSendCount

@@ -93,6 +93,24 @@ internal sealed class HistoryBuilder
         return m;
     }
 
+    /// <summary>p sends a SubsetSend to <paramref name="to"/> in its current view; it delivers it at once if it is a destination.</summary>
+    public MessageId SendSubset(NodeId p, params NodeId[] to)
+    {
+        int view = _view[(p, G)];
+        long seq = _seq[(p, G, view)] = _seq.GetValueOrDefault((p, G, view)) + 1;
+        var m = new MessageId(p, G, view, seq);
+        History.RecordSend(Tick(), m, HashOf(m), Isis.Core.Groups.MessageKind.Subset, to: to);
+        if (Array.IndexOf(to, p) >= 0) DeliverSubset(p, m);
+        return m;
+    }
+
+    /// <summary>q delivers the subset message m.</summary>
+    public HistoryBuilder DeliverSubset(NodeId q, MessageId m)
+    {
+        History.RecordDeliver(Tick(), q, _view.GetValueOrDefault((q, m.Group), -1), m, HashOf(m), Isis.Core.Groups.MessageKind.Subset);
+        return this;
+    }
+
     /// <summary>q delivers the causal message m.</summary>
     public HistoryBuilder DeliverCausal(NodeId q, MessageId m)
     {

@@ -18,18 +18,21 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
 
     [Theory]
     [MemberData(nameof(Families))]
-    public void Causal_sends_and_deferred_replies_under_faults_keep_every_guarantee(string family)
+    public void Toolkit_primitives_under_faults_keep_every_guarantee(string family)
     {
-        int deferred = 0, answers = 0;
+        int deferred = 0, answers = 0, subsets = 0;
         SeedSweep.AllPass(output, SeedSweep.Range(0, Seeds), seed => SimulationRun.Execute(seed, family), run =>
         {
             deferred += run.Simulator.DeferredReplies;
             answers += run.Simulator.CausalAnswers;
+            subsets += run.Simulator.SubsetSends;
         });
-        output.WriteLine($"{deferred} deferred replies, {answers} causal answers in {Seeds} runs");
-        // The runs did what they are for: members answered late, and causal chains crossed members.
+        output.WriteLine($"{deferred} deferred replies, {answers} causal answers, {subsets} subset sends in {Seeds} runs");
+        // The runs did what they are for: members answered late, and causal chains crossed members
+        // (the causal families) or messages went to some members only (the subset families).
         Assert.True(deferred >= Seeds, $"only {deferred} deferred replies in {Seeds} runs");
-        Assert.True(answers >= 10 * Seeds, $"only {answers} causal answers in {Seeds} runs");
+        if (family.StartsWith("causal", StringComparison.Ordinal)) Assert.True(answers >= 10 * Seeds, $"only {answers} causal answers in {Seeds} runs");
+        else Assert.True(subsets >= 10 * Seeds, $"only {subsets} subset sends in {Seeds} runs");
     }
 
     [Fact]
@@ -39,6 +42,17 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
             .Select(seed => SimulationRun.Execute((ulong)seed, "causal", s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.CausalDeliversOnArrival } }))
             .ToList();
         Assert.All(runs, r => Assert.True(r.Result.Violates("CausalOrder"), r.Summary));
+    }
+
+    [Theory]
+    [InlineData("subset")]
+    [InlineData("subset-chaos")]
+    public void Members_that_deliver_subset_messages_not_addressed_to_them_are_caught(string family)
+    {
+        var runs = Enumerable.Range(0, 5)
+            .Select(seed => SimulationRun.Execute((ulong)seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.SubsetDeliveredEverywhere } }))
+            .ToList();
+        Assert.All(runs, r => Assert.True(r.Result.Violates("SubsetDelivery"), r.Summary));
     }
 
     [Fact]
