@@ -19,6 +19,8 @@ internal enum Primitive
     Query,
     /// <summary>CausalSend: delivered locally at once, elsewhere after its causal predecessors.</summary>
     Causal,
+    /// <summary>P2PSend to one receiver (latency, acknowledged by it alone); the blast is a SubsetSend naming every member (the subset path's throughput).</summary>
+    P2P,
 }
 
 internal static class Primitives
@@ -41,7 +43,7 @@ internal static class Primitives
     public static Primitive Parse(string s) =>
         All.FirstOrDefault(p => p.Name() == s.Trim().ToLowerInvariant(), (Primitive)(-1)) is var p && p >= 0
             ? p
-            : throw new ArgumentException($"unknown primitive '{s}' (send, ordered, safe1, safe3, safeall, query, causal)");
+            : throw new ArgumentException($"unknown primitive '{s}' (send, ordered, safe1, safe3, safeall, query, causal, p2p)");
 }
 
 /// <summary>Command-line settings, shared by the parent and the members it starts.</summary>
@@ -66,7 +68,7 @@ internal sealed record BenchOptions
         "                   one combined result file\n" +
         "  --members        group size (3 or more; default 3), or a comma list run one after the other;\n" +
         "                   member 0 sends, the others receive\n" +
-        "  --primitive      send|ordered|safe1|safe3|safeall|query|causal, or a comma list run one after the other in\n" +
+        "  --primitive      send|ordered|safe1|safe3|safeall|query|causal|p2p, or a comma list run one after the other in\n" +
         "                   the same group (default send); safeN is SafeSend with SetSafeSendThreshold(N), safeall phi = members\n" +
         "  --response-delay comma list of burst sizes K: time until the sender may answer an outside user after K\n" +
         "                   updates, (a) K Sends then Flush() versus (b) K SafeSendAsync (phi = all, and phi = 3 with 5 members)\n" +
@@ -179,7 +181,7 @@ internal sealed record BenchOptions
 
     /// <summary>Messages in the throughput blast of one primitive: SafeSend and Query are slower, so they get a third unless --messages was given.</summary>
     public int MessagesFor(Primitive p) =>
-        p is Primitive.Send or Primitive.Ordered or Primitive.Causal ? Messages : SlowMessages ?? (MessagesGiven ? Messages : Math.Max(1, Messages / 3));
+        p is Primitive.Send or Primitive.Ordered or Primitive.Causal or Primitive.P2P ? Messages : SlowMessages ?? (MessagesGiven ? Messages : Math.Max(1, Messages / 3));
 
     public static BenchOptions Parse(ReadOnlySpan<string> args)
     {

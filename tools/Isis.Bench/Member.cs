@@ -135,7 +135,8 @@ internal static class Member
         g.Handlers[Ack] += (Action<int, int, long>)((_, phase, round) =>
         {
             if (o.Index != 0 || phase != Volatile.Read(ref s.CurrentPhase) || round != Volatile.Read(ref s.CurrentRound)) return;
-            if (++s.Acks == o.Members - 1) s.RoundDone.Set();
+            // A P2PSend's round is acknowledged by its one receiver.
+            if (++s.Acks == (o.PrimitiveList[phase] == Primitive.P2P ? 1 : o.Members - 1)) s.RoundDone.Set();
         });
         void OnData(int phase, bool query)
         {
@@ -189,6 +190,9 @@ internal static class Member
             var roundTrips = new long[o.Samples];
             var completions = p.IsSafe() || p == Primitive.Query ? new long[o.Samples] : null;
             TimeSpan roundTimeout = RoundTimeout(o);
+            // A P2PSend goes to the oldest receiver of the view.
+            View formed = g.GetView()!;
+            Address? p2pTarget = formed.Members.Where((_, rank) => rank != formed.GetMyRank()).FirstOrDefault();
             // The timed warm-up first: negative round numbers, which receivers acknowledge and never record.
             var warming = Stopwatch.StartNew();
             for (long round = -1; warming.Elapsed.TotalSeconds < o.WarmupSeconds; round--)
@@ -221,6 +225,9 @@ internal static class Member
                         break;
                     case Primitive.Causal:
                         g.CausalSend(Ping, phase, round, sentAt, pad);
+                        break;
+                    case Primitive.P2P:
+                        g.P2PSend(p2pTarget!, Ping, phase, round, sentAt, pad);
                         break;
                     case Primitive.Ordered:
                         g.OrderedSend(Ping, phase, round, sentAt, pad);
@@ -283,6 +290,16 @@ internal static class Member
                         g.CausalSend(Data, phase, payload);
                     }
                     break;
+                case Primitive.P2P:
+                {
+                    Address[] everyone = g.GetView()!.Members;
+                    for (int i = 0; i < n; i++)
+                    {
+                        Mark(i);
+                        g.SubsetSend(everyone, Data, phase, payload);
+                    }
+                    break;
+                }
                 case Primitive.Query:
                 {
                     using var inFlight = new SemaphoreSlim(QueriesInFlight);

@@ -444,4 +444,10 @@ internal enum ProtocolMutations : long
 
     /// <summary>Deliberately broken: every member delivers a SubsetSend or P2PSend, not only the members it names.</summary>
     SubsetDeliveredEverywhere = 1L << 40,
+
+    /// <summary>Deliberately broken: a lock table releases every lock at a view change, not only those of the members that left, so a live holder loses its lock to the next in line.</summary>
+    LockViewReleasesEveryone = 1L << 41,
+
+    /// <summary>Deliberately broken: a free lock's fencing token starts again at a view change, so a later holder can get a token an earlier one had.</summary>
+    LockTokenPerView = 1L << 42,
 }

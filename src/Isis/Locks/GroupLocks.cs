@@ -1,0 +1,205 @@
+using System.Collections.Concurrent;
+using Isis.Core.Identity;
+using Isis.Core.Locks;
+
+namespace Isis;
+
+/// <summary>
+/// Named locks over a group, as Isis2 and Vsync applications built them: <see cref="LockAsync"/>
+/// and <see cref="Unlock"/>, granted first come first served, with a fencing token that grows with
+/// each grant; a holder that fails (or is expelled) loses its locks at the next view.
+/// </summary>
+/// <remarks>
+/// <para>
+/// Every operation is a SafeSend of the group, so every member applies the same requests and
+/// releases in one uniform total order and computes the same holders and tokens: a grant any member
+/// saw (the holder may have acted on it, then failed) is known to every survivor, so no later holder
+/// ever gets its token again. A resource that remembers the largest token it accepted can therefore
+/// refuse a stale holder (one that was paused, expelled, and does not know it yet).
+/// </para>
+/// <para>
+/// Give the locks a group of their own, created before <see cref="Group.Join()"/>: a joiner receives
+/// the lock table with its state transfer. A lock once used keeps its name and token for the group's
+/// life. The table lives in the members' memory: if every member fails, the locks are free again
+/// (their tokens start over), as a SafeSend history in memory would be.
+/// </para>
+/// </remarks>
+public sealed class GroupLocks
+{
+    internal const int LockCode = 31_100;
+
+    private readonly Group _group;
+    private readonly LockTable _table;
+    private readonly Lock _gate = new();
+    private readonly ConcurrentDictionary<long, (string Name, TaskCompletionSource<long> Granted)> _pending = new();
+    private long _nextRequest;
+
+    /// <summary>Puts a lock table on <paramref name="group"/>, which must not be joined yet and must hold no other.</summary>
+    /// <param name="group">A group of its own for the locks.</param>
+    /// <exception cref="InvalidOperationException">The group is joined already, or holds a lock table already.</exception>
+    public GroupLocks(Group group)
+    {
+        ArgumentNullException.ThrowIfNull(group);
+        if (group.GetView() != null) throw new InvalidOperationException($"Create the GroupLocks of group '{group.Name}' before Join(): a joiner receives the lock table when it joins.");
+        if (group.Handlers[LockCode].Count > 0) throw new InvalidOperationException($"Group '{group.Name}' already holds a lock table; create one GroupLocks per group.");
+        _group = group;
+        _table = new LockTable(group.Runtime.Options.Mutations);
+        group.Handlers[LockCode] += (Action<byte, string, ulong, uint, long>)OnOperation;
+        group.ViewHandlers += (ViewHandler)OnView;
+        group.MakeChkpt += (ChkptMaker)(_ =>
+        {
+            byte[] snapshot;
+            lock (_gate) snapshot = _table.Snapshot();
+            group.SendChkpt(snapshot);
+        });
+        group.LoadChkpt += (Action<byte[]>)(snapshot =>
+        {
+            lock (_gate)
+            {
+                if (!_table.Load(snapshot)) throw new IsisException($"The lock table of group '{group.Name}' a member sent is malformed.");
+            }
+        });
+    }
+
+    /// <summary>
+    /// Waits for <paramref name="name"/> and returns its fencing token once this member holds it.
+    /// Requests are granted in the order the group delivers them (first come, first served); call
+    /// <see cref="Unlock"/> when done.
+    /// </summary>
+    /// <param name="name">The lock's name.</param>
+    /// <param name="cancellationToken">Gives up waiting: the request is withdrawn (and the lock given back if it was granted meanwhile).</param>
+    /// <returns>The fencing token: larger than that of every earlier holder of the lock.</returns>
+    /// <exception cref="IsisException">The group is not joined, or this member left it while waiting.</exception>
+    public Task<long> LockAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(name);
+        NodeId me = Me(nameof(LockAsync));
+        long request = Interlocked.Increment(ref _nextRequest);
+        var granted = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously);
+        _pending[request] = (name, granted);
+        Task sent = Operate(LockOperation.Request, name, me, request);
+        if (cancellationToken.CanBeCanceled)
+        {
+            CancellationTokenRegistration withdraw = cancellationToken.Register(() =>
+            {
+                // Withdrawn before the grant came: the group forgets the request (or, granted in
+                // the meantime, takes the lock back) in its order.
+                if (granted.TrySetCanceled(cancellationToken))
+                {
+                    _pending.TryRemove(request, out _);
+                    _ = sent.ContinueWith(_ => Operate(LockOperation.Cancel, name, me, request), TaskScheduler.Default);
+                }
+            });
+            _ = granted.Task.ContinueWith(_ => withdraw.Dispose(), TaskScheduler.Default);
+        }
+        return Await(sent, granted.Task, request);
+    }
+
+    /// <summary>As <see cref="LockAsync"/>, giving up after <paramref name="timeout"/>.</summary>
+    /// <param name="name">The lock's name.</param>
+    /// <param name="timeout">How long to wait for it.</param>
+    /// <returns>The fencing token, or null if the lock was not granted within <paramref name="timeout"/>.</returns>
+    /// <exception cref="IsisException">The group is not joined, or this member left it while waiting.</exception>
+    public async Task<long?> TryLockAsync(string name, TimeSpan timeout)
+    {
+        using var expire = new CancellationTokenSource(timeout);
+        try
+        {
+            return await LockAsync(name, expire.Token).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException) when (expire.IsCancellationRequested)
+        {
+            return null;
+        }
+    }
+
+    /// <summary>Gives back <paramref name="name"/>, which this member holds: the next request in line gets it.</summary>
+    /// <param name="name">The lock's name.</param>
+    /// <exception cref="InvalidOperationException">This member does not hold the lock.</exception>
+    /// <exception cref="IsisException">The group is not joined.</exception>
+    public void Unlock(string name)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(name);
+        NodeId me = Me(nameof(Unlock));
+        lock (_gate)
+        {
+            if (_table.HolderOf(name) is not { } held || held.Holder != me)
+            {
+                throw new InvalidOperationException($"This member does not hold lock '{name}' of group '{_group.Name}'; Unlock gives back a lock that LockAsync granted here.");
+            }
+        }
+        _ = Operate(LockOperation.Release, name, me, 0);
+    }
+
+    /// <summary>The member that holds <paramref name="name"/> and its fencing token, as this member's table has it now; null if the lock is free.</summary>
+    /// <param name="name">The lock's name.</param>
+    public (Address Holder, long FencingToken)? HolderOf(string name)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(name);
+        lock (_gate) return _table.HolderOf(name) is { } h ? (new Address(h.Holder), h.Token) : null;
+    }
+
+    /// <summary>Requests waiting for <paramref name="name"/> in this member's table (tests).</summary>
+    internal int WaitingFor(string name)
+    {
+        lock (_gate) return _table.WaitingFor(name);
+    }
+
+    private NodeId Me(string operation)
+    {
+        View view = _group.GetView() ?? throw new IsisException($"GroupLocks.{operation}: join group '{_group.Name}' first (Join()).");
+        return view.Members[view.GetMyRank()].Node;
+    }
+
+    private Task Operate(LockOperation operation, string name, NodeId me, long request) =>
+        _group.SafeSendAsync(LockCode, (byte)operation, name, me.Endpoint, me.Incarnation, request);
+
+    private async Task<long> Await(Task sent, Task<long> granted, long request)
+    {
+        try
+        {
+            await sent.ConfigureAwait(false);
+        }
+        catch
+        {
+            _pending.TryRemove(request, out _); // never sent: nothing will grant it
+            throw;
+        }
+        return await granted.ConfigureAwait(false);
+    }
+
+    /// <summary>An operation in the group's order (delivery thread).</summary>
+    private void OnOperation(byte operation, string name, ulong endpoint, uint incarnation, long request)
+    {
+        if (!Enum.IsDefined((LockOperation)operation)) throw new IsisException($"Lock table of group '{_group.Name}': unknown operation {operation}.");
+        List<LockGrant> grants;
+        lock (_gate) grants = _table.Apply((LockOperation)operation, name, new NodeId(endpoint, incarnation), request);
+        Hand(grants);
+    }
+
+    /// <summary>A view (delivery thread, at the same point of the order everywhere): the locks of members that left go to the next in line.</summary>
+    private void OnView(View view)
+    {
+        List<LockGrant> grants;
+        lock (_gate) grants = _table.OnView([.. view.Members.Select(m => m.Node)]);
+        Hand(grants);
+        if (view.GetMyRank() < 0)
+        {
+            foreach (var (request, (name, granted)) in _pending)
+            {
+                if (_pending.TryRemove(request, out _)) granted.TrySetException(new IsisException($"This member left group '{_group.Name}' while it waited for lock '{name}'."));
+            }
+        }
+    }
+
+    /// <summary>Completes this member's requests that were granted.</summary>
+    private void Hand(List<LockGrant> grants)
+    {
+        if (grants.Count == 0 || _group.GetView() is not { } view || view.GetMyRank() < 0) return;
+        NodeId me = view.Members[view.GetMyRank()].Node;
+        foreach (LockGrant g in grants)
+        {
+            if (g.Holder == me && _pending.TryRemove(g.Request, out var waiter)) waiter.Granted.TrySetResult(g.Token);
+        }
+    }
+}
