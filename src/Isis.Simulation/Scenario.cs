@@ -221,6 +221,13 @@ internal sealed record Scenario
     /// </summary>
     public double SubsetChance { get; init; }
 
+    /// <summary>
+    /// The application holds GroupLocks' lock table (Simulator.Locks.cs): the workload requests,
+    /// releases and withdraws three locks by SafeSend, holders keep them 1-30 ms, and the checker's
+    /// LockSafety wants one holder at a time and growing fencing tokens.
+    /// </summary>
+    public bool Locks { get; init; }
+
     /// <summary>Chance that a process answers a causal message from another with a CausalSend of its own at once, so causal chains cross members. Defaults to 0.</summary>
     public double CausalReplyChance { get; init; }
 
@@ -316,7 +323,7 @@ internal sealed record Scenario
     /// answers across members, deferred query replies, under reordering and loss, and with crashes,
     /// partitions and leaves. Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
-    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos", "subset", "subset-chaos"];
+    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos", "subset", "subset-chaos", "locks", "locks-chaos"];
 
     /// <summary>
     /// Forced recovery of the durable history: whole-group crashes in which a member's disk is lost
@@ -579,6 +586,16 @@ internal sealed record Scenario
             {
                 Name = family, Processes = 3 + r.Next(5), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
                 SubsetChance = 0.5, DeferredReplyChance = 0.3, QueryChance = 0.1, FlushChance = 0.15,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
+            },
+            "locks" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(4), Locks = true, Crashes = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 10, MaxDelay = 2_000 },
+            },
+            "locks-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(4), Locks = true, Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
             },
             "host-growth" => new Scenario

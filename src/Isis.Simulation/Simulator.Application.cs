@@ -40,6 +40,9 @@ internal sealed partial class Simulator
         /// <summary>With <see cref="Scenario.Collections"/>: the incarnation's replicated collection (Simulator.Collections.cs).</summary>
         public CollectionReplica? Collection { get; set; }
 
+        /// <summary>With <see cref="Scenario.Locks"/>: the incarnation's lock table and its own request (Simulator.Locks.cs).</summary>
+        public LockClient? Locks { get; set; }
+
         public void Reset()
         {
             Applied = new List<MessageId>();
@@ -94,6 +97,13 @@ internal sealed partial class Simulator
         if (Scenario.Collections) OnCollectionEvent(p, e);
         switch (e)
         {
+            case MessageDelivered d when d.Group == _group && Scenario.Locks && d.Kind == MessageKind.Safe:
+                p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
+                OnLockDelivered(p, d);
+                break;
+            case ViewInstalled v when v.Group == _group && Scenario.Locks:
+                OnLockView(p, v);
+                break;
             case MessageDelivered d when d.Group == _group:
                 // A subset message is its destinations' own, not part of the replicated state a checkpoint carries.
                 if (!d.Kind.IsSubset()) p.App.Applied.Add(new MessageId(d.Sender, d.Group, d.ViewId, d.Seq));
@@ -116,6 +126,7 @@ internal sealed partial class Simulator
             case GroupLeft l when l.Group == _group:
                 p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
                 NewCollection(p);
+                NewLockClient(p);
                 break;
             case CheckpointReadRequested r when r.Group == _group:
                 ServeCheckpoint(p, r);
@@ -138,6 +149,7 @@ internal sealed partial class Simulator
             case StateReset r when r.Group == _group:
                 p.App.Reset();
                 FoundCollection(p);
+                NewLockClient(p); // the locks start over with the state: every holder of the table is gone
                 if (RecordsHistory) History.RecordStateReset(_now, process, r.Group, r.CutViewId);
                 break;
         }
@@ -242,6 +254,7 @@ internal sealed partial class Simulator
             chunks.Add(chunk);
         }
         if (Scenario.Collections && p.App.Collection != null) chunks.Add(CollectionChunk(p));
+        if (Scenario.Locks && p.App.Locks != null) chunks.Add(LockChunk(p));
         // A real maker's handler runs on its delivery thread a little later than the protocol asked.
         ProcessNode node = p.Node!;
         if (!_healed && _random.Chance(Scenario.CrashMakerChance)) At(_now + _random.NextInRange(0, 30_000), () => Crash(p));
@@ -268,6 +281,7 @@ internal sealed partial class Simulator
         var digest = StateDigest.Empty;
         foreach (byte[] chunk in p.App.IncomingChunks)
         {
+            if (LoadLockChunk(p, chunk)) continue;
             LoadCollectionChunk(p, chunk);
             for (int at = 0; at + IdBytes <= chunk.Length; at += IdBytes)
             {

@@ -485,6 +485,7 @@ internal sealed partial class Simulator
         if (RecordsHistory) History.RecordJoinRequested(_now, p.Node.Self, _group);
         p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
+        NewLockClient(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
@@ -548,6 +549,11 @@ internal sealed partial class Simulator
         if (g.UnstableOwnMessages > 2_000) return; // flow control, as the runtime applies it
         if (!MayIssueUpdate(p)) return;
         p.NextSendAt = _now + _random.NextInRange(1_000, 30_000);
+        if (Scenario.Locks)
+        {
+            IssueLockOperation(p, node);
+            return;
+        }
         byte[] payload = NextPayload(p);
         // A mix of the primitives, so total order and queries are exercised alongside FIFO.
         double pick = _random.NextDouble();
@@ -963,6 +969,7 @@ internal sealed partial class Simulator
                 {
                     if (!p.Alive || !p.WantsGroup) return;
                     p.WantsGroup = false;
+                    StopHoldingLocks(p);
                     p.Node!.Leave(_group, _now);
                     Flush(p);
                 });
@@ -1308,6 +1315,7 @@ internal sealed partial class Simulator
         }
         p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
+        NewLockClient(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
@@ -1498,6 +1506,7 @@ internal sealed partial class Simulator
         if (p.WantsGroup && p.Node!.FindGroup(_group) is { State: not MemberState.Left })
         {
             p.WantsGroup = false;
+            StopHoldingLocks(p);
             p.Node.Leave(_group, _now);
             Flush(p);
             return; // it stops once the leave completes (GroupLeft)

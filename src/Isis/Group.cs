@@ -82,6 +82,9 @@ public sealed partial class Group
     /// <summary>The runtime this group handle belongs to.</summary>
     internal IsisRuntime Runtime => _runtime;
 
+    /// <summary>Leave was called (or the group was left or terminated): what depends on staying a member should stop.</summary>
+    internal bool IsLeaving => _state is GroupState.Leaving or GroupState.Left;
+
     /// <summary>Message handlers by request code: <c>g.Handlers[CODE] += (Action&lt;string, int&gt;)((s, n) => ...)</c>.</summary>
     public HandlerCollection Handlers { get; } = new();
 

@@ -41,6 +41,7 @@ internal static partial class HistoryChecker
         TotalOrder(events, sink);
         CausalOrder(events, sink);
         SubsetDelivery(events, sink);
+        LockSafety(events, sink);
         FlushDurability(events, sink);
         QueryReplies(events, sink);
         SafeThreshold(events, sink);

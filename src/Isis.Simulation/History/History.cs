@@ -212,6 +212,12 @@ internal sealed class History
     public void RecordCollectionFounded(long time, NodeId process, GroupId group, long lineage) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.CollectionFounded) { Group = group, ConfigurationIndex = lineage });
 
+    public void RecordLockAcquired(long time, NodeId process, GroupId group, int viewId, string name, long token) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.LockAcquired) { Group = group, ViewId = viewId, Description = name, LogIndex = token });
+
+    public void RecordLockReleased(long time, NodeId process, GroupId group, string name, long token) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.LockReleased) { Group = group, Description = name, LogIndex = token });
+
     public void RecordCollectionLoaded(long time, NodeId process, GroupId group, long lineage, long length, ulong chain) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.CollectionLoaded) { Group = group, ConfigurationIndex = lineage, LogIndex = length, PayloadHash = chain });
 

@@ -167,4 +167,13 @@ internal enum HistoryEventKind
     /// forced recovery of Group gave up, and copied the group's history instead.
     /// </summary>
     LogGivenUp,
+
+    /// <summary>
+    /// Locks: Process's lock table granted it the lock named Description with fencing token
+    /// LogIndex, in view ViewId (the holder acts on it from here).
+    /// </summary>
+    LockAcquired,
+
+    /// <summary>Locks: Process gave back the lock named Description (token LogIndex): its hold ends here.</summary>
+    LockReleased,
 }

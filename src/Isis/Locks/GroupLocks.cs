@@ -18,6 +18,10 @@ namespace Isis;
 /// refuse a stale holder (one that was paused, expelled, and does not know it yet).
 /// </para>
 /// <para>
+/// A member that leaves the group gives its locks back at the view that removes it, as one that
+/// fails does: stop using what they guard before calling <see cref="Group.Leave()"/>.
+/// </para>
+/// <para>
 /// Give the locks a group of their own, created before <see cref="Group.Join()"/>: a joiner receives
 /// the lock table with its state transfer. A lock once used keeps its name and token for the group's
 /// life. The table lives in the members' memory: if every member fails, the locks are free again
@@ -192,14 +196,19 @@ public sealed class GroupLocks
         }
     }
 
-    /// <summary>Completes this member's requests that were granted.</summary>
+    /// <summary>
+    /// Completes this member's requests that were granted; once it is leaving the group, fails them
+    /// instead (the view that removes it gives the lock to the next in line).
+    /// </summary>
     private void Hand(List<LockGrant> grants)
     {
         if (grants.Count == 0 || _group.GetView() is not { } view || view.GetMyRank() < 0) return;
         NodeId me = view.Members[view.GetMyRank()].Node;
         foreach (LockGrant g in grants)
         {
-            if (g.Holder == me && _pending.TryRemove(g.Request, out var waiter)) waiter.Granted.TrySetResult(g.Token);
+            if (g.Holder != me || !_pending.TryRemove(g.Request, out var waiter)) continue;
+            if (_group.IsLeaving) waiter.Granted.TrySetException(new IsisException($"This member is leaving group '{_group.Name}': lock '{g.Name}' goes to the next in line."));
+            else waiter.Granted.TrySetResult(g.Token);
         }
     }
 }

@@ -21,15 +21,23 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
     public void Toolkit_primitives_under_faults_keep_every_guarantee(string family)
     {
         int deferred = 0, answers = 0, subsets = 0;
+        long locks = 0;
         SeedSweep.AllPass(output, SeedSweep.Range(0, Seeds), seed => SimulationRun.Execute(seed, family), run =>
         {
             deferred += run.Simulator.DeferredReplies;
             answers += run.Simulator.CausalAnswers;
             subsets += run.Simulator.SubsetSends;
+            locks += run.Simulator.LocksAcquired;
         });
-        output.WriteLine($"{deferred} deferred replies, {answers} causal answers, {subsets} subset sends in {Seeds} runs");
+        output.WriteLine($"{deferred} deferred replies, {answers} causal answers, {subsets} subset sends, {locks} locks acquired in {Seeds} runs");
         // The runs did what they are for: members answered late, and causal chains crossed members
-        // (the causal families) or messages went to some members only (the subset families).
+        // (the causal families), messages went to some members only (the subset families), or
+        // holders took turns on the locks (the lock families).
+        if (family.StartsWith("locks", StringComparison.Ordinal))
+        {
+            Assert.True(locks >= 20 * Seeds, $"only {locks} locks acquired in {Seeds} runs");
+            return;
+        }
         Assert.True(deferred >= Seeds, $"only {deferred} deferred replies in {Seeds} runs");
         if (family.StartsWith("causal", StringComparison.Ordinal)) Assert.True(answers >= 10 * Seeds, $"only {answers} causal answers in {Seeds} runs");
         else Assert.True(subsets >= 10 * Seeds, $"only {subsets} subset sends in {Seeds} runs");
@@ -53,6 +61,20 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
             .Select(seed => SimulationRun.Execute((ulong)seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.SubsetDeliveredEverywhere } }))
             .ToList();
         Assert.All(runs, r => Assert.True(r.Result.Violates("SubsetDelivery"), r.Summary));
+    }
+
+    [Theory]
+    [InlineData(nameof(ProtocolMutations.LockViewReleasesEveryone))]
+    [InlineData(nameof(ProtocolMutations.LockTokenPerView))]
+    public void Lock_tables_that_free_live_holders_or_restart_tokens_at_a_view_change_are_caught(string name)
+    {
+        var mutation = Enum.Parse<ProtocolMutations>(name);
+        var runs = Enumerable.Range(0, 20)
+            .Select(seed => SimulationRun.Execute((ulong)seed, "locks", s => s with { Protocol = s.Protocol with { Mutations = mutation } }))
+            .ToList();
+        int caught = runs.Count(r => r.Result.Violates("LockSafety"));
+        output.WriteLine($"{mutation}: caught in {caught} of {runs.Count} seeds");
+        Assert.True(caught >= runs.Count / 2, $"caught in only {caught} of {runs.Count} seeds");
     }
 
     [Fact]
