@@ -82,6 +82,9 @@ public sealed partial class Group
     /// <summary>The runtime this group handle belongs to.</summary>
     internal IsisRuntime Runtime => _runtime;
 
+    /// <summary>Told once this member is out of the group (it left, was terminated, or the runtime stopped): libraries on the group (GroupLocks) fail what waits.</summary>
+    internal event Action<Exception>? Departed;
+
     /// <summary>Leave was called (or the group was left or terminated): what depends on staying a member should stop.</summary>
     internal bool IsLeaving => _state is GroupState.Leaving or GroupState.Left;
 
@@ -477,6 +480,7 @@ public sealed partial class Group
         while (_safeSends.TryDequeue(out TaskCompletionSource? safe)) safe.TrySetException(left);
         FailForcedRecovery(new IsisException($"This member left group '{Name}' before it held the group's SafeSend history."));
         foreach (long token in _flushes.Keys) OnFlushCompleted(token);
+        Departed?.Invoke(new IsisException($"This member left group '{Name}'."));
         _runtime.Unregister(this);
         _delivery?.Enqueue(() => _left?.TrySetResult());
         _delivery?.Complete();
@@ -487,6 +491,7 @@ public sealed partial class Group
     {
         _joined?.TrySetException(reason);
         FailForcedRecovery(reason);
+        Departed?.Invoke(reason);
         _left?.TrySetResult(); // the process is out of every group now
         foreach (var (token, done) in _flushes)
         {

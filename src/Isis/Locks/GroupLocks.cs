@@ -50,6 +50,7 @@ public sealed class GroupLocks
         _table = new LockTable(group.Runtime.Options.Mutations);
         group.Handlers[LockCode] += (Action<byte, string, ulong, uint, long>)OnOperation;
         group.ViewHandlers += (ViewHandler)OnView;
+        group.Departed += FailWaiting;
         group.MakeChkpt += (ChkptMaker)(_ =>
         {
             byte[] snapshot;
@@ -187,12 +188,15 @@ public sealed class GroupLocks
         List<LockGrant> grants;
         lock (_gate) grants = _table.OnView([.. view.Members.Select(m => m.Node)]);
         Hand(grants);
-        if (view.GetMyRank() < 0)
+        if (view.GetMyRank() < 0) FailWaiting(new IsisException($"This member left group '{_group.Name}'."));
+    }
+
+    /// <summary>This member is out of the group: no request of its will be granted.</summary>
+    private void FailWaiting(Exception why)
+    {
+        foreach (var (request, (name, granted)) in _pending)
         {
-            foreach (var (request, (name, granted)) in _pending)
-            {
-                if (_pending.TryRemove(request, out _)) granted.TrySetException(new IsisException($"This member left group '{_group.Name}' while it waited for lock '{name}'."));
-            }
+            if (_pending.TryRemove(request, out _)) granted.TrySetException(new IsisException($"Lock '{name}' of group '{_group.Name}' will not be granted: {why.Message}", why));
         }
     }
 

@@ -103,6 +103,23 @@ public sealed class GroupLocksTests
     }
 
     [Fact]
+    public async Task A_member_that_leaves_while_it_waits_is_told_and_the_line_moves_on()
+    {
+        using var c = new Cluster(3);
+        long held = await c.Locks[0].LockAsync("queue").WaitAsync(TimeSpan.FromSeconds(30));
+        Task<long> leaver = c.Locks[1].LockAsync("queue");
+        TestRuntimes.WaitUntil(() => c.Locks[0].WaitingFor("queue") == 1, "member 1 waits");
+        Task<long> stayer = c.Locks[2].LockAsync("queue");
+        TestRuntimes.WaitUntil(() => c.Locks[0].WaitingFor("queue") == 2, "member 2 waits behind it");
+        await c.Groups[1].LeaveAsync().WaitAsync(TimeSpan.FromSeconds(30));
+        var e = await Assert.ThrowsAsync<IsisException>(() => leaver.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Contains("will not be granted", e.Message);
+        TestRuntimes.WaitUntil(() => c.Locks[0].WaitingFor("queue") == 1, "the leaver's request leaves the line");
+        c.Locks[0].Unlock("queue");
+        Assert.Equal(held + 1, await stayer.WaitAsync(TimeSpan.FromSeconds(30)));
+    }
+
+    [Fact]
     public async Task Misuse_is_refused_with_what_to_do()
     {
         using var c = new Cluster(1);
