@@ -161,7 +161,7 @@ public sealed partial class Group
     {
         using Activity? activity = StartMulticastActivity(MessageKind.Subset, opcode);
         (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
-        PostSend(loop, MessageKind.Subset, array.AsMemory(0, length), 0, null, to);
+        PostSend(loop, MessageKind.Subset, array.AsMemory(0, length), 0, array, to);
     }
 
     // ---------------------------------------------------------------- the path to the event loop
@@ -235,7 +235,7 @@ public sealed partial class Group
         if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
         using Activity? activity = StartMulticastActivity(kind, opcode);
         (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
-        byte[]? pooled = kind == MessageKind.Send ? array : null;
+        byte[]? pooled = kind is MessageKind.Send or MessageKind.Subset ? array : null; // the kinds whose stream is their last holder
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
             Interlocked.Increment(ref _queuedSends.Value);

@@ -478,7 +478,7 @@ internal sealed partial class GroupMember
         if (from != origin) _node.Counters.Retransmissions++;
         SenderStream s = _streams[origin];
         if (seq <= s.Contiguous || s.Held.ContainsKey(seq)) { _node.Counters.Duplicates++; return; }
-        StreamMessage message = Keep(kind, payload, phi) with { Causal = stamp, To = to };
+        StreamMessage message = Keep(kind, payload, phi, stamp, to);
         s.Add(seq, message);
         HoldingsChanged();
         if (Relaying) Relay(from, origin, seq, message);
@@ -503,15 +503,17 @@ internal sealed partial class GroupMember
     /// stream is their last holder and returns them once stable; the other kinds may be held
     /// elsewhere too (total order, SafeSend resends), so they get an array of their own.
     /// </summary>
-    private StreamMessage Keep(MessageKind kind, ReadOnlySpan<byte> payload, int phi)
+    private StreamMessage Keep(MessageKind kind, ReadOnlySpan<byte> payload, int phi, long[]? causal, NodeId[]? to)
     {
-        if (!StreamIsLastHolder(kind) || _node.Outbox.Pool is not { } pool) return new StreamMessage(kind, payload.ToArray(), phi);
+        if (!StreamIsLastHolder(kind) || _node.Outbox.Pool is not { } pool) return new StreamMessage(kind, payload.ToArray(), phi, Causal: causal, To: to);
         byte[] array = pool.Rent(payload.Length);
         payload.CopyTo(array);
-        return new StreamMessage(kind, array.AsMemory(0, payload.Length), phi, array);
+        return new StreamMessage(kind, array.AsMemory(0, payload.Length), phi, array, causal, to);
     }
 
-    private static bool StreamIsLastHolder(MessageKind kind) => kind is MessageKind.Send || kind.IsControl();
+    // A Send or a subset send is delivered as it reaches the stream's head (nothing else keeps it); the
+    // causal, ordered and safe kinds may wait elsewhere after the stream drops them.
+    private static bool StreamIsLastHolder(MessageKind kind) => kind is MessageKind.Send or MessageKind.Subset || kind.IsControl();
 
     /// <summary>A control message of ours with a <paramref name="length"/>-byte body to fill, in a pooled array when the node recycles.</summary>
     private StreamMessage Control(MessageKind kind, int length, out Span<byte> body)
