@@ -38,6 +38,7 @@ public class LoopbackToolkitBenchmarks
             _groups[i] = new Group(_runtimes[i], "bench-toolkit");
             _groups[i].Handlers[Opcode] += (Action<byte[]>)(_ => Interlocked.Increment(ref _delivered[me]));
             _lockGroups[i] = new Group(_runtimes[i], "bench-locks");
+            _lockGroups[i].Handlers[Opcode] += (Action<byte[]>)(_ => { }); // the SafeSend round's
             _locks[i] = new GroupLocks(_lockGroups[i]);
         }
         Task.WaitAll([.. _groups.Concat(_lockGroups).Select(g => g.JoinAsync())], Loopback.Limit);
@@ -65,6 +66,9 @@ public class LoopbackToolkitBenchmarks
         _locks[0].Unlock("bench");
         Loopback.WaitUntil(() => _locks[0].HolderOf("bench") == null, "the release");
     }
+
+    [Benchmark(Description = "SafeSend (phi = all) on the lock group, until delivered here")]
+    public void SafeSendRound() => _lockGroups[0].SafeSendAsync(Opcode, _arguments).WaitAsync(Loopback.Limit).GetAwaiter().GetResult();
 
     [Benchmark(Description = "Send, until every member delivered")]
     public void SendRound()
