@@ -217,7 +217,7 @@ internal sealed record Scenario
 
     /// <summary>
     /// Chance that a plain Send of the workload is a SubsetSend instead (to one member or more of the
-    /// view, drawn at random, the sender among them or not). Defaults to 0.
+    /// view, drawn at random, the sender among them or not), a Query then a P2PQuery to them. Defaults to 0.
     /// </summary>
     public double SubsetChance { get; init; }
 

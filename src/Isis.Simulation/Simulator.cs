@@ -566,9 +566,8 @@ internal sealed partial class Simulator
         if (_random.Chance(Scenario.QueryChance))
         {
             History.RecordQueryIssued(_now, node.Self, _group);
-            // (A P2PQuery's replies come from its destinations only, which the history's query events do not record: runtime tests cover it.)
-            MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : causal ? MessageKind.QueryCausal : MessageKind.QuerySend;
-            node.Query(_group, ++p.QueryIds, kind, payload, QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now, phi);
+            MessageKind kind = safe ? MessageKind.QuerySafe : ordered ? MessageKind.QueryOrdered : causal ? MessageKind.QueryCausal : to != null ? MessageKind.QuerySubset : MessageKind.QuerySend;
+            node.Query(_group, ++p.QueryIds, kind, payload, QueryTracker.All, timeout: 60_000_000, QueryTimeoutAction.Abort, _now, phi, to);
         }
         else
         {

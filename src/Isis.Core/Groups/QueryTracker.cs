@@ -60,6 +60,7 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
         public int ViewId = -1;
         public int ViewSize;
         public HashSet<NodeId>? Expected;
+        public NodeId[]? Only; // a P2PQuery's destinations: only they answer
         public readonly Dictionary<NodeId, QueryReply> Replies = new();
         public bool Suspected;
     }
@@ -75,6 +76,7 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
         if (!_pending.TryGetValue(id, out Pending? p) || p.Expected != null) return;
         p.ViewId = view.Id;
         p.Expected = new HashSet<NodeId>(view.Members);
+        p.Only = only;
         if (only != null) p.Expected.IntersectWith(only);
         p.ViewSize = p.Expected.Count;
         // Replies that raced ahead of our own delivery count only if they come from that view.
@@ -178,6 +180,6 @@ internal sealed class QueryTracker(GroupId group, Action<NodeEvent> emit, Action
     private void Complete(Pending p, QueryOutcome outcome)
     {
         _pending.Remove(p.Id);
-        emit(new QueryCompleted(group, p.Id, outcome, p.ViewId, p.Replies.Values.ToList(), Missing(p).ToArray()));
+        emit(new QueryCompleted(group, p.Id, outcome, p.ViewId, p.Replies.Values.ToList(), Missing(p).ToArray(), p.Only));
     }
 }

@@ -221,9 +221,10 @@ internal sealed record FlushCompleted(GroupId Group, long Token) : GroupEvent(Gr
 /// <summary>
 /// A query this member issued ended: enough replies, a timeout, or an abort reply. Replies come
 /// from distinct members of <paramref name="DeliveryViewId"/>; <paramref name="Missing"/> lists the
-/// members of that view still in the group that did not answer.
+/// members of that view still in the group that did not answer; <paramref name="Only"/>, for a
+/// P2PQuery, the members it was addressed to (null: every member).
 /// </summary>
-internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing) : GroupEvent(Group);
+internal sealed record QueryCompleted(GroupId Group, long QueryId, QueryOutcome Outcome, int DeliveryViewId, IReadOnlyList<QueryReply> Replies, NodeId[] Missing, NodeId[]? Only = null) : GroupEvent(Group);
 
 /// <summary>This member, an acceptor of the SafeSend (<see cref="Sender"/>, <see cref="Seq"/>), now holds it and every earlier position.</summary>
 /// <remarks>One event per SafeSend at each acceptor, so a recycling <see cref="Outbox"/> reuses the object after <see cref="Outbox.Clear"/>.</remarks>

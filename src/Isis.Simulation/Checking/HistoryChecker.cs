@@ -574,7 +574,13 @@ internal static partial class HistoryChecker
                     // Members that stayed in every view from the delivery view to now must have replied;
                     // one that left or failed in between was rightly not waited for, even if it came back.
                     int nowView = currentView.GetValueOrDefault((e.Process, e.Group));
-                    foreach (NodeId m in view.Where(m => Array.IndexOf(repliers, m) < 0))
+                    // A P2PQuery waits for the members it was addressed to only.
+                    NodeId[] owed = e.Voters is { } to ? [.. view.Where(m => Array.IndexOf(to, m) >= 0)] : view;
+                    foreach (NodeId r in repliers.Where(r => e.Voters is { } to && Array.IndexOf(to, r) < 0))
+                    {
+                        sink.Report(P, $"{e.Process}'s P2PQuery completed at {At(i, e)} with a reply from {r}, which it was not addressed to {List(e.Voters!)}");
+                    }
+                    foreach (NodeId m in owed.Where(m => Array.IndexOf(repliers, m) < 0))
                     {
                         bool stayed = true;
                         for (int v = e.ViewId + 1; v <= nowView && stayed; v++)

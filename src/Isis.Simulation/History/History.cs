@@ -109,8 +109,9 @@ internal sealed class History
     public void RecordQueryIssued(long time, NodeId process, GroupId group) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.QueryIssued) { Group = group });
 
-    public void RecordQueryCompleted(long time, NodeId process, GroupId group, int deliveryView, ReadOnlySpan<NodeId> repliers) =>
-        Add(new HistoryEvent(time, process, HistoryEventKind.QueryCompleted) { Group = group, ViewId = deliveryView, Members = repliers.ToArray() });
+    /// <summary>A query ended normally: its delivery view, its repliers, and for a P2PQuery the members it was addressed to (<see cref="HistoryEvent.Voters"/>).</summary>
+    public void RecordQueryCompleted(long time, NodeId process, GroupId group, int deliveryView, ReadOnlySpan<NodeId> repliers, NodeId[]? addressedTo = null) =>
+        Add(new HistoryEvent(time, process, HistoryEventKind.QueryCompleted) { Group = group, ViewId = deliveryView, Members = repliers.ToArray(), Voters = addressedTo == null ? null : [.. addressedTo] });
 
     /// <summary>
     /// Records what a protocol node reported, the same way for simulated and real runs: queries
@@ -131,7 +132,7 @@ internal sealed class History
                 RecordSafeAccepted(time, process, new MessageId(a.Sender, a.Group, a.ViewId, a.Seq));
                 break;
             case QueryCompleted q when q.Outcome == QueryOutcome.Completed:
-                RecordQueryCompleted(time, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray());
+                RecordQueryCompleted(time, process, q.Group, q.DeliveryViewId, q.Replies.Select(r => r.Replier).ToArray(), q.Only);
                 break;
             case ViewInstalled v:
                 RecordViewInstall(time, process, v.Group, v.View.Id, v.View.Members);

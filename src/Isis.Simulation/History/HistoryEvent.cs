@@ -46,7 +46,7 @@ internal sealed record HistoryEvent(long Time, NodeId Process, HistoryEventKind 
     /// <summary>Send of a SubsetSend or P2PSend: its destinations. ViewInstall: the members of the view, oldest first. Decide of a configuration: its replicas. Commit: the replicas that held the entries.</summary>
     public NodeId[]? Members { get; init; }
 
-    /// <summary>Commit: the configuration the leader counted a majority of (its replicas).</summary>
+    /// <summary>Commit: the configuration the leader counted a majority of (its replicas). QueryCompleted of a P2PQuery: the members it was addressed to.</summary>
     public NodeId[]? Voters { get; init; }
 
     /// <summary>Commit: the log position of that configuration (0: the founding one).</summary>

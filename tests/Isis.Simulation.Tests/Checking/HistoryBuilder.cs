@@ -69,6 +69,13 @@ internal sealed class HistoryBuilder
 
     public HistoryBuilder QueryIssued(NodeId p) { History.RecordQueryIssued(Tick(), p, G); return this; }
 
+    /// <summary>p's P2PQuery to <paramref name="addressedTo"/> completed with <paramref name="repliers"/>.</summary>
+    public HistoryBuilder P2PQueryCompleted(NodeId p, int deliveryView, NodeId[] addressedTo, params NodeId[] repliers)
+    {
+        History.RecordQueryCompleted(Tick(), p, G, deliveryView, repliers, addressedTo);
+        return this;
+    }
+
     public HistoryBuilder QueryCompleted(NodeId p, int deliveryView, params NodeId[] repliers)
     {
         History.RecordQueryCompleted(Tick(), p, G, deliveryView, repliers);

@@ -16,6 +16,16 @@ public sealed class QueryRepliesTests
     }
 
     [Fact]
+    public void A_P2PQuery_is_owed_replies_by_the_members_it_was_addressed_to_only()
+    {
+        new HistoryBuilder().InstallAll(1, P, Q, R).QueryIssued(P).P2PQueryCompleted(P, 1, [Q], Q).End().AssertPasses();
+        new HistoryBuilder().InstallAll(1, P, Q, R).QueryIssued(P).P2PQueryCompleted(P, 1, [Q, R], Q)
+            .End().AssertViolates(nameof(HistoryChecker.QueryReplies));
+        new HistoryBuilder().InstallAll(1, P, Q, R).QueryIssued(P).P2PQueryCompleted(P, 1, [Q], Q, R)
+            .End().AssertViolates(nameof(HistoryChecker.QueryReplies));
+    }
+
+    [Fact]
     public void A_member_that_failed_is_not_waited_for()
     {
         var b = new HistoryBuilder().InstallAll(1, P, Q, R).QueryIssued(P).Crash(R);
