@@ -106,7 +106,7 @@ public sealed partial class Group
     /// to the destination whoever fails): it costs a Send's traffic. Blocks under flow control as Send does.
     /// </remarks>
     public void P2PSend(Address member, int opcode, params object?[] args) =>
-        MulticastTo(Destinations(nameof(P2PSend), [member]), nameof(P2PSend), opcode, args);
+        Multicast(MessageKind.Subset, nameof(P2PSend), opcode, args, Destinations(nameof(P2PSend), [member]));
 
     /// <summary><see cref="P2PSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
     /// <param name="member">The destination: a member of the current view.</param>
@@ -128,7 +128,7 @@ public sealed partial class Group
     /// <exception cref="IsisException">The group is not joined, the runtime shut down, or the message is too large.</exception>
     /// <remarks>Costs a Send's traffic (every member holds it until stable); blocks under flow control as Send does.</remarks>
     public void SubsetSend(IEnumerable<Address> members, int opcode, params object?[] args) =>
-        MulticastTo(Destinations(nameof(SubsetSend), members), nameof(SubsetSend), opcode, args);
+        Multicast(MessageKind.Subset, nameof(SubsetSend), opcode, args, Destinations(nameof(SubsetSend), members));
 
     /// <summary><see cref="SubsetSend"/> for asynchronous code (see <see cref="SendAsync(int, object[])"/>).</summary>
     /// <param name="members">The destinations: members of the current view.</param>
@@ -157,22 +157,19 @@ public sealed partial class Group
         return [.. to];
     }
 
-    private void MulticastTo(NodeId[] to, string operation, int opcode, object?[]? args)
-    {
-        using Activity? activity = StartMulticastActivity(MessageKind.Subset, opcode);
-        (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
-        PostSend(loop, MessageKind.Subset, array.AsMemory(0, length), 0, array, to);
-    }
-
     // ---------------------------------------------------------------- the path to the event loop
 
     /// <summary>Send and OrderedSend: the arguments are encoded into a pooled array that the protocol holds until the message is stable, then reuses.</summary>
-    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args)
+    // to: a subset send's destinations (null for the others).
+    private void Multicast(MessageKind kind, string operation, int opcode, object?[]? args, NodeId[]? to = null)
     {
         using Activity? activity = StartMulticastActivity(kind, opcode);
         (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
-        PostSend(loop, kind, array.AsMemory(0, length), 0, kind == MessageKind.Send ? array : null);
+        PostSend(loop, kind, array.AsMemory(0, length), 0, Recycled(kind, array), to);
     }
+
+    /// <summary>The pooled array the protocol recycles once the message is stable: for the kinds whose sender stream is their last holder (Send, subset sends); the others wait elsewhere too, so their array is left to the GC.</summary>
+    private static byte[]? Recycled(MessageKind kind, byte[] array) => kind is MessageKind.Send or MessageKind.Subset ? array : null;
 
     private Activity? StartMulticastActivity(MessageKind kind, int opcode)
     {
@@ -235,7 +232,7 @@ public sealed partial class Group
         if (cancellationToken.IsCancellationRequested) return Task.FromCanceled(cancellationToken);
         using Activity? activity = StartMulticastActivity(kind, opcode);
         (EventLoop loop, byte[] array, int length) = EncodeMulticast(operation, opcode, args);
-        byte[]? pooled = kind is MessageKind.Send or MessageKind.Subset ? array : null; // the kinds whose stream is their last holder
+        byte[]? pooled = Recycled(kind, array);
         if (Interlocked.Read(ref _asyncWaiting) == 0 && !WindowFull)
         {
             Interlocked.Increment(ref _queuedSends.Value);
