@@ -3,6 +3,7 @@ using Isis.Core.Bft;
 using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Perpetual.Runtime;
+using Isis.Runtime;
 using Isis.Serialization;
 using MessagePack;
 using Microsoft.Extensions.Logging;
@@ -24,7 +25,7 @@ namespace Isis.Perpetual;
 public sealed class PerpetualClient : IDisposable
 {
     private readonly BftClient _protocol;
-    private readonly BftNodeHost _host;
+    private readonly NodeHost _host;
     private readonly ILogger _log;
     private readonly string _name;
     private readonly string _service;
@@ -55,7 +56,7 @@ public sealed class PerpetualClient : IDisposable
         _log = options.LoggerFactory?.CreateLogger("Isis.Perpetual") ?? new StandardErrorLogger(null);
         _protocol = new BftClient(built.Deployment, service, built.KeysOf(principal), options.ToProtocol());
         var endpoint = Transport.EndpointConversions.ToIPEndPoint(built.Deployment.EndpointOf(principal));
-        _host = new BftNodeHost(_protocol, endpoint, OnEvent, "client " + client, reason => PerpetualLog.Stopped(_log, _name, reason)).Start();
+        _host = new NodeHost(_protocol, endpoint, OnEvent, "client " + client, reason => PerpetualLog.Stopped(_log, _name, reason)).Start();
     }
 
     /// <summary>Replies that differed from the result accepted for the same request: a faulty replica or a nondeterministic service.</summary>

@@ -3,6 +3,7 @@ using Isis.Core.Bft;
 using Isis.Core.Node;
 using Isis.Diagnostics;
 using Isis.Perpetual.Runtime;
+using Isis.Runtime;
 using Isis.Serialization;
 using MessagePack;
 using Microsoft.Extensions.Logging;
@@ -36,7 +37,7 @@ public sealed class PerpetualReplica : IDisposable
 {
     private readonly PerpetualDeployment.Built _built;
     private readonly PbftReplica _protocol;
-    private readonly BftNodeHost _host;
+    private readonly NodeHost _host;
     private readonly DeterministicLoop _loop;
     private readonly ILogger _log;
     private readonly string _name;
@@ -71,12 +72,12 @@ public sealed class PerpetualReplica : IDisposable
         _maxOutstanding = options.MaxOutstandingCalls;
         _log = options.LoggerFactory?.CreateLogger("Isis.Perpetual") ?? new StandardErrorLogger(null);
         BftOptions protocolOptions = options.ToProtocol();
-        _protocol = new PbftReplica(_built.Deployment, service, index, _built.KeysOf(bft.Replicas[index]), protocolOptions, BftNodeHost.Now());
+        _protocol = new PbftReplica(_built.Deployment, service, index, _built.KeysOf(bft.Replicas[index]), protocolOptions, NodeHost.Now());
         _loop = new DeterministicLoop(_name, count => PerpetualLog.ForeignResumption(_log, _name, count), e => PerpetualLog.LoopEnded(_log, e, _name, "an async void method or a continuation threw"));
         IPEndPoint bindTo = deployment.ReplicasOf(service)[index];
         try
         {
-            _host = new BftNodeHost(_protocol, bindTo, OnEvent, _name, reason => PerpetualLog.Stopped(_log, _name, reason));
+            _host = new NodeHost(_protocol, bindTo, OnEvent, _name, reason => PerpetualLog.Stopped(_log, _name, reason));
         }
         catch
         {

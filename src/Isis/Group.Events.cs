@@ -32,6 +32,7 @@ public sealed partial class Group
             case GroupLeft l: OnLeft(l.Terminated, l.FinalViewId); break;
             case FlushCompleted f: OnFlushCompleted(f.Token); break;
             case QueryCompleted q: OnQueryCompleted(q); break;
+            case Core.Clients.ClientRequestArrived r: OnClientRequest(r, loop); break;
             case StateRequested r: OnStateRequested(r); break;
             case StateChunkReceived c: OnStateChunk(c.Chunk); break;
             case StateReceived: OnStateReceived(); break;

@@ -211,6 +211,7 @@ public sealed partial class Group
     {
         var q = CurrentQuery(operation);
         _currentQuery = q with { Replied = true };
+        RememberClientReply(kind, payload);
         if (q.Replayed) return; // a SafeQuery of the history, replayed: its requester stopped waiting long ago
         EventLoop loop = _runtime.RunningLoop();
         loop.Post(() => loop.Node.Reply(Id, q.Requester, q.QueryId, kind, payload, loop.Now));
@@ -309,7 +310,7 @@ public sealed partial class Group
     }
 
     /// <summary>The reply's values, checked against the types the caller expects.</summary>
-    private static object?[] Values(QueryReply reply, Type[] types)
+    internal static object?[] Values(QueryReply reply, Type[] types)
     {
         if (!ArgumentCodec.TryReadHeader(reply.Payload, out _, out EncodedArguments args, out string? error))
         {

@@ -240,6 +240,7 @@ public sealed partial class Group
         _makingEnded = false;
         try
         {
+            if (ClientSessionsPart() is { } sessions) sink.Add(sessions); // first: the joiner runs no client request twice
             ChkptMaker? makers = MakeChkpt;
             if (makers != null)
             {
@@ -279,6 +280,7 @@ public sealed partial class Group
     {
         foreach (ReadOnlyMemory<byte> part in parts)
         {
+            if (TryLoadClientSessions(part.Span)) continue;
             DispatchResult result = _loaders.Dispatch(part);
             switch (result.Outcome)
             {

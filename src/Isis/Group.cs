@@ -72,6 +72,7 @@ public sealed partial class Group
         _runtime = runtime;
         Name = name;
         Id = GroupId.FromName(name);
+        Handlers[ClientRelayCode] += (Action<ulong, uint, long, long, byte[]>)OnRelayedDelivered;
     }
 
     /// <summary>The group's name.</summary>

@@ -5,6 +5,7 @@ using Isis.Core.Bft;
 using Isis.Core.Node;
 using Isis.Perpetual;
 using Isis.Perpetual.Runtime;
+using Isis.Runtime;
 using MessagePack;
 
 // One replica of a two-tier deployment: "caller" (the store) serves each client request by calling
@@ -94,10 +95,10 @@ internal static class ByzantineTarget
         PerpetualDeployment.Built built = deployment.Build();
         BftService service = built.Service("target");
         BftKeys keys = built.KeysOf(service.Replicas[index]);
-        var protocol = new PbftReplica(built.Deployment, "target", index, keys, options.ToProtocol(), BftNodeHost.Now());
+        var protocol = new PbftReplica(built.Deployment, "target", index, keys, options.ToProtocol(), NodeHost.Now());
         long total = 0;
-        BftNodeHost? host = null;
-        host = new BftNodeHost(protocol, deployment.ReplicasOf("target")[index], (e, _) =>
+        NodeHost? host = null;
+        host = new NodeHost(protocol, deployment.ReplicasOf("target")[index], (e, _) =>
         {
             if (e is not BftRequestOrdered ordered) return;
             total += MessagePackSerializer.Deserialize<long>(ordered.Operation);

@@ -226,6 +226,11 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
             else if (_configuration.Length > 0) SendConfiguration(h.Sender.Endpoint);
             return;
         }
+        if (h.Kind == PacketKind.ClientLookup)
+        {
+            AnswerClientLookup(h, body);
+            return;
+        }
         if (!IsProcessRequest(h.Kind))
         {
             Counters.DroppedMalformed++;
@@ -249,6 +254,20 @@ internal sealed partial class MembershipReplica : IProtocolNode, IReplicatedLogH
             return;
         }
         if (!HandleProcessRequest(h, body)) Counters.DroppedMalformed++;
+    }
+
+    /// <summary>
+    /// A non-member client asks where a group's members are (see Clients.GroupClientNode): any
+    /// replica answers with the group's committed view. A follower's may lag the leader's by a
+    /// decision or two; the client takes the latest view it hears of, and asks the members too.
+    /// </summary>
+    private void AnswerClientLookup(in PacketHeader h, ReadOnlySpan<byte> body)
+    {
+        var r = new WireReader(body);
+        string name = r.String(Options.MaxGroupNameBytes);
+        if (!r.Complete || GroupId.FromName(name) != h.Group) { Counters.DroppedMalformed++; return; }
+        if (CommittedView(h.Group) is not { Members.Length: > 0 } view) { Counters.DroppedUnknownGroup++; return; }
+        Send(h.Sender.Endpoint, _writer.Begin(Header(PacketKind.ClientMembers, h.Group, view.ViewId, 0)).Nodes(view.Members).Finish());
     }
 
     private static bool IsProcessRequest(PacketKind kind) => kind is PacketKind.Heartbeat or PacketKind.JoinRequest

@@ -10,7 +10,7 @@ namespace Isis.Core.Node;
 /// expulsion), its firewall, and its groups. Inputs are packets, ticks and API commands; outputs
 /// accumulate in its <see cref="Outbox"/>, which a driver takes with <see cref="TakeReady"/>.
 /// </summary>
-internal sealed class ProcessNode : IProtocolNode
+internal sealed partial class ProcessNode : IProtocolNode
 {
     private readonly Dictionary<GroupId, GroupMember> _groups = new();
     private readonly Queue<ReadOnlyMemory<byte>> _loopback = new();
@@ -780,6 +780,11 @@ internal sealed class ProcessNode : IProtocolNode
             {
                 Counters.DroppedNotForMe++;
             }
+            return;
+        }
+        if (h.Kind is PacketKind.ClientLookup or PacketKind.ClientRequest)
+        {
+            HandleFromClient(h, body);
             return;
         }
         if (!PacketKinds.IsMemberTraffic(h.Kind))

@@ -450,4 +450,7 @@ internal enum ProtocolMutations : long
 
     /// <summary>Deliberately broken: a free lock's fencing token starts again at a view change, so a later holder can get a token an earlier one had.</summary>
     LockTokenPerView = 1L << 42,
+
+    /// <summary>Deliberately broken: members keep no client sessions, so a client's request retried through a second relay runs again wherever the first relay's copy ran.</summary>
+    ClientRetriesRunTwice = 1L << 43,
 }

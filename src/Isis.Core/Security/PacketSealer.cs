@@ -211,7 +211,7 @@ internal sealed class PacketSealer
     }
 
     private KeyRing? KeyFor(PacketKind kind, GroupId group) =>
-        PacketKinds.IsGroupTraffic(kind) && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
+        PacketKinds.IsGroupKeyed(kind) && _groups.Count > 0 && _groups.TryGetValue(group, out KeyRing? ring) ? ring : _system;
 
     /// <summary>
     /// The key a packet of this kind and group is sealed with: false if none (it travels clear);
@@ -221,7 +221,7 @@ internal sealed class PacketSealer
     {
         keyGroup = default;
         if (!Enabled) return false;
-        if (PacketKinds.IsGroupTraffic(kind) && _groups.Count > 0 && _groups.ContainsKey(group))
+        if (PacketKinds.IsGroupKeyed(kind) && _groups.Count > 0 && _groups.ContainsKey(group))
         {
             keyGroup = group;
             return true;
@@ -302,7 +302,7 @@ internal sealed class PacketSealer
                 verdict = OpenWith(_systemAccepted[i], h, packet, out plain);
             return verdict;
         }
-        if (verdict != OpenVerdict.Unauthenticated || !PacketKinds.IsGroupTraffic(h.Kind)) return verdict;
+        if (verdict != OpenVerdict.Unauthenticated || !PacketKinds.IsGroupKeyed(h.Kind)) return verdict;
         // Around a key rotation: the next keys (a member that moved already), then the previous one (one that has not yet).
         if (_staged.TryGetValue(h.Group, out List<KeyRing>? staged))
         {

@@ -74,6 +74,12 @@ internal enum PacketKind : byte
 
     // Member <-> member, relaying (a large group over TCP): another member's packet on its way along a tree.
     Routed = 47,            // hop -> next hop; Number = the position in the path of the member it is sent to; body: the path (first: the packet's sender, last: its destination), then the whole packet
+
+    // A client that is not a member <-> the group (see Clients.GroupClientNode): where the members are, and requests they relay.
+    ClientLookup = 48,      // client -> replica or member; Group = the group; body: its name
+    ClientMembers = 49,     // replica or member -> client; Group; View = the view id; body: the view's members
+    ClientRequest = 50,     // client -> relay member; Group; Number = the request's number; body: see Clients.ClientWire
+    ClientAnswer = 51,      // relay member -> client; Group; Number = the request's number; body: see Clients.ClientWire
 }
 
 /// <summary>What a packet kind is for, where the numbering alone does not say.</summary>
@@ -92,4 +98,10 @@ internal static class PacketKinds
 
     /// <summary>Member traffic or a bundle of it: what a group's key seals, where the group has one (<see cref="PacketHeader.Group"/> names the group).</summary>
     public static bool IsGroupTraffic(PacketKind kind) => IsMemberTraffic(kind) || kind == PacketKind.Bundle;
+
+    /// <summary>A non-member client's requests and their answers: sealed one by one with the group's key, where it has one (a client without it is refused unread).</summary>
+    public static bool IsClientTraffic(PacketKind kind) => kind is PacketKind.ClientRequest or PacketKind.ClientAnswer;
+
+    /// <summary>What a group's key seals: its member traffic, bundles of it, and its clients' requests and answers.</summary>
+    public static bool IsGroupKeyed(PacketKind kind) => IsGroupTraffic(kind) || IsClientTraffic(kind);
 }

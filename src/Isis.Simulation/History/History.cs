@@ -219,6 +219,15 @@ internal sealed class History
     public void RecordLockReleased(long time, NodeId process, GroupId group, string name, long token) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.LockReleased) { Group = group, Description = name, LogIndex = token });
 
+    public void RecordClientRequestIssued(long time, NodeId client, GroupId group, long number, MessageKind primitive) =>
+        Add(new HistoryEvent(time, client, HistoryEventKind.ClientRequestIssued) { Group = group, LogIndex = number, Primitive = primitive, IsQuery = primitive.IsQuery() });
+
+    public void RecordClientRequestRan(long time, NodeId member, GroupId group, int viewId, NodeId client, long number) =>
+        Add(new HistoryEvent(time, member, HistoryEventKind.ClientRequestRan) { Group = group, ViewId = viewId, Members = [client], LogIndex = number });
+
+    public void RecordClientRequestAnswered(long time, NodeId client, GroupId group, long number, string outcome) =>
+        Add(new HistoryEvent(time, client, HistoryEventKind.ClientRequestAnswered) { Group = group, LogIndex = number, Description = outcome });
+
     public void RecordCollectionLoaded(long time, NodeId process, GroupId group, long lineage, long length, ulong chain) =>
         Add(new HistoryEvent(time, process, HistoryEventKind.CollectionLoaded) { Group = group, ConfigurationIndex = lineage, LogIndex = length, PayloadHash = chain });
 

@@ -176,4 +176,13 @@ internal enum HistoryEventKind
 
     /// <summary>Locks: Process gave back the lock named Description (token LogIndex): its hold ends here.</summary>
     LockReleased,
+
+    /// <summary>Clients: the non-member client Process issued its request LogIndex, a Primitive (a query: IsQuery).</summary>
+    ClientRequestIssued,
+
+    /// <summary>Clients: member Process ran the request LogIndex of client Members[0], delivered in view ViewId (the first copy it delivered).</summary>
+    ClientRequestRan,
+
+    /// <summary>Clients: the client Process had request LogIndex answered, with the outcome Description.</summary>
+    ClientRequestAnswered,
 }

@@ -76,4 +76,10 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 7, Level = LogLevel.Information, Message = "Isis runtime at {Address} stopped")]
     public static partial void Stopped(ILogger logger, string address);
+
+    [LoggerMessage(EventId = 25, Level = LogLevel.Information, Message = "Client of group {Group}: request {Number} moves from relay {From} to {To} (no answer within the failover time, or it refused)")]
+    public static partial void ClientFailedOver(ILogger logger, string group, long number, string from, string to);
+
+    [LoggerMessage(EventId = 26, Level = LogLevel.Error, Message = "Client of group {Group} stopped: {Reason}")]
+    public static partial void ClientStopped(ILogger logger, string group, string reason);
 }

@@ -3,7 +3,7 @@ using System.Collections.Concurrent;
 using System.Net;
 using Isis.Core.Bft;
 using Isis.Core.Node;
-using Isis.Perpetual.Runtime;
+using Isis.Runtime;
 using Isis.Tests.Runtime;
 using Isis.Transport;
 
@@ -11,15 +11,15 @@ namespace Isis.Tests.Bft;
 
 /// <summary>
 /// A BFT service of four replicas and a client over real UDP sockets on loopback, each node on a
-/// thread of its own (<see cref="BftNodeHost"/>): the protocols of the simulator, on the wire.
+/// thread of its own (<see cref="NodeHost"/>): the protocols of the simulator, on the wire.
 /// </summary>
 public sealed class BftOverUdpTests
 {
     private sealed class Service : IDisposable
     {
         public readonly BftDeployment Deployment = new();
-        public readonly List<BftNodeHost> Replicas = new();
-        public readonly BftNodeHost ClientHost;
+        public readonly List<NodeHost> Replicas = new();
+        public readonly NodeHost ClientHost;
         public readonly BftClient Client;
         public readonly BlockingCollection<(long Number, long Total)> Answers = new();
 
@@ -33,10 +33,10 @@ public sealed class BftOverUdpTests
             var options = new BftOptions { ViewChangeTimeout = 300_000 };
             for (int i = 0; i < replicas.Length; i++)
             {
-                var replica = new PbftReplica(Deployment, "counter", i, BftKeys.Derive(master, Deployment, Deployment.Service("counter").Replicas[i]), options, BftNodeHost.Now());
+                var replica = new PbftReplica(Deployment, "counter", i, BftKeys.Derive(master, Deployment, Deployment.Service("counter").Replicas[i]), options, NodeHost.Now());
                 long total = 0;
-                BftNodeHost? host = null;
-                host = new BftNodeHost(replica, replicas[i], (e, _) =>
+                NodeHost? host = null;
+                host = new NodeHost(replica, replicas[i], (e, _) =>
                 {
                     if (e is not BftRequestOrdered ordered) return;
                     total += BinaryPrimitives.ReadInt64LittleEndian(ordered.Operation);
@@ -46,7 +46,7 @@ public sealed class BftOverUdpTests
                 Replicas.Add(host);
             }
             Client = new BftClient(Deployment, "counter", BftKeys.Derive(master, Deployment, clientPrincipal), options);
-            ClientHost = new BftNodeHost(Client, client, (e, _) =>
+            ClientHost = new NodeHost(Client, client, (e, _) =>
             {
                 if (e is BftReplyAccepted accepted) Answers.Add((accepted.Number, BinaryPrimitives.ReadInt64LittleEndian(accepted.Result)));
             }, "client").Start();
@@ -63,7 +63,7 @@ public sealed class BftOverUdpTests
         public void Dispose()
         {
             ClientHost.Dispose();
-            foreach (BftNodeHost r in Replicas) r.Dispose();
+            foreach (NodeHost r in Replicas) r.Dispose();
         }
     }
 

@@ -5,21 +5,21 @@ using Isis.Core.Node;
 using Isis.Transport;
 using Isis.Transport.Framing;
 
-namespace Isis.Perpetual.Runtime;
+namespace Isis.Runtime;
 
 /// <summary>
-/// Runs one BFT node (a <see cref="Core.Bft.PbftReplica"/> or a <see cref="Core.Bft.BftClient"/>) over a
-/// real UDP socket: a thread of its own reads packets, ticks the node at its deadlines and steps it
+/// Runs one node that is not a process of the membership system (a BFT replica or client of
+/// Isis.Perpetual, a <see cref="Core.Clients.GroupClientNode"/>) over a real UDP socket of its own: a thread of its own reads packets, ticks the node at its deadlines and steps it
 /// through <see cref="NodeStep"/>, the same driver contract the simulator uses. The application's
 /// commands (a reply, a call, a request) are posted to that thread (<see cref="Post"/>); the
 /// node's events reach <c>onEvent</c> on it, in order, and may post commands in turn.
 /// </summary>
 /// <remarks>
-/// Time is the wall clock in microseconds since the Unix epoch: the primary's stamp becomes the
+/// Time is the wall clock in microseconds since the Unix epoch: a BFT primary's stamp becomes the
 /// service's agreed clock, so it must be comparable across hosts (a monotonic clock is not). A
 /// broken invariant stops the node (<see cref="StoppedBecause"/>): its outputs are discarded.
 /// </remarks>
-internal sealed class BftNodeHost : IDisposable
+internal sealed class NodeHost : IDisposable
 {
     private readonly IProtocolNode _node;
     private readonly IPacketTransport _transport;
@@ -40,18 +40,38 @@ internal sealed class BftNodeHost : IDisposable
     /// Rewrites each packet before it leaves (null: none). Only the multi-process tests' Byzantine
     /// build sets it, to lie on the wire as a faulty replica would; nothing in the package does.
     /// </param>
-    public BftNodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null, Func<OutboundPacket, OutboundPacket>? outbound = null)
+    public NodeHost(IProtocolNode node, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null, Func<OutboundPacket, OutboundPacket>? outbound = null)
+        : this(_ => node, bindTo, onEvent, name, onStopped, outbound)
     {
-        _node = node;
+    }
+
+    /// <summary>Binds the socket first, then makes the node for the endpoint it got (<paramref name="bindTo"/> may have port 0: any free port).</summary>
+    /// <param name="makeNode">Makes the node, given the endpoint the socket is bound to.</param>
+    /// <param name="bindTo">The address (and port, or 0) to bind.</param>
+    /// <param name="onEvent">The node's events, on the node's thread, in order, with the step's time.</param>
+    /// <param name="name">The thread's name.</param>
+    /// <param name="onStopped">Told why, if a broken invariant stops the node.</param>
+    /// <param name="outbound">Rewrites each packet before it leaves (null: none).</param>
+    public NodeHost(Func<ulong, IProtocolNode> makeNode, IPEndPoint bindTo, Action<NodeEvent, long> onEvent, string name, Action<string>? onStopped = null, Func<OutboundPacket, OutboundPacket>? outbound = null)
+    {
         _outbound = outbound;
         _onEvent = onEvent;
         _onStopped = onStopped;
         _transport = TransportFactory.ForOwner(IsisTransport.Udp, bindTo, new UdpTransportOptions());
-        _thread = new Thread(Loop) { IsBackground = true, Name = "isis-bft " + name };
+        try
+        {
+            _node = makeNode(_transport.LocalEndpoint);
+        }
+        catch
+        {
+            _transport.Dispose();
+            throw;
+        }
+        _thread = new Thread(Loop) { IsBackground = true, Name = "isis-node " + name };
     }
 
     /// <summary>Starts the node's thread: it reads packets, ticks the node and runs the commands posted.</summary>
-    public BftNodeHost Start()
+    public NodeHost Start()
     {
         _thread.Start();
         return this;
@@ -121,16 +141,16 @@ internal sealed class BftNodeHost : IDisposable
         _transport.Dispose();
     }
 
-    private sealed class Packets(BftNodeHost host) : IPacketVisitor
+    private sealed class Packets(NodeHost host) : IPacketVisitor
     {
         public void OnPacket(ulong source, ReadOnlySpan<byte> packet) => host._node.Receive(source, packet, Now());
 
         public void OnReassembledPacket(ulong source, byte[] packet) => host._node.Receive(source, packet, Now());
     }
 
-    private readonly struct Ports(BftNodeHost host) : INodePorts
+    private readonly struct Ports(NodeHost host) : INodePorts
     {
-        public bool MakeDurable(StepSource source, in Ready ready) => true; // the BFT nodes keep nothing on disk yet
+        public bool MakeDurable(StepSource source, in Ready ready) => true; // the nodes it hosts keep nothing on disk yet
 
         public void Send(StepSource source, in OutboundPacket packet)
         {
