@@ -228,6 +228,14 @@ internal sealed record Scenario
     /// </summary>
     public bool Locks { get; init; }
 
+    /// <summary>
+    /// Non-member clients (Simulator.Clients.cs): this many GroupClient nodes send requests of every
+    /// kind through the members, which relay them; relays crash, pause and are cut off mid-request,
+    /// and the checker's ClientRequests wants each request run at most once per member and every
+    /// answered one run. Defaults to 0.
+    /// </summary>
+    public int Clients { get; init; }
+
     /// <summary>Chance that a process answers a causal message from another with a CausalSend of its own at once, so causal chains cross members. Defaults to 0.</summary>
     public double CausalReplyChance { get; init; }
 
@@ -323,7 +331,7 @@ internal sealed record Scenario
     /// answers across members, deferred query replies, under reordering and loss, and with crashes,
     /// partitions and leaves. Kept out of <see cref="Families"/> so every other family keeps its seeds.
     /// </summary>
-    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos", "subset", "subset-chaos", "locks", "locks-chaos"];
+    public static readonly string[] ToolkitFamilies = ["causal", "causal-chaos", "subset", "subset-chaos", "locks", "locks-chaos", "clients", "clients-chaos"];
 
     /// <summary>
     /// Forced recovery of the durable history: whole-group crashes in which a member's disk is lost
@@ -596,6 +604,16 @@ internal sealed record Scenario
             "locks-chaos" => new Scenario
             {
                 Name = family, Processes = 3 + r.Next(4), Locks = true, Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true,
+                Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
+            },
+            "clients" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(4), Clients = 1 + r.Next(3), Crashes = true, LeaveAndRejoin = true, QueryChance = 0.05,
+                Faults = new NetworkFaults { LossRate = loss / 2, DuplicateRate = 0.03, MinDelay = 10, MaxDelay = 2_000 },
+            },
+            "clients-chaos" => new Scenario
+            {
+                Name = family, Processes = 3 + r.Next(4), Clients = 1 + r.Next(3), Crashes = true, CoordinatorCrashes = true, Partitions = true, Pauses = true, LeaveAndRejoin = true, QueryChance = 0.05,
                 Faults = new NetworkFaults { LossRate = loss, DuplicateRate = 0.05, MinDelay = 20, MaxDelay = 3_000 },
             },
             "host-growth" => new Scenario

@@ -43,6 +43,9 @@ internal sealed partial class Simulator
         /// <summary>With <see cref="Scenario.Locks"/>: the incarnation's lock table and its own request (Simulator.Locks.cs).</summary>
         public LockClient? Locks { get; set; }
 
+        /// <summary>With <see cref="Scenario.Clients"/>: the incarnation's client sessions and the requests it relays (Simulator.Clients.cs).</summary>
+        public ClientRelay? Clients { get; set; }
+
         public void Reset()
         {
             Applied = new List<MessageId>();
@@ -95,6 +98,7 @@ internal sealed partial class Simulator
         SimProcess? p = ProcessOf(process);
         if (p == null) return;
         if (Scenario.Collections) OnCollectionEvent(p, e);
+        if (Scenario.Clients > 0) OnClientEvent(p, e);
         switch (e)
         {
             case MessageDelivered d when d.Group == _group && Scenario.Locks && d.Kind == MessageKind.Safe:
@@ -127,6 +131,7 @@ internal sealed partial class Simulator
                 p.App.Reset(); // an application that leaves drops its replica; a checkpoint rebuilds it if it joins again
                 NewCollection(p);
                 NewLockClient(p);
+                NewClientRelay(p);
                 break;
             case CheckpointReadRequested r when r.Group == _group:
                 ServeCheckpoint(p, r);
@@ -150,6 +155,7 @@ internal sealed partial class Simulator
                 p.App.Reset();
                 FoundCollection(p);
                 NewLockClient(p); // the locks start over with the state: every holder of the table is gone
+                NewClientRelay(p);
                 if (RecordsHistory) History.RecordStateReset(_now, process, r.Group, r.CutViewId);
                 break;
         }
@@ -255,6 +261,7 @@ internal sealed partial class Simulator
         }
         if (Scenario.Collections && p.App.Collection != null) chunks.Add(CollectionChunk(p));
         if (Scenario.Locks && p.App.Locks != null) chunks.Add(LockChunk(p));
+        if (Scenario.Clients > 0 && p.App.Clients != null) chunks.Add(ClientChunk(p));
         // A real maker's handler runs on its delivery thread a little later than the protocol asked.
         ProcessNode node = p.Node!;
         if (!_healed && _random.Chance(Scenario.CrashMakerChance)) At(_now + _random.NextInRange(0, 30_000), () => Crash(p));
@@ -281,7 +288,7 @@ internal sealed partial class Simulator
         var digest = StateDigest.Empty;
         foreach (byte[] chunk in p.App.IncomingChunks)
         {
-            if (LoadLockChunk(p, chunk)) continue;
+            if (LoadLockChunk(p, chunk) || LoadClientChunk(p, chunk)) continue;
             LoadCollectionChunk(p, chunk);
             for (int at = 0; at + IdBytes <= chunk.Length; at += IdBytes)
             {

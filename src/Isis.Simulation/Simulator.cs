@@ -232,6 +232,7 @@ internal sealed partial class Simulator
             At(_random.NextInRange(0, Math.Max(1, s.StartWindow)), () => Start(_processes[index]));
         }
         PlanFaults(healAt);
+        StartClients();
         At(healAt, Heal);
 
         RunUntil(end);
@@ -318,6 +319,7 @@ internal sealed partial class Simulator
             RunWorkload(p);
             if (Scenario.Collections) TickCollection(p);
         }
+        TickClients();
         if (Scenario.EmbeddedService && !_healed) MaybeDisturbHost();
         if (Scenario.SystemKeyRotation) MaybeRollSystemKey();
         if (Scenario.CoordinatorCrashes && !_healed) MaybeCrashCoordinator();
@@ -351,6 +353,12 @@ internal sealed partial class Simulator
 
     private void Deliver(SimulatedNetwork.Envelope env)
     {
+        if (ClientAt(env.To) is { } client)
+        {
+            client.Node?.Receive(env.From, env.Bytes, _now);
+            FlushClient(client);
+            return;
+        }
         if (Scenario.EmbeddedService && (env.To == _directoryEndpoint || _processByReplicaEndpoint.ContainsKey(env.To)))
         {
             SimProcess? host = env.To == _directoryEndpoint ? _directoryHolder : _processByReplicaEndpoint[env.To];
@@ -486,6 +494,7 @@ internal sealed partial class Simulator
         p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         NewLockClient(p);
+        NewClientRelay(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }
@@ -1315,6 +1324,7 @@ internal sealed partial class Simulator
         p.Node.Join(GroupName, _now, HistoryLogOfJoiner(p), CheckpointsOf(p), historyFoundedElsewhere: _registryNamesHistory);
         NewCollection(p);
         NewLockClient(p);
+        NewClientRelay(p);
         if (Scenario.KeyRotations) StageNewestKey(p);
         Flush(p);
     }

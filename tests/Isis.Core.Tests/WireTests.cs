@@ -132,7 +132,7 @@ public class WireTests
     [Fact]
     public void UndefinedKindIsRejectedAsUnknownKind()
     {
-        foreach (byte kind in new byte[] { 0, 48, 49, 255 })
+        foreach (byte kind in new byte[] { 0, 52, 53, 255 })
         {
             Assert.Equal(HeaderVerdict.UnknownKind, PacketDecoder.TryReadHeader(Tampered(p => p[3] = kind), out _));
         }

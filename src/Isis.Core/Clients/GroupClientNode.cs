@@ -43,7 +43,8 @@ internal sealed class GroupClientNode : IProtocolNode
     private int _nextRelay;
     private long _next;
     private long _nextLookupAt;
-    private long _lastLookupAnswer = long.MinValue;
+    private long _lastLookupAnswer = long.MinValue / 2;
+    private long _lastFailoverLookup = long.MinValue / 2;
 
     private sealed class Pending(ClientPrimitive primitive, byte[] payload, int replies, long timeoutMicros)
     {
@@ -208,7 +209,11 @@ internal sealed class GroupClientNode : IProtocolNode
         NodeId from = p.Relay;
         NodeId to = NextRelay(from);
         // The relay may have left the view: ask where the members are now (at most once per interval).
-        if (_nextLookupAt > now + _options.LookupInterval) _nextLookupAt = now;
+        if (now - _lastFailoverLookup >= _options.LookupInterval)
+        {
+            _lastFailoverLookup = now;
+            LookUp(now);
+        }
         if (!p.Abandoned) _outbox.Add(new ClientFailedOver(number, from, to));
         MoveTo(number, p, to, now);
     }

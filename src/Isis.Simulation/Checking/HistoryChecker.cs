@@ -42,6 +42,7 @@ internal static partial class HistoryChecker
         CausalOrder(events, sink);
         SubsetDelivery(events, sink);
         LockSafety(events, sink);
+        ClientRequests(events, sink);
         FlushDurability(events, sink);
         QueryReplies(events, sink);
         SafeThreshold(events, sink);

@@ -9,6 +9,8 @@ namespace Isis.Simulation.Tests.Scenarios;
 /// under reordering, loss, crashes, partitions and leaves. Every run must pass the checker, whose
 /// CausalOrder property wants each causal message delivered after everything its sender had
 /// delivered causally before sending it; the mutation tests show it notices each rule broken.
+/// The client families add non-member clients whose requests members relay (ClientRequests: each
+/// runs at most once per member, however many relays issued it, and every answered one ran).
 /// </summary>
 public sealed class ToolkitScenarioTests(ITestOutputHelper output)
 {
@@ -21,18 +23,27 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
     public void Toolkit_primitives_under_faults_keep_every_guarantee(string family)
     {
         int deferred = 0, answers = 0, subsets = 0;
-        long locks = 0;
+        long locks = 0, clientAnswers = 0, failovers = 0;
         SeedSweep.AllPass(output, SeedSweep.Range(0, Seeds), seed => SimulationRun.Execute(seed, family), run =>
         {
             deferred += run.Simulator.DeferredReplies;
             answers += run.Simulator.CausalAnswers;
             subsets += run.Simulator.SubsetSends;
             locks += run.Simulator.LocksAcquired;
+            clientAnswers += run.Simulator.ClientTotals.Answered;
+            failovers += run.Simulator.ClientTotals.FailedOver;
         });
-        output.WriteLine($"{deferred} deferred replies, {answers} causal answers, {subsets} subset sends, {locks} locks acquired in {Seeds} runs");
+        output.WriteLine($"{deferred} deferred replies, {answers} causal answers, {subsets} subset sends, {locks} locks acquired, {clientAnswers} client requests answered ({failovers} moved to another relay) in {Seeds} runs");
         // The runs did what they are for: members answered late, and causal chains crossed members
         // (the causal families), messages went to some members only (the subset families), or
         // holders took turns on the locks (the lock families).
+        // Or clients' requests went through relays, some of which failed mid-request (the client families).
+        if (family.StartsWith("clients", StringComparison.Ordinal))
+        {
+            Assert.True(clientAnswers >= 50 * Seeds, $"only {clientAnswers} client requests answered in {Seeds} runs");
+            Assert.True(failovers >= Seeds, $"only {failovers} requests moved to another relay in {Seeds} runs");
+            return;
+        }
         if (family.StartsWith("locks", StringComparison.Ordinal))
         {
             Assert.True(locks >= 20 * Seeds, $"only {locks} locks acquired in {Seeds} runs");
@@ -74,6 +85,19 @@ public sealed class ToolkitScenarioTests(ITestOutputHelper output)
             .ToList();
         int caught = runs.Count(r => r.Result.Violates("LockSafety"));
         output.WriteLine($"{mutation}: caught in {caught} of {runs.Count} seeds");
+        Assert.True(caught >= runs.Count / 2, $"caught in only {caught} of {runs.Count} seeds");
+    }
+
+    [Theory]
+    [InlineData("clients")]
+    [InlineData("clients-chaos")]
+    public void Members_that_keep_no_client_sessions_run_retried_requests_twice_and_are_caught(string family)
+    {
+        var runs = Enumerable.Range(0, 20)
+            .Select(seed => SimulationRun.Execute((ulong)seed, family, s => s with { Protocol = s.Protocol with { Mutations = ProtocolMutations.ClientRetriesRunTwice } }))
+            .ToList();
+        int caught = runs.Count(r => r.Result.Violates("ClientRequests"));
+        output.WriteLine($"caught in {caught} of {runs.Count} seeds");
         Assert.True(caught >= runs.Count / 2, $"caught in only {caught} of {runs.Count} seeds");
     }
 
