@@ -24,14 +24,48 @@ using Microsoft.Extensions.Diagnostics.HealthChecks;
 // With --Inventory:DataDirectory=DIR (a directory of the instance's own), the instance also keeps
 // its copy on disk (every 10 s and when it stops): after every instance stopped, the first to start
 // again serves the inventory from its checkpoint, and the next ones receive it from that one.
-const int SetCount = 1;
+//
+// With --Inventory:FrontEnd=true the process is a front end instead, not a member: it forwards each
+// HTTP request to the instances through a GroupClient, which relays it through one instance and
+// moves to another if that one fails. A delivery (POST .../add) then counts exactly once even when
+// the instance relaying it is killed mid-request:
+//
+//   dotnet run --project samples/InventoryService -- --urls http://127.0.0.1:5000 --Inventory:FrontEnd=true
+//   curl -X POST 'http://127.0.0.1:5000/items/apples/add?count=5'  # a delivery of 5 (SafeSend, run once)
+//   curl http://127.0.0.1:5000/items/apples                        # a query answered by one instance
+const int SetCount = 1, AddCount = 2, GetCount = 3;
 
 var builder = WebApplication.CreateBuilder(args);
+if (builder.Configuration.GetValue<bool>("Inventory:FrontEnd"))
+{
+    // The front end finds the instances with the same "Isis" settings they use.
+    builder.Services.AddIsisClient("inventory", builder.Configuration.GetSection("Isis"));
+    var front = builder.Build();
+    front.MapPut("/items/{item}", async (string item, int count, [FromKeyedServices("inventory")] GroupClient inventory) =>
+    {
+        await inventory.SafeSendAsync(SetCount, item, count);
+        return Results.NoContent();
+    });
+    front.MapPost("/items/{item}/add", async (string item, int count, [FromKeyedServices("inventory")] GroupClient inventory) =>
+    {
+        await inventory.SafeSendAsync(AddCount, item, count);
+        return Results.NoContent();
+    });
+    front.MapGet("/items/{item}", async (string item, [FromKeyedServices("inventory")] GroupClient inventory) =>
+        await inventory.QueryAsync<int>(1, GetCount, item) is [>= 0 and var count] ? Results.Ok(count) : Results.NotFound());
+    front.MapGet("/health", ([FromKeyedServices("inventory")] GroupClient inventory) =>
+        inventory.Members.Count > 0 ? Results.Text("Healthy") : Results.Text("Unhealthy: no instance of the inventory found yet", statusCode: StatusCodes.Status503ServiceUnavailable));
+    front.Run();
+    return;
+}
+
 var stock = new ConcurrentDictionary<string, int>();
 builder.Services.AddIsis(builder.Configuration.GetSection("Isis"))
     .AddGroup("inventory", (_, group) =>
     {
         group.Handlers[SetCount] += (Action<string, int>)((item, count) => stock[item] = count);
+        group.Handlers[AddCount] += (Action<string, int>)((item, count) => stock.AddOrUpdate(item, count, (_, held) => held + count));
+        group.Handlers[GetCount] += (Action<string>)(item => group.Reply(stock.TryGetValue(item, out int count) ? count : -1));
         group.MakeChkpt += (ChkptMaker)(_ => { foreach (var (item, count) in stock) group.SendChkpt(item, count); });
         group.LoadChkpt += (Action<string, int>)((item, count) => stock[item] = count);
         if (builder.Configuration["Inventory:DataDirectory"] is { Length: > 0 } data) group.PersistCheckpoints(data, TimeSpan.FromSeconds(10));
@@ -42,6 +76,11 @@ var app = builder.Build();
 app.MapPut("/items/{item}", async (string item, int count, [FromKeyedServices("inventory")] Group inventory, CancellationToken cancel) =>
 {
     await inventory.SafeSendAsync(SetCount, [item, count], cancel);
+    return Results.NoContent();
+});
+app.MapPost("/items/{item}/add", async (string item, int count, [FromKeyedServices("inventory")] Group inventory, CancellationToken cancel) =>
+{
+    await inventory.SafeSendAsync(AddCount, [item, count], cancel);
     return Results.NoContent();
 });
 app.MapGet("/items/{item}", (string item) => stock.TryGetValue(item, out int count) ? Results.Ok(count) : Results.NotFound());

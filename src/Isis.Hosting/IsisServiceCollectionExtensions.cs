@@ -67,5 +67,43 @@ public static class IsisServiceCollectionExtensions
         return builder;
     }
 
+    /// <summary>
+    /// Adds a <see cref="GroupClient"/> of group <paramref name="group"/>, for a front end that is not a
+    /// member (it needs no <c>AddIsis</c>): a keyed singleton, <c>[FromKeyedServices("inventory")] GroupClient inventory</c>,
+    /// made at its first use, logging through the host's <see cref="ILoggerFactory"/>, disposed with the host.
+    /// </summary>
+    /// <param name="services">The application's services.</param>
+    /// <param name="group">The group's name; also the service's key.</param>
+    /// <param name="membership">
+    /// The members' "Isis" section (null: the defaults), bound onto <see cref="GroupClientOptions.Membership"/>
+    /// with the keys and formats <see cref="AddIsis(IServiceCollection, IConfiguration)"/> reads: the
+    /// client finds the membership service as the members do. A bad key fails the client's creation
+    /// with a message that names it.
+    /// </param>
+    /// <param name="configure">Adjusts the client's own settings (its seeds, the group's key, timeouts).</param>
+    public static IServiceCollection AddIsisClient(this IServiceCollection services, string group, IConfiguration? membership = null, Action<GroupClientOptions>? configure = null)
+    {
+        ArgumentNullException.ThrowIfNull(services);
+        ArgumentException.ThrowIfNullOrWhiteSpace(group);
+        services.AddKeyedSingleton(group, (sp, _) =>
+        {
+            var options = new GroupClientOptions { LoggerFactory = sp.GetService<ILoggerFactory>() };
+            if (membership != null)
+            {
+                try
+                {
+                    IsisConfigurationBinder.Bind(membership, options.Membership);
+                }
+                catch (ArgumentException e)
+                {
+                    throw new OptionsValidationException(group, typeof(GroupClientOptions), [$"Isis settings of the client of group '{group}': {e.Message}"]);
+                }
+            }
+            configure?.Invoke(options);
+            return new GroupClient(group, options);
+        });
+        return services;
+    }
+
     private sealed class IsisMarker;
 }

@@ -50,29 +50,36 @@ public sealed partial class Group
     /// <summary>Clients whose requests this member tracks (tests).</summary>
     internal int ClientSessionCount => _clientSessions?.Count ?? 0;
 
-    /// <summary>A copy of a client's request arrived (event loop): answered at once if known, else relayed.</summary>
+    /// <summary>
+    /// A copy of a client's request arrived (event loop, while it hands over a step's events): answered
+    /// at once if known, else relayed. Answers are commands of their own step, posted: what a node
+    /// produces while its events are handed over is dropped when the step ends.
+    /// </summary>
     private void OnClientRequest(ClientRequestArrived request, EventLoop loop)
     {
         var key = (request.Client, request.Number);
         if (_relayed.TryGetValue(key, out RelayedRequest? known))
         {
-            if (known.Answered) loop.Node.AnswerClient(Id, request.Client, request.Number, known.Outcome, known.Replies, known.Reason, loop.Now);
-            else loop.Node.AnswerClient(Id, request.Client, request.Number, ClientOutcome.Working, null, null, loop.Now);
+            if (known.Answered) PostAnswer(loop, request, known.Outcome, known.Replies, known.Reason);
+            else PostAnswer(loop, request, ClientOutcome.Working, null, null);
             return;
         }
         if (!AcceptClients || _state != GroupState.Joined)
         {
             string why = AcceptClients ? "this member is not in the group (joining or leaving)" : $"this member of group '{Name}' does not accept clients (AcceptClients is false)";
-            loop.Node.AnswerClient(Id, request.Client, request.Number, ClientOutcome.Refused, null, why, loop.Now);
+            PostAnswer(loop, request, ClientOutcome.Refused, null, why);
             return;
         }
         ForgetOldAnswers(loop.Now);
         var relayed = new RelayedRequest(request.Primitive);
         _relayed[key] = relayed;
-        loop.Node.AnswerClient(Id, request.Client, request.Number, ClientOutcome.Working, null, null, loop.Now);
+        PostAnswer(loop, request, ClientOutcome.Working, null, null);
         // Off the event loop: a send may wait for flow control, which the loop itself releases.
         _ = Task.Run(() => Relay(request, relayed));
     }
+
+    private void PostAnswer(EventLoop loop, ClientRequestArrived request, ClientOutcome outcome, IReadOnlyList<ClientReply>? replies, string? reason) =>
+        loop.Post(() => loop.Node.AnswerClient(Id, request.Client, request.Number, outcome, replies, reason, loop.Now));
 
     private async Task Relay(ClientRequestArrived r, RelayedRequest relayed)
     {

@@ -12,7 +12,7 @@ namespace Isis.Tests.Runtime;
 /// </summary>
 public sealed class GroupClientTests
 {
-    private const int Add = 1, Count = 2, Fail = 3;
+    private const int Add = 1, Count = 2, Fail = 3, Slow = 4;
 
     private sealed class Cluster : IDisposable
     {
@@ -108,6 +108,19 @@ public sealed class GroupClientTests
         {
             Assert.All(c.Seen[m], e => Assert.True(e.Value == 1, $"member {m} ran {e.Key} {e.Value} times"));
         }
+    }
+
+    [Fact]
+    public async Task A_relay_that_is_slow_but_alive_keeps_the_request_it_says_it_is_working_on()
+    {
+        // The handler takes longer than the failover time at every member, so the relay delivers
+        // the SafeSend (and answers) late; meanwhile it answers each copy "working", and the
+        // client waits for it instead of moving the request.
+        using var c = new Cluster(2, adjust: (g, _) => g.Handlers[Slow] += (Action<string>)(_ => Thread.Sleep(1_500)));
+        using GroupClient client = c.Client(o => o.FailoverAfter = TimeSpan.FromMilliseconds(400));
+        TestRuntimes.WaitUntil(() => client.Members.Count == 2, "the client learns the members");
+        await client.SafeSendAsync(Slow, "slow").WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(0, client.Failovers);
     }
 
     [Fact]

@@ -10,7 +10,9 @@ namespace Isis.Tests.Samples;
 /// The ASP.NET sample as its users run it: three instances as real processes on this machine, driven
 /// over HTTP. A write to one is read at the others; the first instance (it founded the membership
 /// service) is killed with SIGKILL, and the other two go on and answer the same state; a fourth
-/// instance started afterwards answers it too (it got it by state transfer).
+/// instance started afterwards answers it too (it got it by state transfer). A front end that is
+/// not a member forwards deliveries through a GroupClient while an instance is killed, and each
+/// counts once.
 /// </summary>
 [Collection(MultiProcessCollection.Name)]
 public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
@@ -49,6 +51,47 @@ public sealed class InventoryServiceSampleTests(ITestOutputHelper output)
             instances.Add(late);
             await late.WaitHealthy(http, "the late instance is healthy");
             Assert.Equal(states[0], await http.GetStringAsync(late.Url + "/items"));
+        });
+    }
+
+    [Fact]
+    public async Task A_front_end_that_is_not_a_member_counts_each_delivery_once_while_an_instance_it_relays_through_is_killed()
+    {
+        string dll = SampleInstance.SampleDll("InventoryServiceDll");
+        int isisPort = TestRuntimes.FreeUdpPort();
+        using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
+        await SampleInstance.RunAll(output, async instances =>
+        {
+            await SampleInstance.StartOneByOne(instances, 4, _ => new SampleInstance(dll, isisPort), http);
+            var front = new SampleInstance(dll, isisPort, "--Inventory:FrontEnd=true");
+            instances.Add(front);
+            await front.WaitHealthy(http, "the front end found the instances");
+            Assert.Equal(HttpStatusCode.NoContent, (await http.PutAsync(front.Url + "/items/apples?count=0", null)).StatusCode);
+
+            // 400 deliveries of one apple, four at a time (the front end spreads them over the
+            // instances), while the first instance, the membership service's founder, is killed.
+            const int deliveries = 400;
+            int done = 0;
+            List<Task> adds = [.. Enumerable.Range(0, 4).Select(async worker =>
+            {
+                for (int i = worker; i < deliveries; i += 4)
+                {
+                    using HttpResponseMessage r = await http.PostAsync(front.Url + "/items/apples/add?count=1", null);
+                    Assert.Equal(HttpStatusCode.NoContent, r.StatusCode);
+                    Interlocked.Increment(ref done);
+                }
+            })];
+            await SampleInstance.Eventually(() => Task.FromResult(Volatile.Read(ref done) >= 50 ? "ok" : null), "50 deliveries");
+            instances[0].Kill();
+            output.WriteLine($"killed the first instance after {Volatile.Read(ref done)} deliveries");
+            await Task.WhenAll(adds).WaitAsync(TimeSpan.FromSeconds(120));
+
+            // Each delivery counted once at every survivor, and the front end's query agrees.
+            foreach (SampleInstance survivor in instances.Skip(1).Take(3))
+                await SampleInstance.Eventually(async () => await http.GetStringAsync(survivor.Url + "/items/apples") == "400" ? "ok" : null, $"{survivor.Url} counts 400 apples");
+            Assert.Equal("400", await http.GetStringAsync(front.Url + "/items/apples"));
+            Assert.Equal(HttpStatusCode.NotFound, (await http.GetAsync(front.Url + "/items/plums")).StatusCode);
+            output.WriteLine($"{Volatile.Read(ref done)} deliveries; the front end's log:\n{front.Log}");
         });
     }
 
