@@ -39,7 +39,7 @@ internal static class NodeOutputsExtensions
     public static NodeOutputs TakeOutputs(this IProtocolNode node)
     {
         var outputs = new NodeOutputs();
-        NodeStep.Run(node as ProcessNode, node as MembershipReplica, outputs);
+        NodeStep.Run(node is MembershipReplica ? null : node, node as MembershipReplica, outputs);
         return outputs;
     }
 }

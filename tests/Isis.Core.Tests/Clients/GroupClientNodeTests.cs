@@ -20,15 +20,14 @@ public sealed class GroupClientNodeTests
 
     private List<(ulong To, PacketHeader Header, byte[] Packet)> Sent(out List<NodeEvent> events)
     {
-        Ready ready = _client.TakeReady();
+        NodeOutputs outputs = _client.TakeOutputs();
         var packets = new List<(ulong, PacketHeader, byte[])>();
-        foreach (OutboundPacket p in ready.Packets)
+        foreach ((ulong destination, byte[] bytes) in outputs.Packets)
         {
-            Assert.Equal(HeaderVerdict.Ok, PacketDecoder.TryReadHeader(p.Bytes.Span, out PacketHeader h));
-            packets.Add((p.Destination, h, p.Bytes.ToArray()));
+            Assert.Equal(HeaderVerdict.Ok, PacketDecoder.TryReadHeader(bytes, out PacketHeader h));
+            packets.Add((destination, h, bytes));
         }
-        events = [.. ready.Events.ToArray()];
-        _client.Advance();
+        events = outputs.Events;
         return packets;
     }
 

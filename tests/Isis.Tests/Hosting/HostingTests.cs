@@ -140,6 +140,30 @@ public sealed class HostingTests
         Assert.Throws<OptionsValidationException>(() => Bound(settings)).Message;
 
     [Fact]
+    public async Task A_front_end_gets_a_GroupClient_that_finds_the_members_with_their_own_Isis_section()
+    {
+        using var members = new TestRuntimes();
+        var seen = new ConcurrentQueue<string>();
+        var g = new Group(members.Start(), "orders");
+        g.Handlers[Update] += (Action<string>)seen.Enqueue;
+        g.Join();
+        var config = new ConfigurationBuilder().AddInMemoryCollection([KeyValuePair.Create<string, string?>("Isis:MembershipServicePort", members.ServicePort.ToString(System.Globalization.CultureInfo.InvariantCulture))]).Build();
+        await using (ServiceProvider provider = new ServiceCollection().AddLogging()
+            .AddIsisClient("orders", config.GetSection("Isis"), o => o.Timeout = TimeSpan.FromSeconds(20)).BuildServiceProvider())
+        {
+            GroupClient client = provider.GetRequiredKeyedService<GroupClient>("orders");
+            Assert.Same(client, provider.GetRequiredKeyedService<GroupClient>("orders"));
+            await client.OrderedSendAsync(Update, "from the front end").WaitAsync(TimeSpan.FromSeconds(30));
+            TestRuntimes.WaitUntil(() => seen.Contains("from the front end"), "the member runs the front end's request");
+        }
+        // A misspelt setting names itself when the client is made.
+        var typo = new ConfigurationBuilder().AddInMemoryCollection([KeyValuePair.Create<string, string?>("Isis:MembershipServicePorts", "7345")]).Build();
+        using ServiceProvider bad = new ServiceCollection().AddIsisClient("orders", typo.GetSection("Isis")).BuildServiceProvider();
+        var e = Assert.Throws<OptionsValidationException>(() => bad.GetRequiredKeyedService<GroupClient>("orders"));
+        Assert.Contains("Isis:MembershipServicePorts is not an Isis setting", e.Message);
+    }
+
+    [Fact]
     public void Configuration_binds_onto_the_runtimes_own_options_addresses_endpoints_durations_and_enums_included()
     {
         IsisOptions options = Bound(

@@ -12,7 +12,7 @@ namespace Isis.Tests.Runtime;
 /// </summary>
 public sealed class GroupClientTests
 {
-    private const int Add = 1, Count = 2, Fail = 3, Slow = 4;
+    private const int Add = 1, Count = 2, Fail = 3, Slow = 4, Never = 5;
 
     private sealed class Cluster : IDisposable
     {
@@ -41,6 +41,7 @@ public sealed class GroupClientTests
             g.Handlers[Add] += (Action<string, int>)((client, value) => seen.AddOrUpdate($"{client}/{value}", 1, (_, n) => n + 1));
             g.Handlers[Count] += (Action<string>)(client => g.Reply(seen.Keys.Count(k => k.StartsWith(client + "/", StringComparison.Ordinal)) + Interlocked.Increment(ref total) * 0));
             g.Handlers[Fail] += (Action<string>)(why => g.AbortReply(why));
+            g.Handlers[Never] += (Action<string>)(_ => g.DeferReply()); // an answer that never comes
             g.MakeChkpt += (ChkptMaker)(_ => { foreach (var (k, n) in seen) g.SendChkpt(k, n); });
             g.LoadChkpt += (Action<string, int>)((k, n) => seen[k] = n);
             adjust?.Invoke(g, Groups.Count);
@@ -171,6 +172,15 @@ public sealed class GroupClientTests
         var e = await Assert.ThrowsAsync<QueryAbortedException>(() => client.QueryAsync<int>(Group.ALL, Fail, "no such account"));
         Assert.Equal("no such account", e.Reason);
         Assert.Contains(e.Member, c.Members.Select(m => m.Address));
+    }
+
+    [Fact]
+    public async Task A_query_whose_members_do_not_answer_in_time_throws_QueryTimeoutException_naming_them()
+    {
+        using var c = new Cluster(2);
+        using GroupClient client = c.Client(o => o.QueryTimeout = TimeSpan.FromMilliseconds(500));
+        var e = await Assert.ThrowsAsync<QueryTimeoutException>(() => client.QueryAsync<int>(Group.ALL, Never, "x").WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(c.Members.Select(m => m.Address).OrderBy(a => a!.ToString()), e.MissingMembers.OrderBy(a => a.ToString()));
     }
 
     [Fact]
