@@ -22,6 +22,13 @@ namespace Isis;
 /// fails does: stop using what they guard before calling <see cref="Group.Leave()"/>.
 /// </para>
 /// <para>
+/// An uncontended <see cref="Unlock"/> gives the lock back lazily: at once if another member waits
+/// for it (or its request arrives), else with this member's next <see cref="LockAsync"/> (the
+/// release and the new request travel in one SafeSend), or after a millisecond. So a member that
+/// takes locks one after another pays one SafeSend per lock, and <see cref="HolderOf"/> may name it
+/// for up to a millisecond after it unlocked.
+/// </para>
+/// <para>
 /// Give the locks a group of their own, created before <see cref="Group.Join()"/>: a joiner receives
 /// the lock table with its state transfer. A lock once used keeps its name and token for the group's
 /// life. The table lives in the members' memory: if every member fails, the locks are free again
@@ -32,11 +39,19 @@ public sealed class GroupLocks
 {
     internal const int LockCode = 31_100;
 
+    /// <summary>A release and the same member's next request, in one SafeSend: applied in that order.</summary>
+    internal const int ReleaseThenRequestCode = 31_101;
+
+    /// <summary>How long an uncontended release may wait for this member's next request to travel with.</summary>
+    private static readonly TimeSpan ReleaseDeferral = TimeSpan.FromMilliseconds(1);
+
     private readonly Group _group;
     private readonly LockTable _table;
     private readonly Lock _gate = new();
     private readonly ConcurrentDictionary<long, (string Name, TaskCompletionSource<long> Granted)> _pending = new();
     private long _nextRequest;
+    private readonly HashSet<string> _deferredReleases = new(StringComparer.Ordinal); // unlocked here, not yet sent (under _gate)
+    private readonly Timer _releaseTimer;
 
     /// <summary>Puts a lock table on <paramref name="group"/>, which must not be joined yet and must hold no other.</summary>
     /// <param name="group">A group of its own for the locks.</param>
@@ -49,8 +64,10 @@ public sealed class GroupLocks
         _group = group;
         _table = new LockTable(group.Runtime.Options.Mutations);
         group.Handlers[LockCode] += (Action<byte, string, ulong, uint, long>)OnOperation;
+        group.Handlers[ReleaseThenRequestCode] += (Action<string, string, ulong, uint, long>)OnReleaseThenRequest;
         group.ViewHandlers += (ViewHandler)OnView;
         group.Departed += FailWaiting;
+        _releaseTimer = new Timer(_ => SendDeferredReleases(), null, Timeout.Infinite, Timeout.Infinite);
         group.MakeChkpt += (ChkptMaker)(_ =>
         {
             byte[] snapshot;
@@ -82,7 +99,15 @@ public sealed class GroupLocks
         long request = Interlocked.Increment(ref _nextRequest);
         var granted = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously);
         _pending[request] = (name, granted);
-        Task sent = Operate(LockOperation.Request, name, me, request);
+        string? release;
+        lock (_gate)
+        {
+            // A release waiting to be sent travels with this request: one SafeSend for both.
+            release = _deferredReleases.FirstOrDefault();
+            if (release != null) _deferredReleases.Remove(release);
+        }
+        Task sent = release == null ? Operate(LockOperation.Request, name, me, request)
+            : _group.SafeSendAsync(ReleaseThenRequestCode, release, name, me.Endpoint, me.Incarnation, request);
         if (cancellationToken.CanBeCanceled)
         {
             CancellationTokenRegistration withdraw = cancellationToken.Register(() =>
@@ -128,12 +153,33 @@ public sealed class GroupLocks
         NodeId me = Me(nameof(Unlock));
         lock (_gate)
         {
-            if (_table.HolderOf(name) is not { } held || held.Holder != me)
+            if (_table.HolderOf(name) is not { } held || held.Holder != me || _deferredReleases.Contains(name))
             {
                 throw new InvalidOperationException($"This member does not hold lock '{name}' of group '{_group.Name}'; Unlock gives back a lock that LockAsync granted here.");
             }
+            if (_table.WaitingFor(name) == 0)
+            {
+                // Nobody waits: the release may travel with this member's next request.
+                _deferredReleases.Add(name);
+                _releaseTimer.Change(ReleaseDeferral, Timeout.InfiniteTimeSpan);
+                return;
+            }
         }
         _ = Operate(LockOperation.Release, name, me, 0);
+    }
+
+    /// <summary>Sends the releases still waiting for a request to travel with (their time is up, or another member wants the lock).</summary>
+    private void SendDeferredReleases(string? only = null)
+    {
+        List<string> due;
+        lock (_gate)
+        {
+            due = [.. _deferredReleases.Where(n => only == null || n == only)];
+            foreach (string n in due) _deferredReleases.Remove(n);
+        }
+        if (due.Count == 0 || _group.GetView() is not { } view || view.GetMyRank() < 0) return;
+        NodeId me = view.Members[view.GetMyRank()].Node;
+        foreach (string n in due) _ = Operate(LockOperation.Release, n, me, 0);
     }
 
     /// <summary>The member that holds <paramref name="name"/> and its fencing token, as this member's table has it now; null if the lock is free.</summary>
@@ -177,9 +223,24 @@ public sealed class GroupLocks
     private void OnOperation(byte operation, string name, ulong endpoint, uint incarnation, long request)
     {
         if (!Enum.IsDefined((LockOperation)operation)) throw new IsisException($"Lock table of group '{_group.Name}': unknown operation {operation}.");
+        var member = new NodeId(endpoint, incarnation);
         List<LockGrant> grants;
-        lock (_gate) grants = _table.Apply((LockOperation)operation, name, new NodeId(endpoint, incarnation), request);
+        bool wantedFromMe;
+        lock (_gate)
+        {
+            grants = _table.Apply((LockOperation)operation, name, member, request);
+            // Another member now waits for a lock this member unlocked and has not given back yet.
+            wantedFromMe = operation == (byte)LockOperation.Request && _deferredReleases.Contains(name) && _table.WaitingFor(name) > 0;
+        }
         Hand(grants);
+        if (wantedFromMe) SendDeferredReleases(name);
+    }
+
+    /// <summary>A member's release and its next request, applied in that order (delivery thread).</summary>
+    private void OnReleaseThenRequest(string released, string name, ulong endpoint, uint incarnation, long request)
+    {
+        OnOperation((byte)LockOperation.Release, released, endpoint, incarnation, 0);
+        OnOperation((byte)LockOperation.Request, name, endpoint, incarnation, request);
     }
 
     /// <summary>A view (delivery thread, at the same point of the order everywhere): the locks of members that left go to the next in line.</summary>
@@ -191,9 +252,10 @@ public sealed class GroupLocks
         if (view.GetMyRank() < 0) FailWaiting(new IsisException($"This member left group '{_group.Name}'."));
     }
 
-    /// <summary>This member is out of the group: no request of its will be granted.</summary>
+    /// <summary>This member is out of the group: no request of its will be granted (and the view that removed it released its locks).</summary>
     private void FailWaiting(Exception why)
     {
+        lock (_gate) _deferredReleases.Clear();
         foreach (var (request, (name, granted)) in _pending)
         {
             if (_pending.TryRemove(request, out _)) granted.TrySetException(new IsisException($"Lock '{name}' of group '{_group.Name}' will not be granted: {why.Message}", why));

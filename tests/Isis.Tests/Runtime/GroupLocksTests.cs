@@ -120,6 +120,36 @@ public sealed class GroupLocksTests
     }
 
     [Fact]
+    public async Task An_uncontended_release_travels_with_the_members_next_request_and_a_waiter_gets_the_lock_at_once()
+    {
+        using var c = new Cluster(2);
+        int pairs = 0, releasesAlone = 0;
+        c.Groups[1].Handlers[GroupLocks.ReleaseThenRequestCode] += (Action<string, string, ulong, uint, long>)((_, _, _, _, _) => Interlocked.Increment(ref pairs));
+        c.Groups[1].Handlers[GroupLocks.LockCode] += (Action<byte, string, ulong, uint, long>)((op, _, _, _, _) => { if (op == 1) Interlocked.Increment(ref releasesAlone); });
+        long last = 0;
+        for (int i = 0; i < 10; i++)
+        {
+            long token = await c.Locks[0].LockAsync("queue").WaitAsync(TimeSpan.FromSeconds(30));
+            Assert.True(token > last, $"token {token} after {last}");
+            last = token;
+            c.Locks[0].Unlock("queue");
+        }
+        // The releases went with the next request (nine, unless a stalled thread let a millisecond
+        // pass between an Unlock and the next LockAsync); the last goes alone a millisecond later.
+        TestRuntimes.WaitUntil(() => c.Locks.All(l => l.HolderOf("queue") == null), "the last release is applied everywhere");
+        TestRuntimes.WaitUntil(() => Volatile.Read(ref pairs) + Volatile.Read(ref releasesAlone) == 10, "member 1 applied the ten releases");
+        Assert.True(pairs >= 5, $"only {pairs} of the ten releases travelled with the next request");
+        Assert.Throws<InvalidOperationException>(() => c.Locks[0].Unlock("queue"));
+
+        // Held and unlocked, not yet given back: another member's request makes the holder give it back at once.
+        await c.Locks[0].LockAsync("door").WaitAsync(TimeSpan.FromSeconds(30));
+        c.Locks[0].Unlock("door");
+        Assert.Throws<InvalidOperationException>(() => c.Locks[0].Unlock("door")); // unlocked once already
+        long other = await c.Locks[1].LockAsync("door").WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(2, other);
+    }
+
+    [Fact]
     public async Task Misuse_is_refused_with_what_to_do()
     {
         using var c = new Cluster(1);
