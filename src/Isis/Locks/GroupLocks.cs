@@ -122,7 +122,15 @@ public sealed class GroupLocks
             });
             _ = granted.Task.ContinueWith(_ => withdraw.Dispose(), TaskScheduler.Default);
         }
-        return Await(sent, granted.Task, request);
+        // The caller waits for the grant alone (it cannot come before the request is delivered):
+        // one hand-off from the delivery thread, not a second one through the send's completion.
+        _ = sent.ContinueWith(t =>
+        {
+            if (!_pending.TryRemove(request, out _)) return; // never sent: nothing will grant it
+            if (t.IsCanceled) granted.TrySetCanceled();
+            else granted.TrySetException(t.Exception!.InnerExceptions);
+        }, CancellationToken.None, TaskContinuationOptions.NotOnRanToCompletion | TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+        return granted.Task;
     }
 
     /// <summary>As <see cref="LockAsync"/>, giving up after <paramref name="timeout"/>.</summary>
@@ -204,20 +212,6 @@ public sealed class GroupLocks
 
     private Task Operate(LockOperation operation, string name, NodeId me, long request) =>
         _group.SafeSendAsync(LockCode, (byte)operation, name, me.Endpoint, me.Incarnation, request);
-
-    private async Task<long> Await(Task sent, Task<long> granted, long request)
-    {
-        try
-        {
-            await sent.ConfigureAwait(false);
-        }
-        catch
-        {
-            _pending.TryRemove(request, out _); // never sent: nothing will grant it
-            throw;
-        }
-        return await granted.ConfigureAwait(false);
-    }
 
     /// <summary>An operation in the group's order (delivery thread).</summary>
     private void OnOperation(byte operation, string name, ulong endpoint, uint incarnation, long request)
