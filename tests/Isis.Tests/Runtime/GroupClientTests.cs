@@ -112,6 +112,17 @@ public sealed class GroupClientTests
     }
 
     [Fact]
+    public async Task A_client_given_a_members_address_as_its_seed_learns_the_others_from_it()
+    {
+        using var c = new Cluster(3);
+        // No membership settings at all: the default service port is not this test's, so only the seed can answer.
+        using GroupClient client = new("counters", new GroupClientOptions { Seeds = { System.Net.IPEndPoint.Parse(c.Members[1].Address!.Endpoint) }, Timeout = TimeSpan.FromSeconds(30) });
+        await client.OrderedSendAsync(Add, "s", 1).WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(3, client.Members.Count);
+        TestRuntimes.WaitUntil(() => c.Seen.All(s => s.ContainsKey("s/1")), "every member runs the request");
+    }
+
+    [Fact]
     public async Task A_relay_that_is_slow_but_alive_keeps_the_request_it_says_it_is_working_on()
     {
         // The handler takes longer than the failover time at every member, so the relay delivers
