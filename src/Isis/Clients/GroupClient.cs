@@ -46,7 +46,8 @@ public sealed class GroupClient : IDisposable
     private readonly GroupClientNode _node;
     private readonly ILogger _log;
     private readonly ConcurrentDictionary<long, TaskCompletionSource<ClientAnswered>> _pending = new();
-    private readonly ThreadLocal<ThreadEncoder> _encoders = new(() => new ThreadEncoder(new SharedBufferPool()));
+    private readonly SharedBufferPool _buffers = new();
+    private readonly ThreadLocal<ThreadEncoder> _encoders;
     private volatile NodeId[] _members = [];
     private long _failovers;
     private volatile bool _disposed;
@@ -68,6 +69,7 @@ public sealed class GroupClient : IDisposable
             throw new ArgumentException("GroupClientOptions.Timeout, QueryTimeout and FailoverAfter must be positive.", nameof(options));
         }
         _name = groupName;
+        _encoders = new(() => new ThreadEncoder(_buffers));
         _log = _options.LoggerFactory?.CreateLogger("Isis.GroupClient") ?? new StandardErrorLogger(null);
         ulong[] seeds = [.. Seeds(_options).Select(EndpointConversions.FromIPEndPoint).Distinct()];
         var pacing = new ClientProtocolOptions(
@@ -143,7 +145,8 @@ public sealed class GroupClient : IDisposable
     private async Task<ClientAnswered> CallAsync(ClientPrimitive primitive, int opcode, object?[]? args, int replies)
     {
         (byte[] array, int length) = _encoders.Value!.Encode(opcode, args ?? [null]);
-        byte[] payload = array.AsSpan(0, length).ToArray();
+        byte[] payload = array.AsSpan(0, length).ToArray(); // the node keeps it until the request is answered
+        _buffers.Return(array);
         var answer = new TaskCompletionSource<ClientAnswered>(TaskCreationOptions.RunContinuationsAsynchronously);
         long number = 0;
         var issued = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
