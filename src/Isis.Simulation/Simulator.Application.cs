@@ -302,6 +302,23 @@ internal sealed partial class Simulator
         if (RecordsHistory) History.RecordStateLoaded(_now, p.Node!.Self, received.Group, received.CutViewId, digest);
     }
 
+    /// <summary>A table's part of a checkpoint (the locks', the client sessions'): a chunk no id reader takes for ids, since it starts with <paramref name="magic"/> and is read first.</summary>
+    private static byte[] TaggedChunk(uint magic, byte[] snapshot)
+    {
+        var chunk = new byte[4 + snapshot.Length];
+        BinaryPrimitives.WriteUInt32LittleEndian(chunk, magic);
+        snapshot.CopyTo(chunk, 4);
+        return chunk;
+    }
+
+    /// <summary>The snapshot in a chunk <see cref="TaggedChunk"/> made with <paramref name="magic"/>; false if the chunk is another.</summary>
+    private static bool TryReadTaggedChunk(byte[] chunk, uint magic, out byte[] snapshot)
+    {
+        bool tagged = chunk.Length >= 4 && BinaryPrimitives.ReadUInt32LittleEndian(chunk) == magic;
+        snapshot = tagged ? chunk[4..] : [];
+        return tagged;
+    }
+
     private static void WriteId(Span<byte> into, MessageId m)
     {
         BinaryPrimitives.WriteUInt64LittleEndian(into, m.Sender.Endpoint);

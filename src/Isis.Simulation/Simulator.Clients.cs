@@ -197,7 +197,7 @@ internal sealed partial class Simulator
         }
         else
         {
-            var relayed = relay.Requests[key] = new Relayed(r.Primitive);
+            relay.Requests[key] = new Relayed(r.Primitive);
             node.AnswerClient(_group, r.Client, r.Number, ClientOutcome.Working, null, null, _now);
             var payload = new byte[ClientPayloadBytes];
             payload[0] = ClientTag;
@@ -215,7 +215,6 @@ internal sealed partial class Simulator
             {
                 node.Send(_group, payload, _now, KindOf(r.Primitive));
             }
-            _ = relayed;
         }
         Flush(p);
     }
@@ -227,24 +226,17 @@ internal sealed partial class Simulator
         Flush(p);
     }
 
-    /// <summary>The sessions' part of a checkpoint: a chunk no id reader takes for ids (it starts with a magic and is read first).</summary>
-    private byte[] ClientChunk(SimProcess p)
-    {
-        byte[] snapshot = p.App.Clients!.Sessions.Snapshot();
-        var chunk = new byte[4 + snapshot.Length];
-        BinaryPrimitives.WriteUInt32LittleEndian(chunk, ClientChunkMagic);
-        snapshot.CopyTo(chunk, 4);
-        return chunk;
-    }
+    /// <summary>The client sessions' part of a checkpoint.</summary>
+    private byte[] ClientChunk(SimProcess p) => TaggedChunk(ClientChunkMagic, p.App.Clients!.Sessions.Snapshot());
 
     /// <summary>A joiner loads the client sessions from its checkpoint; true if the chunk was theirs.</summary>
     private bool LoadClientChunk(SimProcess p, byte[] chunk)
     {
-        if (chunk.Length < 4 || BinaryPrimitives.ReadUInt32LittleEndian(chunk) != ClientChunkMagic) return false;
+        if (!TryReadTaggedChunk(chunk, ClientChunkMagic, out byte[] snapshot)) return false;
         if (p.App.Clients is { } relay)
         {
             var sessions = new ClientSessions(Scenario.Protocol.Mutations);
-            Invariant(sessions.Load(chunk.AsSpan(4)), "a checkpoint's client sessions load");
+            Invariant(sessions.Load(snapshot), "a checkpoint's client sessions load");
             relay.Sessions = sessions;
         }
         return true;

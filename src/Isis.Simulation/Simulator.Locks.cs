@@ -176,24 +176,17 @@ internal sealed partial class Simulator
         if (RecordsHistory) History.RecordLockReleased(_now, p.Node!.Self, _group, h.Name, h.Token);
     }
 
-    /// <summary>The lock table's part of a checkpoint: a chunk no id reader takes for ids (it starts with a magic and is read first).</summary>
-    private byte[] LockChunk(SimProcess p)
-    {
-        byte[] snapshot = p.App.Locks!.Table.Snapshot();
-        var chunk = new byte[4 + snapshot.Length];
-        BinaryPrimitives.WriteUInt32LittleEndian(chunk, LockChunkMagic);
-        snapshot.CopyTo(chunk, 4);
-        return chunk;
-    }
+    /// <summary>The lock table's part of a checkpoint.</summary>
+    private byte[] LockChunk(SimProcess p) => TaggedChunk(LockChunkMagic, p.App.Locks!.Table.Snapshot());
 
     /// <summary>A joiner loads the lock table from its checkpoint; true if the chunk was the table's.</summary>
     private bool LoadLockChunk(SimProcess p, byte[] chunk)
     {
-        if (chunk.Length < 4 || BinaryPrimitives.ReadUInt32LittleEndian(chunk) != LockChunkMagic) return false;
+        if (!TryReadTaggedChunk(chunk, LockChunkMagic, out byte[] snapshot)) return false;
         if (p.App.Locks is { } c)
         {
             var table = NewLockTable();
-            Invariant(table.Load(chunk[4..]), "a checkpoint's lock table loads");
+            Invariant(table.Load(snapshot), "a checkpoint's lock table loads");
             c.Table = table;
         }
         return true;

@@ -147,7 +147,6 @@ public sealed partial class Group
     {
         var client = new NodeId(endpoint, incarnation);
         bool run = Sessions.TryBegin(client, number, floor);
-        ForgetRepliesBelow(client, floor);
         if (run)
         {
             _currentClientRequest = (client, number);
@@ -170,18 +169,13 @@ public sealed partial class Group
         }
     }
 
-    /// <summary>The reply this member gave a client's query, for a duplicate of it (called as the reply is sent).</summary>
+    /// <summary>The reply this member gave a client's query, for a duplicate of it (called as the reply is sent); the last 4,096 are kept.</summary>
     private void RememberClientReply(ReplyKind kind, byte[] payload)
     {
         if (_currentClientRequest is not { } key) return;
         _clientReplies[key] = (kind, payload);
         _clientReplyOrder.Enqueue(key);
         while (_clientReplyOrder.Count > MaxCachedReplies) _clientReplies.Remove(_clientReplyOrder.Dequeue());
-    }
-
-    private void ForgetRepliesBelow(NodeId client, long floor)
-    {
-        while (_clientReplyOrder.TryPeek(out var oldest) && oldest.Client == client && oldest.Number < floor) _clientReplies.Remove(_clientReplyOrder.Dequeue());
     }
 
     /// <summary>The sessions' part of a checkpoint (transfer or disk), before the application's parts; null when there are none.</summary>

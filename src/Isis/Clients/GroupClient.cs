@@ -97,21 +97,21 @@ public sealed class GroupClient : IDisposable
     /// <param name="args">The arguments.</param>
     /// <exception cref="TimeoutException">No member answered within <see cref="GroupClientOptions.Timeout"/>.</exception>
     /// <exception cref="IsisException">The relay could not issue it (for example, too large).</exception>
-    public Task SendAsync(int opcode, params object?[] args) => Issue(ClientPrimitive.Send, opcode, args, 0);
+    public Task SendAsync(int opcode, params object?[] args) => Call(ClientPrimitive.Send, opcode, args, 0);
 
     /// <summary>Sends a message in the group's total order through a member (<see cref="Group.OrderedSend"/>); completes once the member delivered it.</summary>
     /// <param name="opcode">The request code whose handlers run.</param>
     /// <param name="args">The arguments.</param>
     /// <exception cref="TimeoutException">No member answered within <see cref="GroupClientOptions.Timeout"/>.</exception>
     /// <exception cref="IsisException">The relay could not issue it.</exception>
-    public Task OrderedSendAsync(int opcode, params object?[] args) => Issue(ClientPrimitive.Ordered, opcode, args, 0);
+    public Task OrderedSendAsync(int opcode, params object?[] args) => Call(ClientPrimitive.Ordered, opcode, args, 0);
 
     /// <summary>SafeSends a message through a member (<see cref="Group.SafeSend"/>); completes once it is delivered, so durable, and it runs exactly once at every member.</summary>
     /// <param name="opcode">The request code whose handlers run.</param>
     /// <param name="args">The arguments.</param>
     /// <exception cref="TimeoutException">No member answered within <see cref="GroupClientOptions.Timeout"/>.</exception>
     /// <exception cref="IsisException">The relay could not issue it.</exception>
-    public Task SafeSendAsync(int opcode, params object?[] args) => Issue(ClientPrimitive.Safe, opcode, args, 0);
+    public Task SafeSendAsync(int opcode, params object?[] args) => Call(ClientPrimitive.Safe, opcode, args, 0);
 
     /// <summary>Queries the group through a member (an OrderedQuery: in the total order) and returns each replying member's value.</summary>
     /// <typeparam name="TReply">The type of the value each member passes to <see cref="Group.Reply"/>.</typeparam>
@@ -132,8 +132,6 @@ public sealed class GroupClient : IDisposable
             return [.. answer.Replies.Select(r => (TReply)Group.Values(new QueryReply(r.Replier, ReplyKind.Values, r.Payload), [typeof(TReply)])[0]!)];
         }
     }
-
-    private Task Issue(ClientPrimitive primitive, int opcode, object?[]? args, int replies) => Call(primitive, opcode, args, replies);
 
     /// <summary>Checks the call at once (a disposed client throws here, not in the task), then issues it.</summary>
     private Task<ClientAnswered> Call(ClientPrimitive primitive, int opcode, object?[]? args, int replies)
